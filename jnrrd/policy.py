@@ -1,0 +1,153 @@
+"""Reader policy: resource caps and the path/URL policy (digest §5, CONVENTIONS §1.1, §3).
+
+Every reader takes the same ``**policy`` keywords; :meth:`Policy.from_kwargs` turns them into
+one frozen value that is passed down, never stored in a module global.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, fields
+from typing import IO, Any, Literal
+
+from .errors import SecurityError, UnsupportedError, where
+
+__all__ = ["Policy", "is_url", "resolve_path"]
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+Opener = Callable[[str, str], IO[bytes]]
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Caps and path rules for one read. All limits are configurable per call.
+
+    ``max_bytes`` caps any single array allocation (decoded volume or level); ``max_tile_bytes``
+    caps one stored tile's decoded size; ``max_header_bytes``/``max_line_bytes`` cap the header;
+    ``max_tiles`` the tile count; ``max_files`` the number of data or tile files; ``max_pad``
+    how far a ``[n]`` extension path may jump past the end of a list.
+    """
+
+    allow_absolute: bool = False
+    allow_parent: bool = False
+    allowed_roots: tuple[str, ...] = ()
+    opener: Opener | None = None
+    allow_duplicates: bool = False
+    bfloat16: Literal["ml_dtypes", "float32", "uint16"] | None = None
+    legacy_c_order: bool = False
+    max_bytes: int = 16 * GiB
+    max_header_bytes: int = 1 * GiB
+    max_line_bytes: int = 256 * MiB
+    max_tiles: int = 10**7
+    max_tile_bytes: int = 1 * GiB
+    max_files: int = 10**5
+    max_pad: int = 65536
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_kwargs(cls, policy: Policy | None = None, /, **kwargs: Any) -> Policy:
+        """Build a policy from reader keywords (unknown keywords raise ``TypeError``)."""
+        names = {f.name for f in fields(cls)} - {"extra"}
+        unknown = set(kwargs) - names
+        if unknown:
+            raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+        if "allowed_roots" in kwargs and kwargs["allowed_roots"] is not None:
+            kwargs["allowed_roots"] = tuple(
+                os.path.realpath(os.fspath(r)) for r in _as_iter(kwargs["allowed_roots"])
+            )
+        elif "allowed_roots" in kwargs:
+            kwargs["allowed_roots"] = ()
+        if kwargs.get("bfloat16") not in (None, "ml_dtypes", "float32", "uint16"):
+            raise ValueError("bfloat16 must be 'ml_dtypes', 'float32' or 'uint16'")
+        base = policy if policy is not None else cls()
+        if not kwargs:
+            return base
+        values = {f.name: getattr(base, f.name) for f in fields(cls)}
+        values.update(kwargs)
+        return cls(**values)
+
+    def check_bytes(self, nbytes: int, what: str, source: Any = None) -> None:
+        """Raise ``UnsupportedError`` when an allocation of ``nbytes`` exceeds ``max_bytes``."""
+        if nbytes > self.max_bytes:
+            raise UnsupportedError(
+                f"{where(source)}{what} needs {nbytes} bytes, over the max_bytes cap "
+                f"({self.max_bytes}); pass max_bytes=... to allow it"
+            )
+
+
+def _as_iter(value: Any) -> Iterable[Any]:
+    if isinstance(value, (str, os.PathLike)):
+        return (value,)
+    return value
+
+
+def is_url(path: str) -> bool:
+    """True for ``scheme://...`` strings."""
+    return bool(_URL.match(path))
+
+
+def resolve_path(
+    root: str,
+    path: str,
+    policy: Policy,
+    *,
+    source: Any = None,
+    field: str = "data_file",
+) -> str:
+    """Resolve a path read from a header against ``root`` under the path policy.
+
+    Returns the real (symlink-free) absolute path. URLs are returned unchanged when the policy
+    has an ``opener`` (which alone may serve them); otherwise they raise ``SecurityError``.
+    Nothing is opened here.
+    """
+    prefix = where(source, field)
+    if not isinstance(path, str) or not path:
+        raise SecurityError(f"{prefix}expected a non-empty relative path, found {path!r}")
+    if "\x00" in path:
+        raise SecurityError(f"{prefix}path contains a NUL byte: {path!r}")
+    if is_url(path):
+        if policy.opener is None:
+            raise SecurityError(
+                f"{prefix}URL {path!r} is blocked; pass opener=... to let a callable serve URLs"
+            )
+        return path
+    windows_abs = bool(_DRIVE.match(path)) or path.startswith("\\\\")
+    if windows_abs or os.path.isabs(path):
+        if not policy.allow_absolute:
+            raise SecurityError(
+                f"{prefix}absolute path {path!r} is blocked; pass allow_absolute=True to allow it"
+            )
+        full = path
+    else:
+        full = os.path.join(root, path)
+    real = os.path.realpath(full)
+    if policy.allow_absolute and (windows_abs or os.path.isabs(path)):
+        return real
+    if policy.allow_parent:
+        return real
+    roots = (os.path.realpath(root), *policy.allowed_roots)
+    for r in roots:
+        try:
+            if os.path.commonpath([r, real]) == r:
+                return real
+        except ValueError:  # different drives on Windows
+            continue
+    raise SecurityError(
+        f"{prefix}path {path!r} resolves to {real!r}, outside {roots[0]!r}; "
+        "pass allow_parent=True or allowed_roots=[...] to allow it"
+    )
+
+
+def open_resolved(path: str, policy: Policy, mode: str = "rb") -> IO[bytes]:
+    """Open a path returned by :func:`resolve_path` (URLs through the policy's opener)."""
+    if is_url(path):
+        assert policy.opener is not None  # resolve_path refused URLs without an opener
+        return policy.opener(path, mode)
+    return open(path, mode)  # the caller owns the handle
