@@ -1,0 +1,373 @@
+"""Bounded compression primitives shared by the tile codecs and the core data encodings.
+
+Four stream formats are supported (``NAMES``): ``gzip`` (RFC 1952), ``bz2`` (a bzip2 stream),
+``zstd`` (a Zstandard frame) and ``lz4`` (the LZ4 *frame* format). Writers emit one member /
+stream / frame; readers accept concatenations of them (CONVENTIONS §2: "decoders accept
+concatenated members/frames, frames without content size, and cap output at the expected size").
+
+Every decoder here is bounded: it never produces more than ``expected + 1`` bytes, whatever a
+frame header claims, so a decompression bomb costs at most the caller's expected size.
+"""
+
+from __future__ import annotations
+
+import bz2
+import threading
+import warnings
+import zlib
+from collections.abc import Callable
+from typing import Any, BinaryIO
+
+import lz4.frame
+import zstandard
+
+from .errors import DataError, JnrrdWarning, UnsupportedError
+
+__all__ = ["NAMES", "compress", "decompress", "decompress_stream_into", "zstd_compress"]
+
+NAMES = ("gzip", "bz2", "zstd", "lz4")
+
+_DEFAULT_LEVEL = {"gzip": 6, "bz2": 9, "zstd": 3, "lz4": 0}
+_LEVEL_RANGE = {"gzip": (0, 9), "bz2": (1, 9), "zstd": (-131072, 22), "lz4": (-65536, 16)}
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+# zstandard (de)compressor objects are not safe to share between threads running at the same
+# time; one per thread keeps their (expensive to build) contexts reusable without locks.
+_local = threading.local()
+
+
+def _zstd_decompressor() -> zstandard.ZstdDecompressor:
+    d = getattr(_local, "zstd_d", None)
+    if d is None:
+        d = _local.zstd_d = zstandard.ZstdDecompressor()
+    return d
+
+
+def _zstd_compressor(level: int, checksum: bool = False) -> zstandard.ZstdCompressor:
+    cache = getattr(_local, "zstd_c", None)
+    if cache is None:
+        cache = _local.zstd_c = {}
+    c = cache.get((level, checksum))
+    if c is None:
+        c = cache[(level, checksum)] = zstandard.ZstdCompressor(
+            level=level, write_content_size=True, write_checksum=checksum
+        )
+    return c
+
+
+def _check_name(name: str, what: str) -> None:
+    if name not in NAMES:
+        raise UnsupportedError(
+            f"{what}unknown compression {name!r}; expected one of {', '.join(NAMES)}"
+        )
+
+
+def compress(name: str, data: bytes | memoryview, *, level: int | None = None) -> bytes:
+    """Compress ``data`` as one gzip member (mtime 0), bz2 stream, zstd frame or lz4 frame."""
+    _check_name(name, "")
+    if level is None:
+        level = _DEFAULT_LEVEL[name]
+    lo, hi = _LEVEL_RANGE[name]
+    if isinstance(level, bool) or not isinstance(level, int) or not lo <= level <= hi:
+        raise UnsupportedError(f"{name} level {level!r} is not an integer in [{lo}, {hi}]")
+    if name == "gzip":
+        # zlib's gzip wrapper writes mtime 0 and no file name: deterministic output.
+        c = zlib.compressobj(level, zlib.DEFLATED, 31)
+        return c.compress(data) + c.flush()
+    if name == "zstd":
+        return _zstd_compressor(level).compress(data)
+    if name == "bz2":
+        return bz2.compress(data, level)
+    return lz4.frame.compress(data, compression_level=level, store_size=True)
+
+
+def zstd_compress(data: bytes | memoryview, *, level: int, checksum: bool) -> bytes:
+    """One zstd frame with content size (and a content checksum when asked)."""
+    return _zstd_compressor(level, checksum).compress(data)
+
+
+# --------------------------------------------------------------------------------------------
+# Incremental decoders with a common shape: feed(data, max_length) -> bytes, plus eof,
+# unused_data and whether more output is pending without more input.
+
+
+class _Zlib:
+    """One gzip member (wbits 31) or zlib stream (wbits 15), bounded by max_length."""
+
+    def __init__(self, wbits: int) -> None:
+        self._d = zlib.decompressobj(wbits)
+
+    def feed(self, data: Any, max_length: int) -> bytes:
+        d = self._d
+        out = d.decompress(d.unconsumed_tail + data if d.unconsumed_tail else data, max_length)
+        return out
+
+    @property
+    def eof(self) -> bool:
+        return self._d.eof
+
+    @property
+    def unused_data(self) -> bytes:
+        return self._d.unused_data
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._d.unconsumed_tail)
+
+
+class _Obj:
+    """bz2 / lz4 decompressor objects (same max_length/needs_input protocol)."""
+
+    def __init__(self, d: Any) -> None:
+        self._d = d
+
+    def feed(self, data: Any, max_length: int) -> bytes:
+        return self._d.decompress(data, max_length=max_length)
+
+    @property
+    def eof(self) -> bool:
+        return self._d.eof
+
+    @property
+    def unused_data(self) -> bytes:
+        return self._d.unused_data
+
+    @property
+    def pending(self) -> bool:
+        return not self._d.needs_input
+
+
+def _factory(name: str, zlib_stream: bool) -> Callable[[], Any]:
+    if name == "gzip":
+        wbits = 15 if zlib_stream else 31
+        return lambda: _Zlib(wbits)
+    if name == "bz2":
+        return lambda: _Obj(bz2.BZ2Decompressor())
+    return lambda: _Obj(lz4.frame.LZ4FrameDecompressor())
+
+
+def _is_zlib(head: bytes) -> bool:
+    # RFC 1950 header: CM 8, CINFO <= 7, FCHECK makes the 16-bit value a multiple of 31.
+    return (
+        len(head) >= 2
+        and head[0] & 0x0F == 8
+        and head[0] >> 4 <= 7
+        and (head[0] << 8 | head[1]) % 31 == 0
+    )
+
+
+def _gzip_or_zlib(head: bytes, allow_zlib: bool, what: str) -> bool:
+    """True when the stream is zlib rather than gzip (warns; DataError when not allowed)."""
+    if head[:2] == _GZIP_MAGIC or not allow_zlib or not _is_zlib(head):
+        return False
+    warnings.warn(
+        f"{what}gzip data is a zlib stream, not RFC 1952 gzip; accepted", JnrrdWarning,
+        stacklevel=3,
+    )
+    return True
+
+
+def _corrupt(name: str, what: str, exc: BaseException | str) -> DataError:
+    return DataError(f"{what}corrupt {name} data: {exc}")
+
+
+def _oversized(what: str, name: str, expected: int) -> DataError:
+    return DataError(
+        f"{what}{name} data decompresses to more than {expected} bytes; expected exactly"
+        f" {expected}"
+    )
+
+
+def decompress(
+    name: str,
+    data: bytes | memoryview,
+    expected: int,
+    *,
+    exact: bool = True,
+    allow_zlib: bool = False,
+    what: str = "",
+) -> bytes:
+    """Decompress ``data`` to ``expected`` bytes, never producing more than ``expected + 1``.
+
+    ``exact=True``: the output must be exactly ``expected`` bytes (else ``DataError``).
+    ``exact=False``: the first ``expected`` bytes are returned and the rest ignored; fewer is a
+    ``DataError``. ``allow_zlib`` lets ``gzip`` accept a zlib stream, with a ``JnrrdWarning``.
+    ``what`` prefixes messages (e.g. ``"vol.jnrrd: tile 17: "``).
+    """
+    _check_name(name, what)
+    if expected < 0:
+        raise UnsupportedError(f"{what}negative expected size {expected}")
+    limit = expected + 1 if exact else expected
+    if name == "zstd":
+        out = _zstd_oneshot(data, limit, what)
+        if out is None:
+            out = _zstd_stream(data, limit, what)
+    else:
+        out = _drain(name, data, limit, allow_zlib, what)
+    if len(out) < expected:
+        raise DataError(
+            f"{what}{name} data is short: decompresses to {len(out)} bytes; expected {expected}"
+        )
+    if len(out) > expected:
+        if exact:
+            raise _oversized(what, name, expected)
+        out = out[:expected]
+    return out
+
+
+def _zstd_oneshot(data: Any, limit: int, what: str) -> bytes | None:
+    """The fast path: one frame whose header states a content size within the limit."""
+    try:
+        size = zstandard.frame_content_size(data)
+    except zstandard.ZstdError as exc:
+        raise _corrupt("zstd", what, exc) from None
+    if size < 0 or size > limit:
+        return None
+    try:
+        return _zstd_decompressor().decompress(data, allow_extra_data=False)
+    except zstandard.ZstdError:
+        # More frames follow, or the frame is corrupt: the streaming path tells which.
+        return None
+
+
+def _zstd_stream(data: Any, limit: int, what: str) -> bytes:
+    out = bytearray(limit)
+    view = memoryview(out)
+    n = 0
+    try:
+        reader = _zstd_decompressor().stream_reader(data, read_across_frames=True)
+        while n < limit:
+            got = reader.readinto(view[n:])
+            if not got:
+                break
+            n += got
+    except zstandard.ZstdError as exc:
+        raise _corrupt("zstd", what, exc) from None
+    del view
+    del out[n:]
+    return bytes(out)
+
+
+def _drain(name: str, data: Any, limit: int, allow_zlib: bool, what: str) -> bytes:
+    """Decode concatenated members/streams/frames, stopping at ``limit`` output bytes."""
+    buf = bytes(data) if not isinstance(data, bytes) else data
+    if not buf:
+        raise DataError(f"{what}{name} data is empty")
+    make = _factory(name, name == "gzip" and _gzip_or_zlib(buf[:2], allow_zlib, what))
+    parts: list[bytes] = []
+    n = 0
+    try:
+        while True:
+            d = make()
+            chunk = d.feed(buf, limit - n)
+            parts.append(chunk)
+            n += len(chunk)
+            if n >= limit:
+                break
+            if not d.eof:
+                if d.pending:  # limit reached mid-member (cannot happen below limit)
+                    break
+                raise DataError(
+                    f"{what}{name} data is truncated (the stream ends before its end marker)"
+                )
+            buf = d.unused_data
+            # Trailing zero bytes after the last member are tolerated (as the gzip module does).
+            if not buf or not buf.strip(b"\x00"):
+                break
+    except (OSError, EOFError, RuntimeError, zlib.error) as exc:
+        raise _corrupt(name, what, exc) from None
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def decompress_stream_into(
+    name: str,
+    fileobj: BinaryIO,
+    out: memoryview,
+    *,
+    skip: int = 0,
+    allow_zlib: bool = False,
+    what: str = "",
+    chunk_size: int = 1 << 20,
+) -> None:
+    """Fill ``out`` exactly from the compressed stream in ``fileobj``, after skipping ``skip``.
+
+    Compressed input is read ``chunk_size`` bytes at a time, so memory is O(chunk_size) besides
+    ``out``. Whatever follows the needed bytes is ignored. A stream that ends early or is
+    corrupt is a ``DataError``.
+    """
+    _check_name(name, what)
+    if skip < 0:
+        raise UnsupportedError(f"{what}negative byte skip {skip}")
+    out = memoryview(out).cast("B")
+    need = skip + len(out)
+    if name == "zstd":
+        _zstd_stream_into(fileobj, out, skip, need, what, chunk_size)
+        return
+    pos = 0  # decompressed bytes produced so far (including skipped ones)
+    first = fileobj.read(chunk_size)
+    if not first:
+        raise DataError(f"{what}{name} data is empty")
+    make = _factory(name, name == "gzip" and _gzip_or_zlib(first[:2], allow_zlib, what))
+    pending_in: bytes = first
+    try:
+        d = make()
+        while pos < need:
+            chunk = d.feed(pending_in, min(chunk_size, need - pos))
+            pending_in = b""
+            if chunk:
+                lo = max(pos, skip)
+                hi = pos + len(chunk)
+                if hi > lo:
+                    out[lo - skip : hi - skip] = chunk[lo - pos :]
+                pos = hi
+            if pos >= need:
+                break
+            if d.eof:
+                rest = d.unused_data
+                if not rest:
+                    rest = fileobj.read(chunk_size)
+                if not rest or not rest.strip(b"\x00"):
+                    break
+                d = make()
+                pending_in = rest
+            elif not d.pending:
+                pending_in = fileobj.read(chunk_size)
+                if not pending_in:
+                    break
+    except (OSError, EOFError, RuntimeError, zlib.error) as exc:
+        raise _corrupt(name, what, exc) from None
+    if pos < need:
+        raise DataError(
+            f"{what}{name} data is short: decompresses to {pos} bytes; expected {need}"
+            + (f" ({skip} skipped + {len(out)})" if skip else "")
+        )
+
+
+def _zstd_stream_into(
+    fileobj: BinaryIO, out: memoryview, skip: int, need: int, what: str, chunk_size: int
+) -> None:
+    pos = 0
+    try:
+        reader = _zstd_decompressor().stream_reader(
+            fileobj, read_size=chunk_size, read_across_frames=True, closefd=False
+        )
+        scratch = bytearray(min(chunk_size, skip)) if skip else None
+        while pos < skip:
+            assert scratch is not None
+            got = reader.readinto(memoryview(scratch)[: min(len(scratch), skip - pos)])
+            if not got:
+                break
+            pos += got
+        while pos < need and pos >= skip:
+            got = reader.readinto(out[pos - skip :])
+            if not got:
+                break
+            pos += got
+    except zstandard.ZstdError as exc:
+        raise _corrupt("zstd", what, exc) from None
+    if pos < need:
+        raise DataError(
+            f"{what}zstd data is short: decompresses to {pos} bytes; expected {need}"
+            + (f" ({skip} skipped + {len(out)})" if skip else "")
+        )
