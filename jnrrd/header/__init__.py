@@ -1,0 +1,64 @@
+"""Bytes ⇄ :class:`Header`: the JNRRD header wire format, typed core fields, extension paths.
+
+The story of a header read: :mod:`.wire` splits the bytes into single-key JSON lines and finds
+where the data starts (digest 1.1-1.3); :mod:`.model` turns the lines into a :class:`Header`
+(digest 1.4), merging hierarchical extension paths with :mod:`.paths` (digest 1.5);
+:mod:`.fields` checks the core fields (digest 1.6-1.11); :mod:`.render` writes a header back
+in canonical order (digest 1.13).
+"""
+
+from __future__ import annotations
+
+import io
+from typing import IO, Any
+
+from ..errors import describe_source
+from ..policy import Policy
+from .fields import CoreFields, DataFilePattern, core_fields
+from .model import TILE_FIELDS, TILE_URI, TILE_URI_PREFIX, Header, build_header
+from .paths import parse_path
+from .render import render_header
+from .wire import read_entries
+
+__all__ = [
+    "TILE_FIELDS",
+    "TILE_URI",
+    "TILE_URI_PREFIX",
+    "CoreFields",
+    "DataFilePattern",
+    "Header",
+    "core_fields",
+    "parse_header",
+    "parse_header_bytes",
+    "parse_path",
+    "render_header",
+]
+
+
+def parse_header(
+    stream: IO[bytes], *, policy: Policy | None = None, source: Any = None
+) -> tuple[Header, int | None]:
+    """Read the header from a binary file object positioned at the start of the file.
+
+    Returns the :class:`Header` and the absolute offset of the first data byte (``None`` when
+    the header ended at EOF). The stream is read line by line with bounded ``readline`` calls
+    and is left at that offset, so non-seekable streams work too; the one exception is a
+    header that ends on a non-JSON line (warned): that line has been consumed, and a seekable
+    stream is moved back to it.
+
+    Raises ``FormatError`` (not a JNRRD file, including a classic ``NRRD000x`` magic),
+    ``VersionError`` (another JNRRD version) or ``HeaderError`` (malformed lines, duplicate
+    fields, caps of ``policy`` exceeded).
+    """
+    policy = policy if policy is not None else Policy()
+    if source is None and describe_source(getattr(stream, "name", None)):
+        source = stream.name  # type: ignore[attr-defined]
+    entries, data_start = read_entries(stream, policy, source)
+    return build_header(entries, policy, source), data_start
+
+
+def parse_header_bytes(
+    data: bytes, *, policy: Policy | None = None, source: Any = None
+) -> tuple[Header, int | None]:
+    """:func:`parse_header` over bytes (``data_start`` is an offset into ``data``)."""
+    return parse_header(io.BytesIO(data), policy=policy, source=source)

@@ -1,0 +1,252 @@
+"""The header wire format: magic line, one single-key JSON object per line, termination.
+
+Implements the normative reader algorithm of digest 1.3 (with the magic rules of 1.1 and the
+line rules of 1.2). Lines are read with ``readline(limit)``, so a stream is never read past the
+line being examined and no "line" is ever read without a bound (digest §5, header DoS):
+
+* the first piece of every line is at most :data:`PROBE` bytes; a line whose first non-blank
+  byte is not ``{`` ends the header right there (binary data is never scanned for ``\\n``);
+* a line that starts with ``{`` is read up to ``policy.max_line_bytes`` (and never past what
+  ``policy.max_header_bytes`` still allows).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from dataclasses import dataclass
+from typing import IO, Any
+
+from ..errors import FormatError, HeaderError, JnrrdWarning, VersionError, where
+from ..policy import Policy
+
+__all__ = ["MAGIC_KEY", "PROBE", "VERSION", "Entry", "read_entries"]
+
+MAGIC_KEY = "jnrrd"
+VERSION = "0004"
+BOM = b"\xef\xbb\xbf"
+
+#: first piece read of every line; also the longest magic line accepted (a real one is 17 bytes)
+PROBE = 64 * 1024
+
+# Digest 1.2: ASCII whitespace other than the line feed, which alone splits lines.
+_BLANKS = re.compile(rb"[ \t\r\v\f]*")
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One header line: its single key and value, its 1-based line number and byte offset."""
+
+    key: str
+    value: Any
+    lineno: int
+    offset: int
+
+
+class _DuplicateKey(Exception):
+    """Raised inside the JSON decoder when an object repeats a key (digest D3)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _DuplicateKey(k)
+            seen.add(k)
+    return obj
+
+
+# One decoder for every line: NaN/Infinity/-Infinity are accepted on read (digest 1.2).
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_pairs)
+
+
+class _Invalid(Exception):
+    """The line is not valid UTF-8 or not valid JSON: it ends the header (digest 1.3)."""
+
+
+def _decode(text: bytes, prefix: str) -> Any:
+    """Decode one stripped line; ``_Invalid`` ends the header, ``HeaderError`` is fatal."""
+    try:
+        return _DECODER.decode(text.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _Invalid(str(exc)) from None
+    except _DuplicateKey as exc:
+        raise HeaderError(f"{prefix}duplicate key {exc.key!r} inside one JSON object") from None
+    except RecursionError:
+        raise HeaderError(f"{prefix}JSON nested too deeply") from None
+    except ValueError as exc:  # int literal over the interpreter's digit limit (digest §5)
+        raise HeaderError(f"{prefix}unreadable JSON value: {exc}") from None
+
+
+def _readline(stream: IO[bytes], limit: int) -> bytes:
+    piece = stream.readline(limit)
+    if not isinstance(piece, bytes | bytearray):
+        if piece is None:  # a non-blocking stream with nothing available
+            return b""
+        raise TypeError(f"expected a binary file object, read returned {type(piece).__name__}")
+    return bytes(piece)
+
+
+def _show(raw: bytes) -> str:
+    """A short printable rendering of what was found, for error messages."""
+    raw = raw.strip()
+    return repr(raw[:40] + (b"..." if len(raw) > 40 else b""))
+
+
+def _check_magic(raw: bytes, truncated: bool, prefix: str) -> None:
+    """Digest 1.1: the first line must be ``{"jnrrd": "0004"}`` (after an optional BOM)."""
+    expected = f'expected the magic line {{"{MAGIC_KEY}": "{VERSION}"}}'
+    text = raw.strip()
+    if not text.startswith(b"{"):
+        if not raw:
+            raise FormatError(f"{prefix}empty input; {expected}")
+        raise FormatError(f"{prefix}not a JNRRD file: first line is {_show(raw)}; {expected}")
+    if truncated:
+        raise FormatError(f"{prefix}not a JNRRD file: first line longer than {PROBE} bytes")
+    try:
+        obj = _decode(text, prefix)
+    except (_Invalid, HeaderError):
+        raise FormatError(
+            f"{prefix}not a JNRRD file: first line {_show(raw)} is not valid JSON; {expected}"
+        ) from None
+    if list(obj) != [MAGIC_KEY]:
+        raise FormatError(f"{prefix}not a JNRRD file: first line is {_show(raw)}; {expected}")
+    version = obj[MAGIC_KEY]
+    if not isinstance(version, str):
+        raise FormatError(
+            f"{prefix}{MAGIC_KEY}: expected the version string {VERSION!r}, found {version!r}"
+        )
+    if version != VERSION:
+        raise VersionError(
+            f"{prefix}{MAGIC_KEY}: version {version!r} is not supported; this library reads "
+            f"{VERSION!r}"
+        )
+
+
+def _seekable(stream: IO[bytes]) -> bool:
+    try:
+        return bool(stream.seekable())
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def read_entries(
+    stream: IO[bytes], policy: Policy, source: Any = None
+) -> tuple[list[Entry], int | None]:
+    """Read the header lines of ``stream`` (digest 1.1-1.3).
+
+    Returns the entries after the magic line (in file order) and the absolute offset of the
+    first data byte, or ``None`` when the header ended at EOF. On a seekable stream the
+    position is left at that offset (or at EOF). On a non-seekable stream it is left there too,
+    except when the header ended on a non-JSON line (a warned case): that line has been read.
+    """
+    if not callable(getattr(stream, "readline", None)):
+        raise TypeError("expected a binary file object with read() and readline()")
+    seekable = _seekable(stream)
+    base = stream.tell() if seekable else 0
+    max_line = policy.max_line_bytes
+    max_header = policy.max_header_bytes
+
+    first = _readline(stream, PROBE)
+    offset = base + len(first)
+    truncated = not first.endswith(b"\n") and len(first) >= PROBE
+    if first.startswith(BOM):
+        warnings.warn(
+            f"{where(source)}header starts with a UTF-8 byte order mark; ignored",
+            JnrrdWarning,
+            stacklevel=3,
+        )
+        first = first[len(BOM) :]
+    _check_magic(first, truncated, where(source, "line 1"))
+    size = offset - base  # header bytes so far (digest 1.3 running header size)
+
+    entries: list[Entry] = []
+    lineno = 1
+    while True:
+        lineno += 1
+        line_start = offset
+        prefix = where(source, f"line {lineno}")
+        # Bytes this line may hold, without its "\n" (>= 0, so readline always gets a bound).
+        budget = max(0, min(max_line, max_header - size))
+        piece = _readline(stream, min(PROBE, budget + 1))
+        parts = [piece]
+        length = len(piece)
+        lead = _BLANKS.match(piece).end()
+        # A run of blanks longer than one probe: keep reading, still bounded by the budget.
+        while lead == len(piece) and piece and not piece.endswith(b"\n") and length <= budget:
+            piece = _readline(stream, min(PROBE, budget + 1 - length))
+            parts.append(piece)
+            length += len(piece)
+            lead = _BLANKS.match(piece).end()
+        head = piece[lead : lead + 1]
+        if head == b"\n":  # blank line: the data starts after it
+            offset += length
+            return entries, offset
+        if not head:
+            if length > budget:
+                _too_long(prefix, length, size, policy)
+            return entries, None  # EOF ends the header (digest 1.3)
+        if head != b"{":
+            return _ended(stream, seekable, entries, line_start, prefix, "does not start with '{'")
+        if not piece.endswith(b"\n") and length <= budget:
+            rest = _readline(stream, budget + 1 - length)
+            parts.append(rest)
+            length += len(rest)
+            piece = rest
+        complete = parts[-1].endswith(b"\n")
+        content = length - 1 if complete else length
+        if content > budget:
+            _too_long(prefix, content, size, policy)
+        raw = b"".join(parts) if len(parts) > 1 else parts[0]
+        offset += length
+        size += length
+        try:
+            obj = _decode(raw.strip(), prefix)
+        except _Invalid as exc:
+            return _ended(stream, seekable, entries, line_start, prefix, f"is not JSON ({exc})")
+        if len(obj) != 1:
+            found = "an empty object {}" if not obj else f"{len(obj)} keys {list(obj)[:5]}"
+            raise HeaderError(f"{prefix}expected one key per header line, found {found}")
+        ((key, value),) = obj.items()
+        entries.append(Entry(key, value, lineno, line_start))
+        if not complete:
+            return entries, None  # the last line ran into EOF
+
+
+def _too_long(prefix: str, length: int, size: int, policy: Policy) -> None:
+    if size + length > policy.max_header_bytes and length <= policy.max_line_bytes:
+        raise HeaderError(
+            f"{prefix}header longer than the max_header_bytes cap ({policy.max_header_bytes}); "
+            "pass max_header_bytes=... to allow it"
+        )
+    raise HeaderError(
+        f"{prefix}header line too long (over the max_line_bytes cap, {policy.max_line_bytes}); "
+        "pass max_line_bytes=... to allow it"
+    )
+
+
+def _ended(
+    stream: IO[bytes],
+    seekable: bool,
+    entries: list[Entry],
+    line_start: int,
+    prefix: str,
+    why: str,
+) -> tuple[list[Entry], int]:
+    """Digest 1.3: a line that is not a JSON object ends the header; data starts at it."""
+    warnings.warn(
+        f"{prefix}line {why}: header ends here without a blank line; data starts at byte "
+        f"{line_start}",
+        JnrrdWarning,
+        stacklevel=4,
+    )
+    if seekable:
+        stream.seek(line_start)
+    return entries, line_start
