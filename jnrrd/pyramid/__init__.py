@@ -1,0 +1,33 @@
+"""Downsampling kernels and streaming level computation for multi-resolution pyramids.
+
+CONVENTIONS §1.1 (level sizes), §1.2 (per-level geometry, level quality, virtual levels) and §3
+("Pyramid methods", defined on the floor-cropped level 0); digest §2.9. Arrays are indexed like
+the header's axes (``a.shape == sizes``; the last axis is the slowest in the file, so streaming
+goes in slabs along it). This package works on NumPy arrays and callables only; it knows
+nothing of headers, tile grids or files.
+
+- :mod:`.blocks` — block geometry and the exact block reductions (average, max, min, mode);
+- :mod:`.filters` — ``gaussian`` and ``lanczos`` with their halos;
+- :mod:`.region` — whole levels and level regions from level 0;
+- :mod:`.builder` — the single-pass, bounded-memory :class:`PyramidBuilder`;
+- :mod:`.quality` — ``tile:level_quality`` and per-level geometry.
+"""
+
+from __future__ import annotations
+
+from .blocks import level_shape
+from .builder import Piece, PyramidBuilder
+from .quality import level_geometry, level_quality
+from .region import METHODS, compute_region, downsample, source_region
+
+__all__ = [
+    "METHODS",
+    "Piece",
+    "PyramidBuilder",
+    "compute_region",
+    "downsample",
+    "level_geometry",
+    "level_quality",
+    "level_shape",
+    "source_region",
+]
