@@ -1,0 +1,403 @@
+"""Benchmark machinery: interleaved medians, page-cache control, targets and one table.
+
+Rules from CONVENTIONS §6 that shape this module: absolute times on the shared 2-core machines
+are noise, so every case runs all its contenders in the same process, interleaved A B A B …
+over ``repeat`` repetitions, and reports medians and ratios; the page cache is reclaimed
+within 20–60 s, so each warm measurement reads its files once (untimed) right before, and a
+cold measurement evicts them first (``posix_fadvise(DONTNEED)``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+_BUFFER = bytearray(16 << 20)
+
+
+# --- page cache ------------------------------------------------------------------------------
+
+def _files(paths: Iterable[Path]) -> list[Path]:
+    out: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            out.extend(q for q in sorted(p.rglob("*")) if q.is_file())
+        elif p.exists():
+            out.append(p)
+    return out
+
+
+def warm(paths: Iterable[Path]) -> None:
+    """Read every file under ``paths`` once so that it sits in the page cache."""
+    view = memoryview(_BUFFER)
+    for p in _files(paths):
+        with open(p, "rb", buffering=0) as f:
+            while f.readinto(view):
+                pass
+
+
+def evict(paths: Iterable[Path]) -> None:
+    """Drop every file under ``paths`` from the page cache (flushed first; clean pages only)."""
+    for p in _files(paths):
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+# --- cases -----------------------------------------------------------------------------------
+
+@dataclass
+class Contender:
+    """One system's way of doing a case's operation.
+
+    ``setup`` runs once, untimed (e.g. writing the dataset to read); an exception there or in
+    ``run`` marks the contender "n/a" with the error. ``before`` runs untimed before every
+    repetition (e.g. removing the previous output). ``paths`` are warmed (or evicted) before
+    each repetition. ``check`` validates the first result. ``measure`` replaces wall time by
+    another metric (e.g. peak bytes) when given.
+    """
+
+    system: str
+    run: Callable[[], object] | None = None
+    setup: Callable[[], None] | None = None
+    before: Callable[[], None] | None = None
+    paths: Callable[[], Sequence[Path]] = lambda: ()
+    check: Callable[[object], bool] | None = None
+    measure: Callable[[], float] | None = None
+
+
+@dataclass(frozen=True)
+class Target:
+    """``subject`` against ``reference``: ``">="`` on the speed ratio t_ref / t_subject, or
+    ``"<="`` on the time (or bytes) ratio t_subject / t_ref, compared with ``bound``."""
+
+    subject: str
+    reference: str
+    op: str
+    bound: float
+
+    def ratio(self, subject: float, reference: float) -> float:
+        """The ratio this target is stated in."""
+        return reference / subject if self.op == ">=" else subject / reference
+
+    def met(self, ratio: float) -> bool:
+        """Whether ``ratio`` satisfies the target."""
+        return ratio >= self.bound if self.op == ">=" else ratio <= self.bound
+
+    def text(self, metric: str) -> str:
+        """Human-readable target, e.g. ``jnrrd ≥ 0.9× speed``."""
+        what = "speed" if self.op == ">=" else ("bytes" if metric == "bytes" else "time")
+        bound = f"{self.bound:g}"
+        bound = bound if "." in bound else f"{bound}.0"
+        return f"{self.subject} {'≥' if self.op == '>=' else '≤'} {bound}× {what}"
+
+
+@dataclass
+class Case:
+    """An operation timed for several contenders on the same data."""
+
+    name: str
+    contenders: list[Contender]
+    nbytes: int
+    targets: list[Target] = field(default_factory=list)
+    subject: str = "jnrrd"
+    reads: bool = True  # has a cold variant
+    metric: str = "time"  # "time" (seconds) or "bytes"
+
+
+@dataclass
+class Result:
+    """Samples of one contender in one mode, or why it could not run."""
+
+    case: str
+    mode: str
+    system: str
+    samples: list[float] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def median(self) -> float | None:
+        """Median of the samples, ``None`` when it did not run."""
+        return statistics.median(self.samples) if self.samples and not self.error else None
+
+
+def _describe(exc: BaseException) -> str:
+    name = type(exc).__name__
+    if name == "Unavailable":
+        text = str(exc)
+    else:
+        text = f"not available: {name}: {exc}" if isinstance(exc, (AttributeError, ImportError,
+                                                                   TypeError)) else f"{name}: {exc}"
+    text = text.strip().replace("\n", " ")
+    return text if len(text) <= 110 else text[:107] + "..."
+
+
+def run_case(case: Case, repeat: int, cold: bool = False) -> list[Result]:
+    """Run ``case`` interleaved over ``repeat`` repetitions, warm (and cold if asked)."""
+    modes = ["warm", "cold"] if cold and case.reads else ["warm"]
+    results = {(m, c.system): Result(case.name, m, c.system)
+               for m in modes for c in case.contenders}
+    live: list[Contender] = []
+    for c in case.contenders:
+        try:
+            if c.setup is not None:
+                c.setup()
+            live.append(c)
+        except Exception as exc:  # any failure of an optional system becomes "n/a"
+            for m in modes:
+                results[(m, c.system)].error = _describe(exc)
+    for mode in modes:
+        for rep in range(repeat):
+            for c in live:
+                res = results[(mode, c.system)]
+                if res.error:
+                    continue
+                try:
+                    if c.before is not None:
+                        c.before()
+                    (warm if mode == "warm" else evict)(c.paths())
+                    if c.measure is not None:
+                        res.samples.append(c.measure())
+                        continue
+                    t0 = time.perf_counter()
+                    out = c.run()
+                    res.samples.append(time.perf_counter() - t0)
+                    if rep == 0 and mode == modes[0] and c.check is not None and not c.check(out):
+                        res.error = "wrong result"
+                    del out
+                except Exception as exc:
+                    res.error = _describe(exc)
+    return list(results.values())
+
+
+# --- the table -------------------------------------------------------------------------------
+
+def _fmt_value(value: float | None, metric: str) -> str:
+    if value is None:
+        return "n/a"
+    if metric == "bytes":
+        return f"{value / 2**20:.1f} MiB"
+    return f"{value * 1e3:.2f} ms" if value < 1 else f"{value:.3f} s"
+
+
+def table_rows(case: Case, results: list[Result]) -> list[dict]:
+    """One row per (mode, system) with median, MB/s, and the subject's ratio against it."""
+    rows = []
+    by = {(r.mode, r.system): r for r in results}
+    for (mode, system), res in by.items():
+        med = res.median
+        row = {"case": case.name, "mode": mode, "system": system, "median": med,
+               "metric": case.metric, "error": res.error, "samples": res.samples,
+               "mbps": (case.nbytes / med / 1e6) if med and case.metric == "time" else None,
+               "ratios": []}
+        targets = [t for t in case.targets if t.reference == system]
+        subjects = {case.subject} | {t.subject for t in case.targets}
+        if not targets and system not in subjects:
+            # informational: the subject's speed (or size) against this system
+            op = "<=" if case.metric == "bytes" else ">="
+            targets = [Target(case.subject, system, op, float("nan"))]
+        for t in targets:
+            subj = by.get((mode, t.subject))
+            ratio = status = None
+            if subj is not None and subj.median is not None and med is not None:
+                ratio = t.ratio(subj.median, med)
+                status = None if np.isnan(t.bound) else ("met" if t.met(ratio) else "not met")
+            elif not np.isnan(t.bound):
+                why = subj.error if subj is not None and subj.error else res.error
+                status = f"n/a ({why})" if why else "n/a"
+            row["ratios"].append({"target": None if np.isnan(t.bound) else t.text(case.metric),
+                                  "subject": t.subject, "ratio": ratio, "status": status})
+        rows.append(row)
+    return rows
+
+
+def print_table(rows: list[dict], file=sys.stdout) -> None:
+    """Print rows as one aligned table (case, mode, system, median, MB/s, ratio, target)."""
+    head = ("case", "mode", "system", "median", "MB/s", "ratio", "target", "status")
+    lines = []
+    last_case = None
+    for row in rows:
+        case = row["case"] if (row["case"], row["mode"]) != last_case else ""
+        last_case = (row["case"], row["mode"])
+        med = "n/a" if row["error"] else _fmt_value(row["median"], row["metric"])
+        mbps = f"{row['mbps']:.0f}" if row["mbps"] and not row["error"] else ""
+        entries = row["ratios"] or [None]
+        for k, r in enumerate(entries):
+            ratio = target = status = ""
+            if r is not None:
+                if r["ratio"] is not None:
+                    ratio = f"{r['ratio']:.2f}×"
+                    if r["target"] is None and r["subject"] != "jnrrd":
+                        ratio = f"{ratio} ({r['subject']})"
+                target = r["target"] or ""
+                status = r["status"] or ""
+                if status.startswith("n/a"):
+                    status = "n/a"  # the reason is on the row of the system that failed
+            if row["error"] and k == len(entries) - 1:
+                note = f"({row['error']})"
+                status = f"{status} {note}" if status else note
+            first = k == 0
+            lines.append((case if first else "", row["mode"] if first else "",
+                          row["system"] if first else "", med if first else "",
+                          mbps if first else "", ratio, target, status))
+    widths = [max(len(str(x[i])) for x in [head, *lines]) for i in range(len(head) - 1)]
+    right = {3, 4, 5}
+    fmt = "  ".join(f"{{:>{w}}}" if i in right else f"{{:<{w}}}"
+                    for i, w in enumerate(widths)) + "  {}"
+    print(fmt.format(*head), file=file)
+    print("-" * (sum(widths) + 2 * len(widths) + 8), file=file)
+    for line in lines:
+        print(fmt.format(*line).rstrip(), file=file)
+
+
+def summary(rows: list[dict]) -> tuple[int, int, int]:
+    """Counts of targets (met, not met, n/a) over ``rows``."""
+    met = not_met = na = 0
+    for row in rows:
+        for r in row["ratios"]:
+            if r["target"] is None:
+                continue
+            if r["status"] == "met":
+                met += 1
+            elif r["status"] == "not met":
+                not_met += 1
+            else:
+                na += 1
+    return met, not_met, na
+
+
+def save_json(rows: list[dict], meta: dict, path: Path) -> None:
+    """Write the rows and run metadata as JSON (outside the repository)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, default=str))
+
+
+# --- peak memory in a child process ------------------------------------------------------------
+
+_CHILD = r"""
+import json, os, resource, sys
+sys.path.insert(0, {bench!r})
+import peers
+system = peers.make({system!r}, {codec!r})
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(key)
+import pathlib
+path = pathlib.Path({path!r})
+base = status("VmRSS:")
+try:  # reset the peak-RSS watermark to the current RSS (Linux >= 4.0)
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    reset = True
+except OSError:
+    reset = False
+out = system.read(path)
+peak = status("VmHWM:") if reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({{"delta": peak - base, "nbytes": int(out.nbytes)}}))
+"""
+
+
+def peak_memory(system: str, codec: str | None, path: Path) -> float:
+    """Peak RSS growth (bytes) of ``peers.make(system).read(path)`` in a fresh process."""
+    code = _CHILD.format(bench=str(Path(__file__).parent), system=system, codec=codec,
+                         path=str(path))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=600, check=False)
+    if proc.returncode != 0:
+        lines = (proc.stderr.strip() or "no output").splitlines()
+        raise RuntimeError(f"child failed: {lines[-1]}")
+    return float(json.loads(proc.stdout.strip().splitlines()[-1])["delta"])
+
+
+# --- NumPy pyramid baselines (CONVENTIONS §3 pyramid methods) ---------------------------------
+
+def _blocks(a: np.ndarray, s: int) -> np.ndarray:
+    """View of the floor-cropped ``a`` as ``(*out_shape, s**ndim)`` blocks (copied)."""
+    out = tuple(n // s for n in a.shape)
+    a = a[tuple(slice(0, o * s) for o in out)]
+    shaped = a.reshape(sum(((o, s) for o in out), ()))
+    nd = a.ndim
+    order = tuple(range(0, 2 * nd, 2)) + tuple(range(1, 2 * nd, 2))
+    return shaped.transpose(order).reshape(*out, s**nd)
+
+
+def _round_half_even_div(total: np.ndarray, n: int) -> np.ndarray:
+    q, r = np.divmod(total, n)
+    up = (2 * r > n) | ((2 * r == n) & (q % 2 == 1))
+    return q + up
+
+
+def average_pyramid(a: np.ndarray, levels: int = 3) -> list[np.ndarray]:
+    """Levels 1..levels-1 of the exact integer average (strided pairwise sums in uint32)."""
+    if a.dtype.itemsize > 2 or a.dtype.kind not in "ui":
+        raise ValueError("the uint32-sum baseline is for 8/16-bit integers")
+    out = []
+    sums = a.astype(np.uint32)
+    for level in range(1, levels):
+        crop = tuple(slice(0, (n // 2) * 2) for n in sums.shape)
+        s = sums[crop]
+        # one strided view per corner of the 2×2×… block, summed pairwise
+        acc = None
+        for corner in np.ndindex(*(2,) * s.ndim):
+            part = s[tuple(slice(c, None, 2) for c in corner)]
+            acc = part.copy() if acc is None else np.add(acc, part, out=acc)
+        sums = acc  # unrounded sums carry exactly to the next level
+        out.append(_round_half_even_div(sums, 2 ** (s.ndim * level)).astype(a.dtype))
+    return out
+
+
+def mode_pyramid(a: np.ndarray, levels: int = 3) -> list[np.ndarray]:
+    """Levels 1..levels-1 of the block mode (ties to the smallest), by pairwise equality counts
+    over level-0 blocks."""
+    out = []
+    big = np.iinfo(a.dtype).max if a.dtype.kind in "ui" else np.inf
+    for level in range(1, levels):
+        s = 2**level
+        shape = tuple(n // s for n in a.shape)
+        res = np.empty(shape, dtype=a.dtype)
+        step = max(1, (1 << 22) // max(1, int(np.prod(shape[1:])) * s**a.ndim))
+        for i0 in range(0, shape[0], step):
+            i1 = min(shape[0], i0 + step)
+            blk = _blocks(a[i0 * s : i1 * s], s)
+            # one contiguous row per position inside the block
+            v = np.ascontiguousarray(blk.reshape(-1, blk.shape[-1]).T)
+            k = v.shape[0]
+            counts = np.ones(v.shape, dtype=np.uint16)
+            for i in range(k):
+                for j in range(i + 1, k):
+                    eq = v[i] == v[j]
+                    counts[i] += eq
+                    counts[j] += eq
+            best = counts.max(axis=0, keepdims=True)
+            res[i0:i1] = np.where(counts == best, v, big).min(axis=0).reshape(blk.shape[:-1])
+        out.append(res)
+    return out
+
+
+def numpy_pyramid(method: str) -> Callable[[np.ndarray, int], list[np.ndarray]]:
+    """The NumPy baseline for ``method``, from ``benchmarks/pyramid.py`` when it provides one."""
+    try:
+        import pyramid  # benchmarks/pyramid.py, when present
+
+        fn = getattr(pyramid, f"{method}_baseline", None) or getattr(
+            pyramid, f"numpy_{method}", None)
+        if callable(fn):
+            return fn
+    except ImportError:
+        pass
+    return {"average": average_pyramid, "mode": mode_pyramid}[method]
