@@ -15,18 +15,30 @@ from .errors import (
     VersionError,
 )
 
+from .api import open, read, read_header
+from .header import Header
+from .volume import LevelView, Volume
+from .writing import write
+
 __version__ = "0.1.0"
 
 __all__ = [
     "CodecError",
     "DataError",
     "FormatError",
+    "Header",
     "HeaderError",
     "JnrrdError",
     "JnrrdWarning",
+    "LevelView",
     "SecurityError",
     "UnsupportedError",
     "ValidationError",
     "VersionError",
+    "Volume",
     "__version__",
+    "open",
+    "read",
+    "read_header",
+    "write",
 ]

@@ -1,0 +1,222 @@
+"""The public read/open/write functions (CONVENTIONS §3)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from collections.abc import Iterator
+from typing import IO, Any
+
+import numpy as np
+
+from .datasection import UntiledData, data_paths
+from .errors import DataError, UnsupportedError, where
+from .header import Header, core_fields, parse_header
+from .policy import Policy
+from .tiling.layout import ExternalSource, InternalSource
+from .tiling.spec import TILE_URI, parse_tiling
+from .volume import Volume
+
+__all__ = ["open", "read", "read_header"]
+
+_NRRD_MAGIC = b"NRRD000"
+
+
+@contextlib.contextmanager
+def _opened(source: Any) -> Iterator[tuple[IO[bytes], str | None, bool]]:
+    """(binary stream at the start, header directory or None, owned?)."""
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        f = io.open(path, "rb")  # noqa: SIM115 - closed by the caller's context
+        try:
+            yield f, os.path.dirname(os.path.abspath(path)), True
+        finally:
+            f.close()
+        return
+    if not hasattr(source, "read"):
+        raise TypeError(f"source must be a path or a binary file object, not "
+                        f"{type(source).__name__}")
+    name = getattr(source, "name", None)
+    header_dir = None
+    if isinstance(name, (str, os.PathLike)) and os.path.exists(name):
+        header_dir = os.path.dirname(os.path.abspath(name))
+    yield source, header_dir, False
+
+
+def _is_nrrd(f: IO[bytes]) -> bool:
+    try:
+        head = f.peek(8)[:8] if hasattr(f, "peek") else None
+    except (OSError, ValueError):
+        head = None
+    if head is None:
+        pos = f.tell()
+        head = f.read(8)
+        f.seek(pos)
+    return head.startswith(_NRRD_MAGIC)
+
+
+def read_header(source: Any, **policy: Any) -> Header:
+    """Read only the header of a JNRRD (or classic NRRD) file."""
+    pol = Policy.from_kwargs(**policy)
+    with _opened(source) as (f, _, _):
+        if _is_nrrd(f):
+            from .nrrd import read_nrrd_header
+
+            return read_nrrd_header(f, policy=pol, source=source)[0]
+        header, _ = parse_header(f, policy=pol, source=source if _named(source) else None)
+    return header
+
+
+def _named(source: Any) -> bool:
+    return isinstance(source, (str, os.PathLike)) or isinstance(
+        getattr(source, "name", None), (str, os.PathLike)
+    )
+
+
+def open(  # noqa: A001 - the public name the conventions fix
+    source: Any, *, index_order: str = "F", missing: str = "error", **policy: Any
+) -> Volume:
+    """Open a JNRRD file lazily: slicing the returned :class:`Volume` reads only what it needs.
+
+    ``source`` is a path or a binary file object (left open). ``missing="fill"`` reads absent
+    external tile files as padding.
+    """
+    if index_order not in ("F", "C"):
+        raise ValueError(f"index_order must be 'F' or 'C', got {index_order!r}")
+    if missing not in ("error", "fill"):
+        raise ValueError(f"missing must be 'error' or 'fill', got {missing!r}")
+    pol = Policy.from_kwargs(**policy)
+    name = source if _named(source) else None
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        f: IO[bytes] = io.open(path, "rb")  # noqa: SIM115 - owned by the Volume/closed below
+        owned = True
+        header_dir: str | None = os.path.dirname(os.path.abspath(path))
+    else:
+        if not hasattr(source, "read"):
+            raise TypeError(f"source must be a path or a binary file object, not "
+                            f"{type(source).__name__}")
+        f, owned, path = source, False, None
+        nm = getattr(source, "name", None)
+        header_dir = (os.path.dirname(os.path.abspath(nm))
+                      if isinstance(nm, (str, os.PathLike)) and os.path.exists(nm) else None)
+        if isinstance(nm, (str, os.PathLike)) and os.path.exists(nm):
+            path = os.fspath(nm)
+    try:
+        if _is_nrrd(f):
+            from .nrrd import open_nrrd
+
+            vol = open_nrrd(f, path=path, header_dir=header_dir, policy=pol, name=name,
+                            index_order=index_order)
+            if owned:
+                f.close()
+            return vol
+        header, data_start = parse_header(f, policy=pol, source=name)
+        core = core_fields(header, source=name)
+        return _volume(header, core, f, path, header_dir, data_start, pol, name,
+                       index_order, missing, owned)
+    except BaseException:
+        if owned:
+            f.close()
+        raise
+
+
+def _volume(header: Header, core: Any, f: IO[bytes], path: str | None,
+            header_dir: str | None, data_start: int | None, pol: Policy, name: Any,
+            index_order: str, missing: str, owned: bool) -> Volume:
+    prefix = header.prefix_for(TILE_URI)
+    if prefix is None and any(k.startswith("tile:") for k in header):
+        prefix = header.tile_prefix()
+    tiling = parse_tiling(header, core, prefix=prefix, policy=pol, source=name)
+    if tiling is None:
+        paths = data_paths(core, header_dir, pol, name)
+        if paths is None and data_start is None and core.count:
+            raise DataError(f"{where(name)}the header ended at the end of the file: "
+                            "there is no data section")
+        untiled = UntiledData(core, path=path if owned else None, f=None if owned else f,
+                              data_start=data_start, paths=paths, policy=pol, source=name)
+        if owned:
+            f.close()
+        return Volume(header, tiling=None, core=core, policy=pol, source=None, name=name,
+                      index_order=index_order, untiled=untiled)
+    if tiling.storage == "internal":
+        if any(header.get(k) is not None for k in ("data_file", "data_files",
+                                                    "data_file_pattern")):
+            raise UnsupportedError(f"{where(name)}internal tiling with detached data "
+                                   "(data_file*) is not supported")
+        offsets = tiling.offset_table
+        if offsets is None:
+            offsets = _derived_offsets(tiling, core, data_start, name)
+        fixed = None
+        decoder_raw = len(tiling.codecs) == 1 and tiling.codecs[0].get("name") == "bytes"
+        sizes = tiling.size_table
+        if sizes is None and decoder_raw:
+            sizes = _raw_sizes(tiling, core, offsets)
+        last = tiling.codecs[-1].get("name") if tiling.codecs else None
+        src = InternalSource(
+            path if owned and path is not None else f, offsets=offsets, sizes=sizes,
+            data_start=data_start if data_start is not None else 0, fixed_size=fixed,
+            self_delimiting=last in ("gzip", "bz2", "zstd", "lz4"), fmt=tiling.format,
+            prefix=tiling.prefix, source=name,
+        )
+        if owned:
+            f.close()
+        return Volume(header, tiling=tiling, core=core, policy=pol, source=src, name=name,
+                      index_order=index_order)
+    ext = ExternalSource(header_dir, pattern=tiling.pattern, files=tiling.files,
+                         base_dir=tiling.base_dir, policy=pol, prefix=tiling.prefix,
+                         missing=missing, source=name)
+    if owned:
+        f.close()
+    return Volume(header, tiling=tiling, core=core, policy=pol, source=ext, name=name,
+                  index_order=index_order)
+
+
+def _raw_sizes(tiling: Any, core: Any, offsets: np.ndarray) -> np.ndarray:
+    from .dtypes import storage_dtype
+
+    itemsize = storage_dtype(core.type_name, core.endian or "little", core.block_size).itemsize
+    parts = [lv.grid.stored_voxels() * itemsize for lv in tiling.levels if lv.stored]
+    sizes = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    return np.where(offsets == -1, -1, sizes).astype(np.int64)
+
+
+def _derived_offsets(tiling: Any, core: Any, data_start: int | None, name: Any) -> np.ndarray:
+    """Contiguous raw files without an offset_table: tiles back to back after the header."""
+    import warnings
+
+    from .errors import HeaderError, JnrrdWarning
+
+    raw = len(tiling.codecs) == 1 and tiling.codecs[0].get("name") == "bytes"
+    if tiling.format != "contiguous" or not raw:
+        raise HeaderError(f"{where(name, tiling.prefix + ':offset_table')}required for "
+                          "internal storage (only contiguous raw tiles can do without it)")
+    warnings.warn(f"{where(name)}{tiling.prefix}:offset_table is missing: tiles assumed back "
+                  "to back after the header", JnrrdWarning, stacklevel=4)
+    sizes = _raw_sizes(tiling, core, np.zeros(tiling.nstored, np.int64))
+    start = data_start or 0
+    return (start + np.concatenate([[0], np.cumsum(sizes)[:-1]])).astype(np.int64) \
+        if sizes.size else np.zeros(0, np.int64)
+
+
+def read(source: Any, *, level: int = 0, index_order: str = "F", missing: str = "error",
+         **policy: Any) -> tuple[np.ndarray, Header]:
+    """Read a whole volume (or pyramid level): returns ``(data, header)``.
+
+    With ``index_order="F"`` (default) ``data.shape == tuple(header["sizes"])`` (level 0);
+    ``"C"`` gives the reversed shape, C-contiguous.
+    """
+    vol = open(source, index_order=index_order, missing=missing, **policy)
+    try:
+        if not 0 <= level < len(vol.levels):
+            raise IndexError(f"level {level} does not exist ({len(vol.levels)} levels)")
+        if vol._untiled is not None and level == 0:
+            data = vol._untiled.full()
+            if index_order == "C":
+                data = data.T
+        else:
+            data = vol.levels[level][...]
+        return data, vol.header
+    finally:
+        vol.close()

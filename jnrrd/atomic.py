@@ -1,0 +1,107 @@
+"""Atomic writes (CONVENTIONS §1.2 "Writer layout and atomicity").
+
+A single file is written to a temporary file in the target directory, ``fsync``ed and
+``os.replace``d. Multi-file datasets never overwrite a file the current header references:
+new data/tile files get fresh names, the header is replaced last, and the old files are removed
+only after that. Temporary names carry a recognisable marker so the next write to the same
+target can remove leftovers of an interrupted one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import shutil
+from collections.abc import Iterable, Iterator
+from typing import IO
+
+__all__ = [
+    "atomic_file",
+    "fresh_token",
+    "fsync_dir",
+    "remove_leftovers",
+    "tmp_marker",
+]
+
+_MARK = ".jnrrd-tmp-"
+
+
+def fresh_token() -> str:
+    """A short random token for fresh file and directory names."""
+    return secrets.token_hex(4)
+
+
+def tmp_marker(target: str) -> str:
+    """The name prefix of temporary files belonging to ``target``."""
+    d, name = os.path.split(os.path.abspath(target))
+    return os.path.join(d, f".{name}{_MARK}")
+
+
+def fsync_dir(path: str) -> None:
+    """Flush a directory entry change to disk (no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_file(target: str) -> Iterator[IO[bytes]]:
+    """Write ``target`` atomically: yields a temporary file beside it, replaced on success."""
+    target = os.path.abspath(target)
+    tmp = tmp_marker(target) + fresh_token()
+    f = open(tmp, "wb")
+    try:
+        yield f
+        f.flush()
+        os.fsync(f.fileno())
+        f.close()
+        os.replace(tmp, target)
+        fsync_dir(os.path.dirname(target))
+    except BaseException:
+        f.close()
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def remove_leftovers(target: str, keep: Iterable[str] = (), patterns: Iterable[str] = ()
+                     ) -> list[str]:
+    """Remove temporary files of ``target`` and stale siblings matching ``patterns``.
+
+    ``patterns`` are regular expressions over names in the target's directory (fresh data
+    files and tile directories of earlier writes); anything in ``keep`` (absolute paths the
+    current header references) survives. Returns what was removed.
+    """
+    target = os.path.abspath(target)
+    d = os.path.dirname(target)
+    marker = os.path.basename(tmp_marker(target))
+    keep_set = {os.path.abspath(k) for k in keep}
+    regexes = [re.compile(p) for p in patterns]
+    removed = []
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return removed
+    for name in names:
+        path = os.path.join(d, name)
+        if path in keep_set:
+            continue
+        if name.startswith(marker) or any(r.fullmatch(name) for r in regexes):
+            try:
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path)
+                else:
+                    os.unlink(path)
+                removed.append(path)
+            except OSError:
+                pass
+    return removed

@@ -1,0 +1,333 @@
+"""The untiled data section: attached or detached, skips, encodings (digest 1.9–1.11).
+
+Reading never allocates before the file is known to hold enough bytes (raw), decompresses in
+bounded pieces straight into the output (compressed), and serves ``open()`` on raw data through
+a memory map. Writing streams the volume one slab at a time.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+from collections.abc import Iterator
+from typing import IO, Any
+
+import numpy as np
+
+from .compress import decompress_stream_into
+from .dtypes import from_user, storage_dtype, to_user, user_dtype
+from .encodings import COMPRESSED, format_ascii, format_hex, parse_ascii, parse_hex
+from .errors import DataError, HeaderError, UnsupportedError, where
+from .policy import Policy, open_resolved, resolve_path
+from .tiling.grid import AxisSel
+
+__all__ = ["UntiledData", "data_paths", "encode_chunks", "read_untiled"]
+
+_SLAB_BYTES = 64 << 20
+
+
+def data_paths(core: Any, header_dir: str | None, policy: Policy, source: Any = None
+               ) -> list[str] | None:
+    """Resolved detached data files, in order (``None`` for attached data)."""
+    names: list[str]
+    if core.data_file is not None:
+        names, field = [core.data_file], "data_file"
+    elif core.data_files is not None:
+        names, field = list(core.data_files), "data_files"
+    elif core.data_file_pattern is not None:
+        names = core.data_file_pattern.file_names(max_files=policy.max_files, source=source)
+        field = "data_file_pattern"
+    else:
+        return None
+    if len(names) > policy.max_files:
+        raise UnsupportedError(f"{where(source, field)}{len(names)} files exceed the "
+                               f"max_files cap ({policy.max_files})")
+    if not names:
+        raise HeaderError(f"{where(source, field)}names no data file")
+    if header_dir is None:
+        raise UnsupportedError(f"{where(source, field)}detached data needs the header's path; "
+                               "open the file by path, not through a file object")
+    return [resolve_path(header_dir, n, policy, source=source, field=field) for n in names]
+
+
+def _skip_lines(f: IO[bytes], n: int, what: str) -> None:
+    """Skip ``n`` LF-terminated lines (CRLF counts as one), reading in bounded pieces."""
+    while n > 0:
+        line = f.readline(1 << 20)
+        if not line:
+            raise DataError(f"{what}line_skip: the file ended after fewer lines than it skips")
+        if line.endswith(b"\n"):
+            n -= 1
+
+
+def _remaining(f: IO[bytes]) -> int | None:
+    try:
+        return os.fstat(f.fileno()).st_size - f.tell()
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        try:
+            pos = f.tell()
+            end = f.seek(0, io.SEEK_END)
+            f.seek(pos)
+            return end - pos
+        except (OSError, io.UnsupportedOperation):
+            return None
+
+
+class _Part:
+    """One data stream: the attached section or one detached file, positioned at its data."""
+
+    def __init__(self, core: Any, f: IO[bytes], nbytes: int, what: str) -> None:
+        self.f, self.nbytes, self.what = f, nbytes, what
+        _skip_lines(f, core.line_skip, what)
+        self.encoding = core.encoding
+        skip = core.byte_skip
+        if self.encoding in ("raw", "ascii", "hex"):
+            if skip == -1:
+                remaining = _remaining(f)
+                if remaining is None or remaining < nbytes:
+                    raise DataError(f"{what}byte_skip -1: the data needs {nbytes} bytes, the "
+                                    f"file holds {remaining}")
+                # The data is the last nbytes of the file (NRRD byte skip -1, raw only).
+                f.seek(-nbytes if nbytes else 0, io.SEEK_END)
+            elif skip:
+                _skip_bytes(f, skip, what)
+            self.skip = 0
+        else:
+            self.skip = skip
+
+
+def _skip_bytes(f: IO[bytes], n: int, what: str) -> None:
+    try:
+        if f.seekable():
+            f.seek(n, io.SEEK_CUR)
+            return
+    except (AttributeError, OSError):
+        pass
+    while n > 0:
+        chunk = f.read(min(n, 1 << 20))
+        if not chunk:
+            raise DataError(f"{what}byte_skip: the file ended inside the skipped bytes")
+        n -= len(chunk)
+
+
+def read_untiled(core: Any, f: IO[bytes] | None, paths: list[str] | None, policy: Policy,
+                 *, source: Any = None) -> np.ndarray:
+    """Read the whole data section; returns the user-dtype array of shape ``sizes`` (F order)."""
+    st = storage_dtype(core.type_name, core.endian or "little", core.block_size)
+    n = math.prod(core.sizes)
+    policy.check_bytes(n * st.itemsize, "the data", source)
+    nparts = 1 if paths is None else len(paths)
+    if n % nparts:
+        raise HeaderError(f"{where(source, 'data_files')}{nparts} files cannot split "
+                          f"{n} samples evenly")
+    per = n // nparts
+    # Raw data: prove every part holds enough bytes before allocating anything.
+    opened: list[IO[bytes]] = []
+    try:
+        parts = []
+        for j in range(nparts):
+            if paths is None:
+                assert f is not None
+                fh = f
+                what = where(source)
+            else:
+                fh = open_resolved(paths[j], policy)
+                opened.append(fh)
+                what = where(paths[j])
+            part = _Part(core, fh, per * st.itemsize, what)
+            if core.encoding == "raw":
+                rem = _remaining(fh)
+                if rem is not None and rem < per * st.itemsize:
+                    raise DataError(f"{what}the data needs {per * st.itemsize} bytes, "
+                                    f"the file holds {rem} after the header and skips")
+            parts.append(part)
+        flat = np.empty(n, dtype=st)
+        for j, part in enumerate(parts):
+            _fill(part, flat[j * per : (j + 1) * per], st, policy)
+    finally:
+        for fh in opened:
+            fh.close()
+    if core.type_name != "bfloat16" and not st.isnative and st.kind != "V":
+        # Swap in place: no second copy of a large big-endian volume.
+        flat = flat.byteswap(inplace=True).view(st.newbyteorder("="))
+    arr = to_user(flat, core.type_name, policy.bfloat16)
+    return arr.reshape(tuple(core.sizes), order="F")
+
+
+def _fill(part: _Part, out: np.ndarray, st: np.dtype, policy: Policy) -> None:
+    buf = memoryview(out).cast("B")
+    enc, what = part.encoding, part.what
+    if enc == "raw":
+        got = _readinto_all(part.f, buf)
+        if got < len(buf):
+            raise DataError(f"{what}the data needs {len(buf)} bytes, the file holds {got}")
+    elif enc in COMPRESSED:
+        decompress_stream_into(COMPRESSED[enc], part.f, buf, skip=part.skip,
+                               allow_zlib=enc == "gzip", what=what)
+    elif enc == "hex":
+        text = _read_text(part.f, policy, what)
+        buf[:] = parse_hex(text, len(buf), what=what)
+    elif enc == "ascii":
+        if st.kind == "V":
+            raise DataError(f"{what}type 'block' cannot be stored as ascii")
+        text = _read_text(part.f, policy, what)
+        vals = parse_ascii(text, out.size, np.dtype(st).newbyteorder("="), what=what)
+        out[...] = vals
+    else:  # the header's field checks only let known encodings through
+        raise UnsupportedError(f"{what}encoding {enc!r} is not supported")
+
+
+def _read_text(f: IO[bytes], policy: Policy, what: str) -> bytes:
+    text = f.read(policy.max_bytes + 1)
+    if len(text) > policy.max_bytes:
+        raise UnsupportedError(f"{what}text data exceeds the max_bytes cap ({policy.max_bytes})")
+    return text
+
+
+def _readinto_all(f: IO[bytes], buf: memoryview) -> int:
+    got = 0
+    while got < len(buf):
+        k = f.readinto(buf[got:]) if hasattr(f, "readinto") else None
+        if k is None:
+            chunk = f.read(len(buf) - got)
+            k = len(chunk)
+            buf[got : got + k] = chunk
+        if not k:
+            break
+        got += k
+    return got
+
+
+class UntiledData:
+    """Lazy access to an untiled data section: a memory map for raw single-part data,
+    otherwise the whole section decoded on first use."""
+
+    def __init__(self, core: Any, *, path: str | None, f: IO[bytes] | None,
+                 data_start: int | None, paths: list[str] | None, policy: Policy,
+                 source: Any = None) -> None:
+        self.core, self.policy, self.source = core, policy, source
+        self.shape = tuple(core.sizes)
+        self._st = storage_dtype(core.type_name, core.endian or "little", core.block_size)
+        self._dtype = user_dtype(core.type_name, core.block_size, policy.bfloat16)
+        self._f, self._paths, self._data_start = f, paths, data_start
+        self._path = path
+        self._array: np.ndarray | None = None
+        self._map: np.memmap | None = None
+        self.stored_bytes = 0
+        n = math.prod(self.shape)
+        policy.check_bytes(n * self._st.itemsize, "the data", source)
+        if core.encoding == "raw" and (paths is None or len(paths) == 1):
+            file_path = path if paths is None else paths[0]
+            if file_path is not None and not _is_url(file_path):
+                self._map = self._memmap(file_path, n)
+        if self._map is None and core.encoding == "raw":
+            self.stored_bytes = n * self._st.itemsize
+
+    def _memmap(self, file_path: str, n: int) -> np.memmap | None:
+        with open(file_path, "rb") as fh:
+            if self._paths is None:
+                fh.seek(self._data_start or 0)
+            part = _Part(self.core, fh, n * self._st.itemsize, where(file_path))
+            offset = fh.tell()
+            size = os.fstat(fh.fileno()).st_size
+        if size - offset < n * self._st.itemsize:
+            raise DataError(f"{where(file_path)}the data needs {n * self._st.itemsize} bytes, "
+                            f"the file holds {size - offset} after the header and skips")
+        del part
+        self.stored_bytes = n * self._st.itemsize
+        if n == 0:
+            return None
+        return np.memmap(file_path, dtype=self._st, mode="r", offset=offset, shape=(n,))
+
+    def full(self) -> np.ndarray:
+        if self._map is not None:
+            return to_user(np.array(self._map), self.core.type_name,
+                           self.policy.bfloat16).reshape(self.shape, order="F")
+        if self._array is None:
+            f = self._f
+            owned = None
+            if self._paths is None and f is None:
+                owned = f = open(self._path, "rb")
+            try:
+                if self._paths is None:
+                    f.seek(self._data_start or 0)
+                self._array = read_untiled(self.core, f, self._paths, self.policy,
+                                           source=self.source)
+            finally:
+                if owned is not None:
+                    owned.close()
+            if self.stored_bytes == 0:
+                self.stored_bytes = self._array.nbytes
+        return self._array
+
+    def read(self, sel: tuple[AxisSel, ...]) -> np.ndarray:
+        key = tuple(slice(s.start, s.last + 1, s.step) if s.count else slice(0, 0)
+                    for s in sel)
+        if self._map is not None:
+            view = self._map.reshape(self.shape, order="F")[key]
+            out = np.empty(view.shape, dtype=self._dtype, order="F")
+            if self.core.type_name == "bfloat16":
+                out[...] = to_user(np.asarray(view), "bfloat16", self.policy.bfloat16)
+            else:
+                out[...] = view
+            return out
+        return np.asarray(self.full()[key], order="F")
+
+    def close(self) -> None:
+        self._map = None
+        self._array = None
+
+
+def _is_url(p: str) -> bool:
+    from .policy import is_url
+
+    return is_url(p)
+
+
+# -- writing ---------------------------------------------------------------------------------
+def file_order_slabs(data: Any, index_order: str, slab_bytes: int = _SLAB_BYTES
+                     ) -> Iterator[np.ndarray]:
+    """Yield the volume as consecutive slabs along the slowest file axis, in file axis order
+    (axis 0 fastest), reading an array-like one slab at a time."""
+    shape = tuple(data.shape)
+    if not shape:
+        yield np.asarray(data).reshape(1)
+        return
+    itemsize = np.dtype(data.dtype).itemsize
+    if index_order == "F":
+        slow = shape[-1]
+        per = max(1, slab_bytes // max(1, itemsize * math.prod(shape[:-1])))
+        for k in range(0, slow, per):
+            yield np.asarray(data[(..., slice(k, min(k + per, slow)))])
+    else:
+        slow = shape[0]
+        per = max(1, slab_bytes // max(1, itemsize * math.prod(shape[1:])))
+        for k in range(0, slow, per):
+            yield np.asarray(data[k : min(k + per, slow)]).T
+
+
+def encode_chunks(data: Any, *, type_name: str, endian: str, encoding: str,
+                  index_order: str = "F", level: int | None = None) -> Iterator[bytes]:
+    """The encoded data section of an untiled volume, one slab at a time."""
+    from .encodings import stream_compressor
+
+    st = storage_dtype(type_name, endian, None if type_name != "block" else data.dtype.itemsize)
+    comp = stream_compressor(encoding, level) if encoding in COMPRESSED else None
+    per_line = int(data.shape[0 if index_order == "F" else -1]) if data.shape else 1
+    for slab in file_order_slabs(data, index_order):
+        values = from_user(slab, type_name)
+        if encoding == "ascii":
+            yield format_ascii(np.ravel(values, order="F"), per_line=min(per_line, 1 << 16))
+            continue
+        raw = np.asarray(values, dtype=st).tobytes(order="F")
+        if encoding == "hex":
+            yield format_hex(raw)
+        elif comp is not None:
+            out = comp.compress(raw)
+            if out:
+                yield out
+        else:
+            yield raw
+    if comp is not None:
+        yield comp.flush()

@@ -1,0 +1,258 @@
+"""The tile grid of one level: counts, core and stored extents, and selection mapping.
+
+Digest 2.3–2.5 and CONVENTIONS §1.1. Everything is rank-generic: ``shape`` covers all axes
+(header order, axis 0 fastest); ``axes`` lists the tiled axes (``tile:dimensions``, strictly
+increasing) and ``tile``/``overlap`` are positional over them. The linear tile index has the
+first tiled axis fastest: ``idx = Σ_k t_k · Π_{j<k} G_j``.
+
+Stored extent of tile coordinate t along a tiled axis (stride T, halo O, length N):
+``variable``: ``[max(0, tT − O), min(N, (t+1)T + O))``; ``pad``: ``[tT − O, (t+1)T + O)``,
+always ``T + 2O`` long, positions outside ``[0, N)`` holding the padding value.
+Untiled axes are whole inside every tile.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from itertools import product
+
+import numpy as np
+
+__all__ = ["AxisSel", "Piece", "TileGrid", "normalize_selection"]
+
+
+@dataclass(frozen=True)
+class AxisSel:
+    """The indices one axis of a basic selection picks, as an ascending progression.
+
+    ``reverse`` says the caller asked for them in descending order (a negative step);
+    ``drop`` says the axis was indexed by an integer and disappears from the result.
+    """
+
+    start: int
+    step: int
+    count: int
+    reverse: bool = False
+    drop: bool = False
+
+    @property
+    def last(self) -> int:
+        return self.start + (self.count - 1) * self.step
+
+
+def normalize_selection(key: object, shape: tuple[int, ...]) -> tuple[AxisSel, ...]:
+    """Turn a basic NumPy index (ints, slices of any step, ``...``) into one AxisSel per axis.
+
+    Raises ``IndexError``/``TypeError`` like NumPy for out-of-range or unsupported keys: these
+    are caller errors, not file errors.
+    """
+    if not isinstance(key, tuple):
+        key = (key,)
+    if any(k is None for k in key):
+        raise TypeError("np.newaxis is not supported when slicing a jnrrd volume")
+    n_ell = sum(1 for k in key if k is Ellipsis)
+    if n_ell > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if n_ell:
+        i = next(j for j, k in enumerate(key) if k is Ellipsis)
+        fill = len(shape) - (len(key) - 1)
+        if fill < 0:
+            raise IndexError(f"too many indices: array is {len(shape)}-dimensional")
+        key = key[:i] + (slice(None),) * fill + key[i + 1 :]
+    if len(key) > len(shape):
+        raise IndexError(
+            f"too many indices: array is {len(shape)}-dimensional, but {len(key)} were indexed"
+        )
+    key = key + (slice(None),) * (len(shape) - len(key))
+    out = []
+    for axis, (k, n) in enumerate(zip(key, shape, strict=True)):
+        if isinstance(k, slice):
+            start, stop, step = k.indices(n)
+            count = len(range(start, stop, step))
+            if step > 0 or count == 0:
+                out.append(AxisSel(start if count else 0, abs(step), count))
+            else:
+                last = start + (count - 1) * step
+                out.append(AxisSel(last, -step, count, reverse=True))
+            continue
+        try:
+            i = k.__index__()  # type: ignore[attr-defined]
+        except AttributeError:
+            raise TypeError(
+                f"only integers, slices and '...' are valid indices, got {type(k).__name__}"
+            ) from None
+        if not -n <= i < n:
+            raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
+        out.append(AxisSel(i % n, 1, 1, drop=True))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One tile's contribution to a selection: where in the stored tile, where in the output."""
+
+    coords: tuple[int, ...]
+    src: tuple[slice, ...]
+    dst: tuple[slice, ...]
+
+
+@dataclass(frozen=True)
+class TileGrid:
+    """The tile grid of one level (all axes in header order)."""
+
+    shape: tuple[int, ...]
+    axes: tuple[int, ...]
+    tile: tuple[int, ...]
+    overlap: tuple[int, ...]
+    edge: str = "pad"
+    grid: tuple[int, ...] = field(init=False)
+    ntiles: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        grid = tuple(
+            math.ceil(self.shape[a] / t) for a, t in zip(self.axes, self.tile, strict=True)
+        )
+        object.__setattr__(self, "grid", grid)
+        object.__setattr__(self, "ntiles", math.prod(grid))
+
+    # -- indices ----------------------------------------------------------------------------
+    def index(self, coords: tuple[int, ...]) -> int:
+        """Level-local linear index of tile ``coords`` (first tiled axis fastest)."""
+        idx, mult = 0, 1
+        for t, g in zip(coords, self.grid, strict=True):
+            idx += t * mult
+            mult *= g
+        return idx
+
+    def coords(self, index: int) -> tuple[int, ...]:
+        """Inverse of :meth:`index`."""
+        out = []
+        for g in self.grid:
+            index, t = divmod(index, g)
+            out.append(t)
+        return tuple(out)
+
+    def all_coords(self) -> Iterator[tuple[int, ...]]:
+        """Every tile coordinate in linear-index order."""
+        for rev in product(*(range(g) for g in reversed(self.grid))):
+            yield tuple(reversed(rev))
+
+    # -- extents ----------------------------------------------------------------------------
+    def core(self, coords: tuple[int, ...]) -> tuple[slice, ...]:
+        """The tile's core region in level voxels, over all axes."""
+        region = [slice(0, n) for n in self.shape]
+        for k, a in enumerate(self.axes):
+            t, size = coords[k], self.tile[k]
+            region[a] = slice(t * size, min((t + 1) * size, self.shape[a]))
+        return tuple(region)
+
+    def stored_bounds(self, coords: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+        """``(start, stop)`` of the stored extent per axis; may leave ``[0, N)`` under pad."""
+        bounds = [(0, n) for n in self.shape]
+        for k, a in enumerate(self.axes):
+            t, size, o, n = coords[k], self.tile[k], self.overlap[k], self.shape[a]
+            lo, hi = t * size - o, (t + 1) * size + o
+            if self.edge == "variable":
+                lo, hi = max(0, lo), min(n, hi)
+            bounds[a] = (lo, hi)
+        return tuple(bounds)
+
+    def stored_shape(self, coords: tuple[int, ...]) -> tuple[int, ...]:
+        """Shape of the stored (encoded) tile array over all axes."""
+        return tuple(hi - lo for lo, hi in self.stored_bounds(coords))
+
+    def stored_voxels(self) -> np.ndarray:
+        """Voxel count of every stored tile, in linear-index order (vectorised)."""
+        counts = np.ones((1,), dtype=np.int64)
+        untiled = 1
+        for a, n in enumerate(self.shape):
+            if a not in self.axes:
+                untiled *= n
+        for k, a in enumerate(self.axes):
+            t = np.arange(self.grid[k], dtype=np.int64)
+            size, o, n = self.tile[k], self.overlap[k], self.shape[a]
+            lo, hi = t * size - o, (t + 1) * size + o
+            if self.edge == "variable":
+                lo, hi = np.maximum(lo, 0), np.minimum(hi, n)
+            # first tiled axis fastest: it is the last factor of a C-order outer product
+            counts = np.multiply.outer(hi - lo, counts)
+        return counts.reshape(-1) * untiled
+
+    def max_stored_shape(self) -> tuple[int, ...]:
+        """The largest stored tile shape (that of an interior, or the only, tile)."""
+        shape = list(self.shape)
+        for k, a in enumerate(self.axes):
+            full = self.tile[k] + 2 * self.overlap[k]
+            shape[a] = full if self.edge == "pad" else min(full, self.shape[a])
+        return tuple(shape)
+
+    def stored_from_core(self, coords: tuple[int, ...]) -> tuple[slice, ...]:
+        """Where the core region sits inside the stored tile."""
+        core = self.core(coords)
+        bounds = self.stored_bounds(coords)
+        return tuple(
+            slice(c.start - lo, c.stop - lo) for c, (lo, _) in zip(core, bounds, strict=True)
+        )
+
+    def valid_in_stored(self, coords: tuple[int, ...]) -> tuple[slice, ...]:
+        """Where the in-volume voxels (core plus halo inside [0, N)) sit in the stored tile."""
+        out = []
+        for (lo, hi), n in zip(self.stored_bounds(coords), self.shape, strict=True):
+            out.append(slice(max(lo, 0) - lo, min(hi, n) - lo))
+        return tuple(out)
+
+    def valid_region(self, coords: tuple[int, ...]) -> tuple[slice, ...]:
+        """The volume region covered by the in-volume part of the stored tile."""
+        return tuple(
+            slice(max(lo, 0), min(hi, n))
+            for (lo, hi), n in zip(self.stored_bounds(coords), self.shape, strict=True)
+        )
+
+    # -- selections -------------------------------------------------------------------------
+    def pieces(self, sel: tuple[AxisSel, ...]) -> Iterator[Piece]:
+        """The tiles a selection touches and, for each, the stored-tile and output slices.
+
+        Output slices index an array of shape ``[s.count for s in sel]`` in ascending order
+        (the caller flips reversed axes and drops integer axes afterwards).
+        """
+        if any(s.count == 0 for s in sel):
+            return
+        per_axis: list[list[tuple[int, slice, slice]]] = []
+        for k, a in enumerate(self.axes):
+            s, size, o, n = sel[a], self.tile[k], self.overlap[k], self.shape[a]
+            opts = []
+            for t in range(s.start // size, s.last // size + 1):
+                lo_core, hi_core = t * size, min((t + 1) * size, n)
+                i0 = max(0, -(-(lo_core - s.start) // s.step))
+                i1 = min(s.count, -(-(hi_core - s.start) // s.step))
+                if i0 >= i1:
+                    continue
+                stored_lo = t * size - o
+                if self.edge == "variable":
+                    stored_lo = max(0, stored_lo)
+                first = s.start + i0 * s.step - stored_lo
+                src = slice(first, first + (i1 - i0 - 1) * s.step + 1, s.step)
+                opts.append((t, src, slice(i0, i1)))
+            per_axis.append(opts)
+        # Untiled axes: the whole axis is inside every tile, stored from 0.
+        fixed_src = [slice(s.start, s.last + 1, s.step) for s in sel]
+        fixed_dst = [slice(0, s.count) for s in sel]
+        for combo in product(*reversed(per_axis)):
+            combo = tuple(reversed(combo))
+            src, dst = list(fixed_src), list(fixed_dst)
+            for k, a in enumerate(self.axes):
+                src[a], dst[a] = combo[k][1], combo[k][2]
+            yield Piece(tuple(c[0] for c in combo), tuple(src), tuple(dst))
+
+    def tiles_in_region(self, region: tuple[slice, ...]) -> Iterator[tuple[int, ...]]:
+        """Tile coordinates whose core intersects a step-1 region (linear-index order)."""
+        ranges = []
+        for k, a in enumerate(self.axes):
+            r, size = region[a], self.tile[k]
+            if r.stop <= r.start:
+                return
+            ranges.append(range(r.start // size, (r.stop - 1) // size + 1))
+        for rev in product(*reversed(ranges)):
+            yield tuple(reversed(rev))

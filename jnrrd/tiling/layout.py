@@ -1,0 +1,302 @@
+"""Where tile bytes live: internal tables, external patterns and file lists (digest 2.7, 2.8).
+
+Sources hand out the stored bytes of one tile (or ``None`` for a sparse tile) and never
+decode anything. Internal files are memory-mapped when they are real files, so tile reads
+are zero-copy and safe from many threads; external tiles are resolved under the path policy
+before anything is opened.
+"""
+
+from __future__ import annotations
+
+import io
+import mmap
+import os
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import DataError, HeaderError, UnsupportedError, where
+from ..policy import Policy, is_url, open_resolved, resolve_path
+from .levels import Level
+
+__all__ = ["ExternalSource", "InternalSource", "check_pattern", "expand_pattern"]
+
+_PLACEHOLDER = re.compile(r"\{([a-z]+)\}")
+#: positional placeholders: coordinate along tile:dimensions[0..4] (digest 2.8)
+_POSITIONS = {"x": 0, "y": 1, "z": 2, "c": 3, "t": 4}
+
+
+def check_pattern(
+    pattern: str,
+    axes: Sequence[int],
+    levels: Sequence[Level],
+    files: Mapping[tuple[int, tuple[int, ...]], Any] | None,
+    *,
+    field: str = "tile:pattern",
+    prefix: str = "",
+) -> None:
+    """Placeholders whitelisted, no stray braces, and distinct tiles get distinct names."""
+    names = _PLACEHOLDER.findall(pattern)
+    rest = _PLACEHOLDER.sub("", pattern)
+    if "{" in rest or "}" in rest:
+        raise HeaderError(f"{prefix}{field}: stray '{{' or '}}' in {pattern!r}")
+    for n in names:
+        if n in _POSITIONS:
+            if _POSITIONS[n] >= len(axes):
+                raise HeaderError(
+                    f"{prefix}{field}: {{{n}}} names tiled position {_POSITIONS[n]}, but only "
+                    f"{len(axes)} axes are tiled"
+                )
+        elif n not in ("i", "l"):
+            raise HeaderError(
+                f"{prefix}{field}: unknown placeholder {{{n}}}; expected {{x}} {{y}} {{z}} "
+                "{c} {t} {i} {l}"
+            )
+    stored = [lv for lv in levels if lv.stored]
+    nstored = sum(lv.grid.ntiles for lv in stored)
+    if files is not None and len(files) >= nstored and all(
+        (lv.index, c) in files for lv in stored for c in lv.grid.all_coords()
+    ):
+        return  # every stored tile has its own files entry: the pattern names nothing
+    used = set(names)
+    if "i" not in used:
+        for k in range(len(axes)):
+            name = "xyzct"[k] if k < 5 else None
+            if any(lv.grid.grid[k] > 1 for lv in stored) and (name is None or name not in used):
+                raise HeaderError(
+                    f"{prefix}{field}: {pattern!r} does not tell tiles apart along tiled "
+                    f"position {k}; add {{{name or 'i'}}} or {{i}}"
+                )
+    if len(stored) > 1 and "l" not in used:
+        raise HeaderError(
+            f"{prefix}{field}: {pattern!r} is used by {len(stored)} stored levels; add {{l}}"
+        )
+
+
+def expand_pattern(pattern: str, coords: Sequence[int], level: int, local_index: int) -> str:
+    """Substitute placeholders by plain decimal integers (never ``str.format``)."""
+
+    def sub(m: re.Match[str]) -> str:
+        n = m.group(1)
+        if n == "i":
+            return str(local_index)
+        if n == "l":
+            return str(level)
+        return str(coords[_POSITIONS[n]])
+
+    return _PLACEHOLDER.sub(sub, pattern)
+
+
+class InternalSource:
+    """Tiles inside the ``.jnrrd`` file, located by ``offset_table``/``size_table``."""
+
+    def __init__(
+        self,
+        file: Any,
+        *,
+        offsets: np.ndarray,
+        sizes: np.ndarray | None,
+        data_start: int,
+        fixed_size: int | None,
+        self_delimiting: bool,
+        fmt: str,
+        prefix: str,
+        source: Any = None,
+    ) -> None:
+        self._source = source
+        self._lock = threading.Lock()
+        self._owned: Any = None
+        self._mm: mmap.mmap | None = None
+        self._buf: memoryview | None = None
+        self._file = file
+        if isinstance(file, (str, os.PathLike)):
+            self._owned = open(file, "rb")
+            self._file = self._owned
+        self.file_size = _size_of(self._file)
+        self._map()
+        self.offsets = offsets
+        self.sizes = self._derive_sizes(offsets, sizes, data_start, fixed_size, self_delimiting,
+                                        fmt, prefix)
+
+    def _map(self) -> None:
+        f = self._file
+        if isinstance(f, io.BytesIO):
+            self._buf = f.getbuffer()
+            return
+        try:
+            fileno = f.fileno()
+        except (AttributeError, OSError, io.UnsupportedOperation):
+            return
+        if self.file_size:
+            try:
+                self._mm = mmap.mmap(fileno, 0, access=mmap.ACCESS_READ)
+                self._buf = memoryview(self._mm)
+            except (OSError, ValueError):
+                self._mm = None
+
+    def _derive_sizes(self, offsets: np.ndarray, sizes: np.ndarray | None, data_start: int,
+                      fixed_size: int | None, self_delimiting: bool, fmt: str, prefix: str
+                      ) -> np.ndarray:
+        pre = where(self._source)
+        present = offsets != -1
+        if present.any() and offsets[present].min() < data_start:
+            bad = int(np.flatnonzero(present & (offsets < data_start))[0])
+            raise HeaderError(
+                f"{pre}{prefix}:offset_table[{bad}]: offset {int(offsets[bad])} points into "
+                f"the header (data starts at {data_start})"
+            )
+        if sizes is None:
+            if fixed_size is not None:
+                sizes = np.where(present, fixed_size, -1).astype(np.int64)
+            elif self_delimiting or fmt == "contiguous":
+                # The readable range runs to the next larger distinct offset or EOF (2.7).
+                uniq = np.unique(np.append(offsets[present], self.file_size))
+                nxt = uniq[np.minimum(np.searchsorted(uniq, offsets, side="right"),
+                                      len(uniq) - 1)]
+                sizes = np.where(present, nxt - offsets, -1).astype(np.int64)
+            else:
+                raise HeaderError(
+                    f"{pre}{prefix}:size_table: required for chunked storage whose codec chain "
+                    "does not end in a self-delimiting compressor"
+                )
+        ends = offsets + sizes
+        past = present & (ends > self.file_size)
+        if past.any():
+            bad = int(np.flatnonzero(past)[0])
+            raise DataError(
+                f"{pre}{prefix}:offset_table[{bad}]: tile bytes {int(offsets[bad])}.."
+                f"{int(ends[bad])} run past the end of the file ({self.file_size} bytes)"
+            )
+        return sizes
+
+    def read(self, index: int) -> memoryview | bytes | None:
+        """The stored bytes of global tile ``index`` (``None`` when sparse)."""
+        off = int(self.offsets[index])
+        if off < 0:
+            return None
+        size = int(self.sizes[index])
+        if self._buf is not None:
+            return self._buf[off : off + size]
+        with self._lock:
+            self._file.seek(off)
+            data = self._file.read(size)
+        if len(data) != size:
+            raise DataError(f"{where(self._source)}tile {index}: file ended early")
+        return data
+
+    def close(self) -> None:
+        self._buf = None
+        if self._mm is not None:
+            try:
+                self._mm.close()
+            except BufferError:  # a caller still holds a view; the map closes when it goes
+                pass
+            self._mm = None
+        if self._owned is not None:
+            self._owned.close()
+            self._owned = None
+
+
+def _size_of(f: Any) -> int:
+    try:
+        return os.fstat(f.fileno()).st_size
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        pos = f.tell()
+        end = f.seek(0, io.SEEK_END)
+        f.seek(pos)
+        return end
+
+
+class ExternalSource:
+    """Tiles in files of their own, named by ``tile:pattern`` and/or ``tile:files``."""
+
+    def __init__(
+        self,
+        header_dir: str | None,
+        *,
+        pattern: str | None,
+        files: Mapping[tuple[int, tuple[int, ...]], str | None] | None,
+        base_dir: str | None,
+        policy: Policy,
+        prefix: str,
+        missing: str = "error",
+        source: Any = None,
+    ) -> None:
+        if header_dir is None:
+            raise UnsupportedError(
+                f"{where(source)}external tiles need the header's path to find them; "
+                "open the file by path, not through a file object"
+            )
+        self._pattern = pattern
+        self._files = files or {}
+        self._policy = policy
+        self._prefix = prefix
+        self._missing = missing
+        self._source = source
+        self.root = header_dir
+        if base_dir is not None:
+            if is_url(base_dir):
+                raise UnsupportedError(f"{where(source, prefix + ':base_dir')}URL base "
+                                       "directories are not supported; use tile:files with "
+                                       "an opener")
+            self.root = resolve_path(header_dir, base_dir, policy, source=source,
+                                     field=prefix + ":base_dir")
+        # Relative paths under base_dir stay confined to the header directory or base_dir.
+        self._roots = policy if base_dir is None else Policy.from_kwargs(
+            policy, allowed_roots=(*policy.allowed_roots, self.root)
+        )
+
+    def path(self, level: Level, coords: tuple[int, ...], local: int) -> str | None:
+        """The resolved file of a tile; ``None`` when the header records it as sparse."""
+        key = (level.index, tuple(coords))
+        if key in self._files:
+            name = self._files[key]
+            field = f"{self._prefix}:files"
+            if name is None:
+                return None
+        elif self._pattern is not None:
+            name = expand_pattern(self._pattern, coords, level.index, local)
+            field = f"{self._prefix}:pattern"
+        else:
+            return self._no_entry(level, coords)
+        return resolve_path(self.root, name, self._roots, source=self._source, field=field)
+
+    def _no_entry(self, level: Level, coords: tuple[int, ...]) -> str | None:
+        if self._missing == "fill":
+            return None
+        raise DataError(
+            f"{where(self._source, self._prefix + ':files')}no file is listed for level "
+            f"{level.index} tile {list(coords)}"
+        )
+
+    def read(self, level: Level, coords: tuple[int, ...], local: int, limit: int
+             ) -> bytes | None:
+        """The stored bytes of a tile (``None``: sparse or, with missing='fill', absent).
+
+        At most ``limit`` bytes are read: a longer file is read only as far as needed.
+        """
+        path = self.path(level, coords, local)
+        if path is None:
+            return None
+        try:
+            with open_resolved(path, self._policy) as f:
+                if not is_url(path):
+                    real = os.path.realpath(path)
+                    if real != path:  # swapped for a symlink after resolution
+                        raise DataError(f"{where(self._source)}tile file {path!r} changed")
+                return f.read(limit)
+        except FileNotFoundError:
+            if self._missing == "fill":
+                return None
+            raise DataError(
+                f"{where(self._source)}tile file {path!r} (level {level.index}, tile "
+                f"{list(coords)}) is missing; pass missing='fill' to read it as padding"
+            ) from None
+        except IsADirectoryError:
+            raise DataError(f"{where(self._source)}tile path {path!r} is a directory") from None
+
+    def close(self) -> None:
+        """Nothing is held open between reads."""

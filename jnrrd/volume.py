@@ -1,0 +1,508 @@
+"""The lazy :class:`Volume`: where tiling and codecs meet.
+
+A ``Volume`` reads only the tiles a selection touches, decodes them on a shared thread pool
+(zstandard, zlib and lz4 release the GIL), and copies each decoded tile's needed part straight
+into the output. Raw internal tiles are read through a memory map, without a decode copy.
+Untiled files are served by :mod:`jnrrd.datasection` (a memory map for raw data).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from .dtypes import storage_dtype, to_user, user_dtype
+from .errors import DataError, MissingDependencyError, where
+from .header import Header
+from .policy import Policy
+from .tiling.grid import AxisSel, TileGrid, normalize_selection
+from .tiling.layout import ExternalSource, InternalSource
+from .tiling.levels import Level
+from .tiling.spec import Tiling
+
+__all__ = ["LevelView", "Volume"]
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2),
+                                       thread_name_prefix="jnrrd")
+        return _POOL
+
+
+def run_parallel(tasks: Sequence[Callable[[], None]]) -> None:
+    """Run small closures on the shared pool (inline when there is only one)."""
+    if len(tasks) <= 1:
+        for t in tasks:
+            t()
+        return
+    for f in [_pool().submit(t) for t in tasks]:
+        f.result()
+
+
+class _TileDecoder:
+    """Decodes the stored tiles of one file: chain per tile shape, checksums, sources."""
+
+    def __init__(self, tiling: Tiling, core: Any, source: InternalSource | ExternalSource,
+                 policy: Policy, name: Any) -> None:
+        from .codecs import CodecChain
+
+        self.tiling = tiling
+        self.source = source
+        self.name = name
+        self.policy = policy
+        self.type_name = core.type_name
+        self.bf16 = policy.bfloat16
+        # Codecs see the stored element type: bfloat16 as its 16-bit words.
+        self.chain_dtype = user_dtype(core.type_name, core.block_size, "uint16")
+        self.dtype = user_dtype(core.type_name, core.block_size, policy.bfloat16)
+        self.stored_dtype = storage_dtype(core.type_name, core.endian or "little",
+                                          core.block_size)
+        self.fill = tiling.padding_value
+        self._chains: dict[tuple[int, ...], Any] = {}
+        self._lock = threading.Lock()
+        self._chain_cls = CodecChain
+        self.raw = len(tiling.codecs) == 1 and tiling.codecs[0].get("name") == "bytes"
+        self.checksums = _checksums(tiling)
+
+    def chain(self, shape: tuple[int, ...]) -> Any:
+        c = self._chains.get(shape)
+        if c is None:
+            with self._lock:
+                c = self._chains.get(shape)
+                if c is None:
+                    c = self._chain_cls.from_json(
+                        list(self.tiling.codecs), dtype=self.chain_dtype, shape=shape,
+                        fill_value=self.fill,
+                    )
+                    self._chains[shape] = c
+        return c
+
+    def fixed_encoded_size(self, shape: tuple[int, ...]) -> int | None:
+        if self.raw:
+            return int(np.prod(shape)) * self.stored_dtype.itemsize
+        return None
+
+    def stored_bytes(self, level: Level, coords: tuple[int, ...]) -> Any:
+        local = level.grid.index(coords)
+        if isinstance(self.source, InternalSource):
+            return self.source.read(level.first + local)
+        limit = self.policy.max_tile_bytes + (1 << 20)
+        return self.source.read(level, coords, local, limit)
+
+    def decode(self, level: Level, coords: tuple[int, ...]) -> np.ndarray | None:
+        """The stored tile (stored extent, user dtype, F order), or None when sparse."""
+        shape = level.grid.stored_shape(coords)
+        data = self.stored_bytes(level, coords)
+        if data is None:
+            return None
+        index = level.first + level.grid.index(coords)
+        self._verify(index, data)
+        if self.raw:
+            need = int(np.prod(shape)) * self.stored_dtype.itemsize
+            if len(data) < need:
+                raise DataError(f"{where(self.name)}tile {index}: {len(data)} bytes stored, "
+                                f"expected {need}")
+            arr = np.frombuffer(data, self.stored_dtype, int(np.prod(shape)))
+            arr = arr.reshape(shape, order="F")
+        else:
+            try:
+                arr = self.chain(shape).decode(data)
+            except DataError as exc:
+                raise DataError(f"{where(self.name)}tile {index}: {exc}") from None
+        if self.type_name == "bfloat16" or (self.raw and not arr.dtype.isnative):
+            arr = to_user(arr, self.type_name, self.bf16)
+        return arr
+
+    def _verify(self, index: int, data: Any) -> None:
+        if self.checksums is None:
+            return
+        expected = self.checksums[index]
+        if expected is None:
+            return
+        algo, value = expected
+        if algo == "crc32":
+            found = zlib.crc32(data) & 0xFFFFFFFF
+        else:
+            found = _crc32c(data)
+        if found != value:
+            raise DataError(
+                f"{where(self.name)}tile {index}: {algo} checksum {found:08x} does not match "
+                f"{self.tiling.prefix}:metadata[{index}].checksum {value:08x}"
+            )
+
+
+def _checksums(tiling: Tiling) -> list[tuple[str, int] | None] | None:
+    if tiling.metadata is None:
+        return None
+    out: list[tuple[str, int] | None] = []
+    seen = False
+    for m in tiling.metadata:
+        c = m.get("checksum") if isinstance(m, dict) else None
+        parsed = None
+        if isinstance(c, str) and ":" in c:
+            algo, _, hexv = c.partition(":")
+            if algo in ("crc32", "crc32c") and len(hexv) == 8:
+                try:
+                    parsed = (algo, int(hexv, 16))
+                    seen = True
+                except ValueError:
+                    parsed = None
+        out.append(parsed)  # bare values (the spec's example) are kept, never verified
+    return out if seen else None
+
+
+def _crc32c(data: Any) -> int:
+    try:
+        import crc32c
+    except ImportError:
+        raise MissingDependencyError(
+            "crc32c tile checksums need the crc32c package: pip install 'jnrrd[crc32c]'"
+        ) from None
+    return crc32c.crc32c(data) & 0xFFFFFFFF
+
+
+class LevelView:
+    """One resolution level with the lazy array interface (``shape``, ``dtype``, slicing)."""
+
+    def __init__(self, volume: Volume, level: Level) -> None:
+        self._vol = volume
+        self._level = level
+        self.index = level.index
+        self.c_order = volume.index_order == "C"
+
+    # -- array interface --------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        s = self._level.shape
+        return s[::-1] if self.c_order else s
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._vol._dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self._level.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self._level.shape))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        """The tile (core) shape over all axes, in the caller's axis order."""
+        g = self._level.grid
+        c = list(g.shape)
+        for k, a in enumerate(g.axes):
+            c[a] = min(g.tile[k], g.shape[a])
+        return tuple(c[::-1]) if self.c_order else tuple(c)
+
+    @property
+    def scale(self) -> tuple[int, ...]:
+        s = self._level.scale
+        return s[::-1] if self.c_order else s
+
+    @property
+    def header(self) -> Header:
+        """The file's header (level-0 ``sizes``, header axis order)."""
+        return self._vol._header
+
+    @property
+    def stored(self) -> bool:
+        """False for a virtual level (computed from level 0 on demand)."""
+        return self._level.stored
+
+    @property
+    def stored_bytes(self) -> int:
+        """The sum of this level's stored tile sizes (0 for a virtual level)."""
+        return self._vol._stored_bytes(self._level)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return (f"<jnrrd level {self.index} shape={self.shape} dtype={self.dtype} "
+                f"scale={self.scale}>")
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        sel = normalize_selection(key, self.shape)
+        if self.c_order:
+            sel = sel[::-1]
+        out = self._vol._read(self._level, sel)
+        return _finish(out, sel, self.c_order)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        a = self[...]
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def read_tile(self, coords: Sequence[int], *, core: bool = False) -> np.ndarray:
+        """The decoded stored tile at tile-grid ``coords`` (padding and halo included;
+        ``core=True`` gives only its core region)."""
+        grid = self._level.grid
+        coords = tuple(int(c) for c in coords)
+        if self.c_order:
+            coords = coords[::-1]
+        if len(coords) != len(grid.grid) or any(
+            not 0 <= c < g for c, g in zip(coords, grid.grid, strict=True)
+        ):
+            raise IndexError(f"tile coordinates {list(coords)} are outside the grid "
+                             f"{list(grid.grid)}")
+        tile = self._vol._tile(self._level, coords)
+        if core:
+            tile = tile[grid.stored_from_core(coords)]
+        return tile.T if self.c_order else tile
+
+    # -- geometry ---------------------------------------------------------------------------
+    @property
+    def space_origin(self) -> np.ndarray | None:
+        return self._vol._geometry(self._level)[0]
+
+    @property
+    def space_directions(self) -> list[np.ndarray | None] | None:
+        dirs = self._vol._geometry(self._level)[1]
+        if dirs is None:
+            return None
+        return dirs[::-1] if self.c_order else dirs
+
+    @property
+    def affine(self) -> np.ndarray:
+        """Homogeneous index→world matrix over the spatial axes (CONVENTIONS §3)."""
+        origin, dirs = self._vol._geometry(self._level, for_affine=True)
+        cols = [d for d in (dirs[::-1] if self.c_order else dirs) if d is not None]
+        sd = len(origin)
+        m = np.zeros((sd + 1, len(cols) + 1))
+        for j, d in enumerate(cols):
+            m[:sd, j] = d
+        m[:sd, -1] = origin
+        m[sd, -1] = 1.0
+        return m
+
+    def to_dask(self) -> Any:
+        """This level as a ``dask.array.Array`` whose chunks are the tiles."""
+        return self._vol.to_dask(level=self.index)
+
+
+def _finish(out: np.ndarray, sel: tuple[AxisSel, ...], c_order: bool) -> np.ndarray:
+    flip = tuple(slice(None, None, -1) if s.reverse else slice(None) for s in sel)
+    if any(s.reverse for s in sel):
+        out = out[flip]
+    if c_order:
+        out = out.T
+    drop = tuple(0 if s.drop else slice(None) for s in (sel[::-1] if c_order else sel))
+    if any(s.drop for s in sel):
+        out = out[drop]
+    return out
+
+
+class Volume(LevelView):
+    """A lazily read JNRRD volume (``jnrrd.open``): level 0, with ``levels`` for the rest."""
+
+    def __init__(self, header: Header, *, tiling: Tiling | None, core: Any, policy: Policy,
+                 source: InternalSource | ExternalSource | None, name: Any,
+                 index_order: str = "F", untiled: Any = None) -> None:
+        if index_order not in ("F", "C"):
+            raise ValueError(f"index_order must be 'F' or 'C', got {index_order!r}")
+        self._header = header
+        self.index_order = index_order
+        self.name = name
+        self._core = core
+        self._policy = policy
+        self._tiling = tiling
+        self._source = source
+        self._untiled = untiled
+        self._dtype = user_dtype(core.type_name, core.block_size, policy.bfloat16)
+        self._decoder = (_TileDecoder(tiling, core, source, policy, name)
+                         if tiling is not None and source is not None else None)
+        self._cache: OrderedDict[tuple[int, tuple[int, ...]], np.ndarray] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        if tiling is None:
+            shape = tuple(core.sizes)
+            level = Level(0, (1,) * len(shape),
+                          TileGrid(shape, tuple(range(len(shape))), shape, (0,) * len(shape)),
+                          True, 0)
+            self._levels = (level,)
+        else:
+            self._levels = tiling.levels
+        super().__init__(self, self._levels[0])
+        self.levels: tuple[LevelView, ...] = (self, *(
+            LevelView(self, lv) for lv in self._levels[1:]
+        ))
+
+    @property
+    def tiled(self) -> bool:
+        return self._tiling is not None
+
+    @property
+    def tiling(self) -> Tiling | None:
+        return self._tiling
+
+    def close(self) -> None:
+        """Release the file handle and memory map (reads after close fail)."""
+        if self._source is not None:
+            self._source.close()
+        if self._untiled is not None:
+            self._untiled.close()
+
+    def __enter__(self) -> Volume:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        kind = "tiled" if self.tiled else "untiled"
+        return (f"<jnrrd.Volume {describe(self.name)} {kind} shape={self.shape} "
+                f"dtype={self.dtype} levels={len(self.levels)}>")
+
+    def to_dask(self, level: int = 0) -> Any:
+        """A ``dask.array.Array`` over level ``level`` whose chunks are the tiles."""
+        from .dask_io import volume_to_dask
+
+        return volume_to_dask(self, level)
+
+    # -- reading ----------------------------------------------------------------------------
+    def _read(self, level: Level, sel: tuple[AxisSel, ...]) -> np.ndarray:
+        counts = tuple(s.count for s in sel)
+        if self._tiling is None:
+            return self._untiled.read(sel)
+        self._policy.check_bytes(int(np.prod(counts)) * self.dtype.itemsize, "the selection",
+                                 self.name)
+        out = np.empty(counts, dtype=self.dtype, order="F")
+        if out.size == 0:
+            return out
+        if not level.stored:
+            self._read_virtual(level, sel, out)
+            return out
+        dec = self._decoder
+        assert dec is not None
+        grid = level.grid
+        fill = self._fill_value()
+        pieces = list(grid.pieces(sel))
+
+        def task(piece: Any) -> Callable[[], None]:
+            def run() -> None:
+                tile = dec.decode(level, piece.coords)
+                if tile is None:
+                    out[piece.dst] = fill
+                else:
+                    out[piece.dst] = tile[piece.src]
+            return run
+
+        run_parallel([task(p) for p in pieces])
+        return out
+
+    def _fill_value(self) -> Any:
+        assert self._tiling is not None
+        v = self._tiling.padding_value
+        if self._core.type_name == "bfloat16":
+            from .dtypes import from_user
+
+            words = from_user(np.array([v], dtype=np.float32), "bfloat16")
+            return to_user(words, "bfloat16", self._policy.bfloat16)[0]
+        return v
+
+    def _tile(self, level: Level, coords: tuple[int, ...]) -> np.ndarray:
+        """One stored tile (stored extent), decoded, computed (virtual) or padding (sparse)."""
+        grid = level.grid
+        shape = grid.stored_shape(coords)
+        if not level.stored:
+            tile = np.full(shape, self._fill_value(), dtype=self.dtype, order="F")
+            region = grid.valid_region(coords)
+            tile[grid.valid_in_stored(coords)] = self._virtual_region(level, region)
+            return tile
+        assert self._decoder is not None
+        tile = self._decoder.decode(level, coords)
+        if tile is None:
+            return np.full(shape, self._fill_value(), dtype=self.dtype, order="F")
+        return np.array(tile, order="F", copy=True)
+
+    # -- virtual levels ---------------------------------------------------------------------
+    def _read_virtual(self, level: Level, sel: tuple[AxisSel, ...], out: np.ndarray) -> None:
+        grid = level.grid
+        for piece in grid.pieces(sel):
+            core = self._virtual_core(level, piece.coords)
+            src = grid.stored_from_core(piece.coords)
+            # piece.src indexes the stored tile; shift into the core array
+            shifted = tuple(
+                slice(s.start - c.start, s.stop - c.start if s.stop is not None else None, s.step)
+                for s, c in zip(piece.src, src, strict=True)
+            )
+            out[piece.dst] = core[shifted]
+
+    def _virtual_core(self, level: Level, coords: tuple[int, ...]) -> np.ndarray:
+        key = (level.index, coords)
+        with self._cache_lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
+        core = self._virtual_region(level, level.grid.core(coords))
+        with self._cache_lock:
+            self._cache[key] = core
+            budget = 256 << 20
+            while sum(a.nbytes for a in self._cache.values()) > budget and len(self._cache) > 1:
+                self._cache.popitem(last=False)
+        return core
+
+    def _virtual_region(self, level: Level, region: tuple[slice, ...]) -> np.ndarray:
+        """Level-L voxels of ``region``, computed from level 0 as the writer would store them."""
+        from .pyramid import compute_region
+
+        assert self._tiling is not None
+        base = self._levels[0]
+
+        def read0(r: tuple[slice, ...]) -> np.ndarray:
+            return self._read(base, tuple(AxisSel(s.start, 1, s.stop - s.start) for s in r))
+
+        return compute_region(read0, base.shape, level.scale, self._tiling.downsample_method,
+                              region, dtype=self.dtype)
+
+    # -- metadata ---------------------------------------------------------------------------
+    def _stored_bytes(self, level: Level) -> int:
+        if self._tiling is None:
+            return self._untiled.stored_bytes if self._untiled is not None else 0
+        if not level.stored:
+            return 0
+        src = self._source
+        if isinstance(src, InternalSource):
+            sl = src.sizes[level.first : level.first + level.grid.ntiles]
+            return int(sl[sl > 0].sum())
+        total = 0
+        assert isinstance(src, ExternalSource)
+        for c in level.grid.all_coords():
+            p = src.path(level, c, level.grid.index(c))
+            if p is not None and os.path.exists(p):
+                total += os.path.getsize(p)
+        return total
+
+    def _geometry(self, level: Level, for_affine: bool = False) -> tuple[Any, Any]:
+        from .geometry import level_geometry
+
+        return level_geometry(self._core, level.scale, for_affine=for_affine)
+
+    def iter_tiles(self, level: int = 0) -> Iterator[tuple[int, ...]]:
+        """Tile coordinates of a level in linear-index order (header axis order)."""
+        return self._levels[level].grid.all_coords()
+
+
+def describe(name: Any) -> str:
+    from .errors import describe_source
+
+    return describe_source(name) or "<stream>"

@@ -1,0 +1,561 @@
+"""The tiled writer: bounded memory, parallel encoding, atomic replacement.
+
+The source (a NumPy array, a ``np.memmap`` or any array-like with ``shape``/``dtype``/
+``__getitem__``) is read one slab of tiles at a time along the slowest tiled axis. Tiles are
+encoded on the shared thread pool. Internal storage spools each level's encoded tiles to a
+temporary file beside the target, then assembles header + tiles with the fixed-point offsets of
+digest 2.7; external storage writes tile files into a fresh directory. Pyramid levels are built
+in the same pass (:class:`jnrrd.pyramid.PyramidBuilder`) when the last axis is tiled.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import numpy as np
+
+from .atomic import atomic_file, fresh_token, remove_leftovers, tmp_marker
+from .dtypes import from_user, storage_dtype
+from .errors import SecurityError, UnsupportedError
+from .tiling.grid import TileGrid
+from .tiling.layout import check_pattern, expand_pattern
+from .tiling.levels import Level, level_shape
+from .volume import run_parallel
+
+__all__ = ["TilePlan", "write_tiled"]
+
+
+@dataclass
+class TilePlan:
+    """Everything the tiled writer decided: geometry, codecs, storage and options."""
+
+    prefix: str
+    type_name: str
+    endian: str
+    shape: tuple[int, ...]  # level 0, file axis order
+    axes: tuple[int, ...]
+    tile: tuple[int, ...]
+    overlap: tuple[int, ...]
+    edge: str
+    padding_value: Any
+    storage: str
+    fmt: str
+    scales: list[tuple[int, ...]]
+    level_tiles: list[tuple[int, ...]]
+    stored: list[int]
+    codecs: list[dict[str, Any]]
+    method: str = "average"
+    pattern: str | None = None
+    decision: Any = None
+    sparse: bool = False
+    tile_stats: bool = False
+    checksum: str | None = None
+    quality: bool = False
+    align: int = 0
+    progress: Callable[[int, int], None] | None = None
+    levels: list[Level] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        first = 0
+        for i, (s, t) in enumerate(zip(self.scales, self.level_tiles, strict=True)):
+            grid = TileGrid(level_shape(self.shape, s), self.axes, t, self.overlap, self.edge)
+            is_stored = i in self.stored
+            self.levels.append(Level(i, s, grid, is_stored, first if is_stored else -1))
+            if is_stored:
+                first += grid.ntiles
+
+    @property
+    def nstored(self) -> int:
+        return sum(lv.grid.ntiles for lv in self.levels if lv.stored)
+
+
+class _Encoder:
+    """Per-tile encoding: chain per stored shape, stats and checksums."""
+
+    def __init__(self, plan: TilePlan, chain_dtype: np.dtype) -> None:
+        from .codecs import CodecChain
+
+        self.plan = plan
+        self._cls = CodecChain
+        self._dtype = chain_dtype
+        self._chains: dict[tuple[int, ...], Any] = {}
+
+    def chain(self, shape: tuple[int, ...]) -> Any:
+        c = self._chains.get(shape)
+        if c is None:
+            c = self._chains[shape] = self._cls.from_json(
+                self.plan.codecs, dtype=self._dtype, shape=shape,
+                fill_value=self.plan.padding_value, decision=self.plan.decision,
+            )
+        return c
+
+    def encode(self, tile: np.ndarray, index: int) -> bytes:
+        return self.chain(tile.shape).encode(tile, tile_index=index)
+
+    def metadata(self, core: np.ndarray, data: bytes | None) -> dict[str, Any]:
+        meta: dict[str, Any] = {}
+        if self.plan.tile_stats:
+            lo, hi = _min_max(core)
+            meta["min"], meta["max"] = lo, hi
+        if data is None:  # a sparse tile stores nothing to check
+            return meta
+        if self.plan.checksum == "crc32":
+            meta["checksum"] = f"crc32:{zlib.crc32(data) & 0xFFFFFFFF:08x}"
+        elif self.plan.checksum == "crc32c":
+            from .volume import _crc32c
+
+            meta["checksum"] = f"crc32c:{_crc32c(data):08x}"
+        return meta
+
+
+def _min_max(a: np.ndarray) -> tuple[Any, Any]:
+    if a.size == 0:
+        return None, None
+    if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
+        f = a.astype(np.float64)
+        if np.isnan(f).all():
+            return None, None
+        return _json_num(np.nanmin(f)), _json_num(np.nanmax(f))
+    if a.dtype.kind == "c":
+        return None, None
+    return int(a.min()), int(a.max())
+
+
+def _json_num(v: float) -> float | None:
+    return None if v != v else float(v)
+
+
+class _Sink:
+    """Where encoded tiles go: per-level spool files (internal) or tile files (external)."""
+
+    def __init__(self, plan: TilePlan, target: str, token: str) -> None:
+        self.plan = plan
+        self.target = target
+        self.sizes: list[int | None] = [None] * plan.nstored
+        self.meta: list[dict[str, Any]] = [{} for _ in range(plan.nstored)]
+        self._spools: dict[int, IO[bytes]] = {}
+        self._paths: list[str] = []
+        d = os.path.dirname(os.path.abspath(target))
+        if plan.storage == "internal":
+            for lv in plan.levels:
+                if lv.stored:
+                    p = f"{tmp_marker(target)}{token}.level{lv.index}"
+                    self._paths.append(p)
+                    self._spools[lv.index] = open(p, "w+b")
+        else:
+            stem = _stem(target)
+            self.dir_name = f"{stem}.{token}.tiles"
+            self.dir = os.path.join(d, self.dir_name)
+            os.makedirs(self.dir)
+
+    def put(self, level: Level, coords: tuple[int, ...], data: bytes | None,
+            meta: dict[str, Any]) -> None:
+        """Store one encoded tile (``None``: sparse). Calls arrive in linear order per level."""
+        g = level.first + level.grid.index(coords)
+        self.meta[g] = meta
+        if data is None:
+            return
+        self.sizes[g] = len(data)
+        if self.plan.storage == "internal":
+            self._spools[level.index].write(data)
+        else:
+            rel = expand_pattern(self.plan.pattern or "", coords, level.index,
+                                 level.grid.index(coords))
+            path = os.path.join(self.dir, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+
+    def fsync_all(self) -> None:
+        if self.plan.storage == "external":
+            for root, _, files in os.walk(self.dir):
+                for name in files:
+                    fd = os.open(os.path.join(root, name), os.O_RDONLY)
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
+
+    def copy_levels(self, out: IO[bytes]) -> None:
+        for lv in self.plan.levels:
+            if lv.stored:
+                spool = self._spools[lv.index]
+                spool.flush()
+                size = spool.seek(0, os.SEEK_END)
+                _copy(spool, out, size)
+
+    def close(self, *, failed: bool) -> None:
+        for f in self._spools.values():
+            f.close()
+        for p in self._paths:
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+        if failed and self.plan.storage == "external":
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _copy(src: IO[bytes], dst: IO[bytes], size: int) -> None:
+    src.seek(0)
+    dst.flush()
+    if hasattr(os, "copy_file_range"):
+        try:
+            done = 0
+            out_pos = dst.tell()
+            while done < size:
+                n = os.copy_file_range(src.fileno(), dst.fileno(), size - done,
+                                       done, out_pos + done)
+                if n == 0:
+                    break
+                done += n
+            if done == size:
+                dst.seek(out_pos + size)
+                return
+            src.seek(done)
+            dst.seek(out_pos + done)
+            size -= done
+        except OSError:
+            src.seek(0)
+    shutil.copyfileobj(src, dst, 8 << 20)
+
+
+def _stem(target: str) -> str:
+    name = os.path.basename(target)
+    return name[: -len(".jnrrd")] if name.endswith(".jnrrd") else name
+
+
+def stale_patterns(target: str) -> list[str]:
+    """Names of fresh data files / tile directories that earlier writes of ``target`` made."""
+    stem = re.escape(_stem(target))
+    return [rf"{stem}\.[0-9a-f]{{8}}\.tiles", rf"{stem}\.[0-9a-f]{{8}}\.data(\.[a-z0-9]+)?"]
+
+
+class FileOrder:
+    """An array-like seen in file axis order (axis 0 fastest), whatever the caller's order."""
+
+    def __init__(self, data: Any, index_order: str) -> None:
+        self.data = data
+        self.c = index_order == "C"
+        shape = tuple(int(n) for n in data.shape)
+        self.shape = shape[::-1] if self.c else shape
+        self.dtype = np.dtype(data.dtype)
+
+    def __getitem__(self, key: tuple[slice, ...]) -> np.ndarray:
+        if self.c:
+            return np.asarray(self.data[key[::-1]]).T
+        return np.asarray(self.data[key])
+
+
+def _stored_tile(slab: np.ndarray, slab_lo: int, axis: int, grid: TileGrid,
+                 coords: tuple[int, ...], fill: Any) -> np.ndarray:
+    """Cut one stored tile (F order, stored extent, padding filled) out of a slab whose
+    ``axis`` starts at volume index ``slab_lo``."""
+    bounds = grid.stored_bounds(coords)
+    shape = tuple(hi - lo for lo, hi in bounds)
+    src, dst, partial = [], [], False
+    for a, (lo, hi) in enumerate(bounds):
+        n = grid.shape[a]
+        vlo, vhi = max(lo, 0), min(hi, n)
+        off = slab_lo if a == axis else 0
+        src.append(slice(vlo - off, vhi - off))
+        dst.append(slice(vlo - lo, vhi - lo))
+        partial |= (vlo, vhi) != (lo, hi)
+    if not partial:
+        return np.asfortranarray(slab[tuple(src)])
+    tile = np.full(shape, fill, dtype=slab.dtype, order="F")
+    tile[tuple(dst)] = slab[tuple(src)]
+    return tile
+
+
+def _row_coords(grid: TileGrid, t: int) -> list[tuple[int, ...]]:
+    """Coordinates of the tiles whose slowest tiled coordinate is ``t`` (linear order)."""
+    from itertools import product
+
+    inner = [range(g) for g in grid.grid[:-1]]
+    return [(*tuple(reversed(rev)), t) for rev in product(*reversed(inner))]
+
+
+def row_bounds(grid: TileGrid, t: int) -> tuple[int, int]:
+    """Volume range (with halo, clipped) that tile row ``t`` needs along the slowest tiled axis."""
+    size, o, n = grid.tile[-1], grid.overlap[-1], grid.shape[grid.axes[-1]]
+    return max(0, t * size - o), min(n, (t + 1) * size + o)
+
+
+def write_level(plan: TilePlan, enc: _Encoder, sink: _Sink, level: Level,
+                read: Callable[[tuple[slice, ...]], np.ndarray], fill: Any,
+                on_core_slab: Callable[[np.ndarray], None] | None = None,
+                tick: Callable[[int], None] | None = None) -> None:
+    """Encode and store every tile of ``level`` from ``read`` (level voxels), row by row."""
+    grid = level.grid
+    axis = grid.axes[-1]
+    for t in range(grid.grid[-1]):
+        lo, hi = row_bounds(grid, t)
+        key = tuple(slice(lo, hi) if a == axis else slice(0, m) for a, m in enumerate(grid.shape))
+        write_row(plan, enc, sink, level, t, lo, read(key), fill, on_core_slab, tick)
+
+
+def write_row(plan: TilePlan, enc: _Encoder, sink: _Sink, level: Level, t: int, lo: int,
+              slab: np.ndarray, fill: Any,
+              on_core_slab: Callable[[np.ndarray], None] | None = None,
+              tick: Callable[[int], None] | None = None) -> None:
+    """Encode (in parallel) and store the tiles of row ``t`` from its slab (halo included)."""
+    grid = level.grid
+    axis = grid.axes[-1]
+    coords = _row_coords(grid, t)
+    results: list[Any] = [None] * len(coords)
+
+    def job(i: int, c: tuple[int, ...]) -> Callable[[], None]:
+        def run() -> None:
+            tile = _stored_tile(slab, lo, axis, grid, c, fill)
+            core = tile[grid.stored_from_core(c)]
+            g = level.first + grid.index(c)
+            if plan.sparse and _all_fill(core, fill):
+                results[i] = (None, enc.metadata(core, None))
+                return
+            data = enc.encode(tile, g)
+            results[i] = (data, enc.metadata(core, data))
+        return run
+
+    run_parallel([job(i, c) for i, c in enumerate(coords)])
+    for c, (data, meta) in zip(coords, results, strict=True):
+        sink.put(level, c, data, meta)
+    if on_core_slab is not None:
+        size = grid.tile[-1]
+        core_lo, core_hi = t * size, min((t + 1) * size, grid.shape[axis])
+        sl = tuple(slice(core_lo - lo, core_hi - lo) if a == axis else slice(None)
+                   for a in range(slab.ndim))
+        on_core_slab(slab[sl])
+    if tick is not None:
+        tick(len(coords))
+
+
+def _all_fill(core: np.ndarray, fill: Any) -> bool:
+    if isinstance(fill, float) and fill != fill:
+        return bool(np.isnan(core).all())
+    return bool((core == fill).all())
+
+
+def check_write_pattern(pattern: str, plan: TilePlan) -> None:
+    """A user pattern must stay inside the fresh tile directory and name tiles apart."""
+    check_pattern(pattern, plan.axes, plan.levels, None, field=f"{plan.prefix}:pattern")
+    probe = expand_pattern(pattern, [0] * len(plan.axes), 0, 0)
+    if os.path.isabs(probe) or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", probe) or ".." in (
+        probe.replace("\\", "/").split("/")
+    ):
+        raise SecurityError(f"{plan.prefix}:pattern: {pattern!r} must be a relative path "
+                            "without '..' (tiles are written under the dataset's directory)")
+
+
+def write_tiled(target: str, data: FileOrder, plan: TilePlan,
+                build_header: Callable[[TilePlan, list[int | None], list[int], list[Any],
+                                        str | None, list[Any] | None], bytes]) -> None:
+    """Write a tiled dataset atomically. ``build_header(plan, sizes, offsets, metadata,
+    base_dir, quality)`` renders the header bytes for given tables (called until offsets
+    reach their fixed point)."""
+    token = fresh_token()
+    remove_leftovers(target, patterns=[])
+    sink = _Sink(plan, target, token)
+    chain_dtype = np.dtype(np.uint16) if plan.type_name == "bfloat16" else _tile_dtype(plan, data)
+    enc = _Encoder(plan, chain_dtype)
+    fill = _fill_for(plan, chain_dtype)
+    total = plan.nstored
+    done = [0]
+
+    def tick(n: int) -> None:
+        done[0] += n
+        if plan.progress is not None:
+            plan.progress(done[0], total)
+
+    def read0(key: tuple[slice, ...]) -> np.ndarray:
+        return from_user(np.asarray(data[key]), plan.type_name)
+
+    failed = True
+    quality: list[Any] | None = None
+    try:
+        level0 = plan.levels[0]
+        others = [lv for lv in plan.levels[1:] if lv.stored]
+        streaming = bool(others) and plan.axes[-1] == len(plan.shape) - 1
+        if streaming:
+            quality = _write_streaming(plan, enc, sink, read0, fill, tick, others)
+        else:
+            write_level(plan, enc, sink, level0, read0, fill, tick=tick)
+            for lv in others:
+                write_level(plan, enc, sink, lv, _level_reader(plan, lv, read0), fill,
+                            tick=tick)
+            if plan.quality:
+                quality = _quality_by_region(plan, read0)
+        sink.fsync_all()
+        base_dir = sink.dir_name if plan.storage == "external" else None
+        with atomic_file(target) as out:
+            if plan.storage == "internal":
+                header, offsets = _fixed_point(plan, sink, build_header, quality)
+                out.write(header)
+                gap = offsets[0] - len(header) if offsets else 0
+                if gap > 0:
+                    out.write(b"\0" * gap)
+                sink.copy_levels(out)
+            else:
+                out.write(build_header(plan, sink.sizes, [], sink.meta, base_dir, quality))
+        failed = False
+    finally:
+        sink.close(failed=failed)
+    keep = [sink.dir] if plan.storage == "external" else []
+    remove_leftovers(target, keep=keep, patterns=stale_patterns(target))
+
+
+def _tile_dtype(plan: TilePlan, data: FileOrder) -> np.dtype:
+    if plan.type_name == "block":
+        return np.dtype(data.dtype)
+    return storage_dtype(plan.type_name).newbyteorder("=")
+
+
+def _fill_for(plan: TilePlan, dtype: np.dtype) -> Any:
+    v = plan.padding_value
+    if plan.type_name == "bfloat16":
+        return from_user(np.array([np.nan if v is None else v], np.float32), "bfloat16")[0]
+    if v is None:
+        return np.nan
+    return v
+
+
+def _fixed_point(plan: TilePlan, sink: _Sink, build: Callable[..., bytes],
+                 quality: list[Any] | None) -> tuple[bytes, list[int]]:
+    """Offsets depend on the header length, which depends on the offsets' digits: iterate
+    from a guess until the header fits before the first tile (digest 2.7)."""
+    start = 0
+    for _ in range(16):
+        offsets: list[int] = []
+        pos = start
+        for s in sink.sizes:
+            if s is None:
+                offsets.append(-1)
+            else:
+                offsets.append(pos)
+                pos += s
+        header = build(plan, sink.sizes, offsets, sink.meta, None, quality)
+        need = len(header)
+        if plan.align:
+            need = -(-need // plan.align) * plan.align
+        if need == start:
+            return header, [o for o in offsets if o >= 0] or [start]
+        if need < start and not plan.align:
+            # Shorter than assumed: shrink and retry (converges: lengths are monotone).
+            start = need
+            continue
+        start = max(need, start)
+    raise UnsupportedError("header offsets did not reach a fixed point")
+
+
+def _level_reader(plan: TilePlan, level: Level, read0: Callable[[tuple[slice, ...]], np.ndarray]
+                  ) -> Callable[[tuple[slice, ...]], np.ndarray]:
+    from .pyramid import compute_region
+
+    def read(region: tuple[slice, ...]) -> np.ndarray:
+        return compute_region(read0, plan.shape, level.scale, plan.method, region)
+
+    return read
+
+
+def _quality_by_region(plan: TilePlan, read0: Callable[[tuple[slice, ...]], np.ndarray]
+                       ) -> list[Any]:
+    from .pyramid import PyramidBuilder
+
+    builder = PyramidBuilder(plan.shape, _dtype_of(read0, plan), plan.scales, plan.method,
+                             quality=True)
+    axis = len(plan.shape) - 1
+    step = max(1, math.lcm(*(s[axis] for s in plan.scales)))
+    n = plan.shape[axis]
+    for k in range(0, n, step * 8):
+        key = tuple(slice(k, min(n, k + step * 8)) if a == axis else slice(0, m)
+                    for a, m in enumerate(plan.shape))
+        for _ in builder.feed(read0(key)) or ():
+            pass
+    for _ in builder.finish() or ():
+        pass
+    return builder.quality()
+
+
+def _dtype_of(read0: Callable[[tuple[slice, ...]], np.ndarray], plan: TilePlan) -> np.dtype:
+    key = tuple(slice(0, 1) for _ in plan.shape)
+    return read0(key).dtype
+
+
+def _write_streaming(plan: TilePlan, enc: _Encoder, sink: _Sink,
+                     read0: Callable[[tuple[slice, ...]], np.ndarray], fill: Any,
+                     tick: Callable[[int], None], others: list[Level]) -> list[Any] | None:
+    """Level 0 tile slabs feed the pyramid builder; finished level rows become tile slabs."""
+    from .pyramid import PyramidBuilder
+
+    level0 = plan.levels[0]
+    axis = len(plan.shape) - 1
+    builder = PyramidBuilder(plan.shape, _dtype_of(read0, plan),
+                             [lv.scale for lv in plan.levels], plan.method, quality=plan.quality)
+    rows = {lv.index: _RowBuffer(lv) for lv in others}
+
+    def route(pieces: Any) -> None:
+        for li, region, arr in pieces or ():
+            rb = rows.get(li)
+            if rb is None:
+                continue
+            rb.add(region[axis].start, arr)
+            for t, lo, slab in rb.ready():
+                write_row(plan, enc, sink, rb.level, t, lo, slab, fill, tick=tick)
+
+    write_level(plan, enc, sink, level0, read0, fill,
+                on_core_slab=lambda core: route(builder.feed(core)), tick=tick)
+    route(builder.finish())
+    for rb in rows.values():
+        for t, lo, slab in rb.ready():
+            write_row(plan, enc, sink, rb.level, t, lo, slab, fill, tick=tick)
+        if rb.next_t != rb.level.grid.grid[-1]:
+            raise RuntimeError(f"level {rb.level.index}: pyramid rows incomplete")
+    return builder.quality() if plan.quality else None
+
+
+class _RowBuffer:
+    """Collects a level's computed rows (along the last axis) until a tile row is complete."""
+
+    def __init__(self, level: Level) -> None:
+        self.level = level
+        g = level.grid
+        self.axis = g.axes[-1]
+        self.size, self.o, self.n = g.tile[-1], g.overlap[-1], g.shape[self.axis]
+        self.start = 0  # volume index of buf[..., 0]
+        self.buf: np.ndarray | None = None
+        self.next_t = 0
+
+    def add(self, lo: int, arr: np.ndarray) -> None:
+        if self.buf is None:
+            self.start, self.buf = lo, arr
+        else:
+            assert lo == self.start + self.buf.shape[self.axis], "rows must arrive in order"
+            self.buf = np.concatenate([self.buf, arr], axis=self.axis)
+
+    def ready(self) -> Iterator[tuple[int, int, np.ndarray]]:
+        """Yield (t, lo, slab) for each tile row whose rows (with halo) are all present."""
+        while self.buf is not None and self.next_t < self.level.grid.grid[-1]:
+            t = self.next_t
+            lo, hi = max(0, t * self.size - self.o), min(self.n, (t + 1) * self.size + self.o)
+            have = self.start + self.buf.shape[self.axis]
+            if have < hi:
+                return
+            sl = tuple(slice(lo - self.start, hi - self.start) if a == self.axis
+                       else slice(None) for a in range(self.buf.ndim))
+            slab = self.buf[sl]
+            yield t, lo, slab
+            self.next_t += 1
+            keep_from = max(0, (t + 1) * self.size - self.o)
+            cut = keep_from - self.start
+            if cut > 0:
+                sl = tuple(slice(cut, None) if a == self.axis else slice(None)
+                           for a in range(self.buf.ndim))
+                self.buf = self.buf[sl]
+                self.start = keep_from

@@ -1,0 +1,366 @@
+"""``jnrrd.write``: header fields and keyword shortcuts → an untiled or tiled file."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import IO, Any
+
+import numpy as np
+
+from .atomic import atomic_file, fresh_token, remove_leftovers
+from .datasection import encode_chunks
+from .dtypes import type_name_for
+from .errors import HeaderError, UnsupportedError
+from .header import TILE_URI, Header, render_header
+from .tiling.levels import expand_scale, levels_from_argument
+from .tiling.spec import SHORTHAND, compression_chain, typed_padding
+from .writer import FileOrder, TilePlan, check_write_pattern, stale_patterns, write_tiled
+
+__all__ = ["write"]
+
+_COMPUTED = ("offset_table", "size_table", "level_offsets", "metadata", "compression_levels",
+             "level_quality", "base_dir", "files")
+_EXT = {"raw": "raw", "gzip": "raw.gz", "bzip2": "raw.bz2", "zstd": "raw.zst", "lz4": "raw.lz4",
+        "ascii": "txt", "hex": "hex"}
+_ENC_ALIASES = {"gz": "gzip", "bz2": "bzip2", "txt": "ascii", "text": "ascii"}
+_OPTIONS = ("decision", "sparse", "tile_stats", "checksum", "quality", "progress", "align",
+            "compression_level", "overlap", "edge", "padding_value", "storage", "pattern",
+            "format")
+
+
+def write(target: Any, data: Any, header: Mapping[str, Any] | None = None, *,
+          index_order: str = "F", encoding: str | None = None, tile: Any = None,
+          compression: str | None = None, codecs: Sequence[Any] | None = None,
+          levels: Any = None, downsample: str | None = None, detached: bool = False,
+          **options: Any) -> None:
+    """Write ``data`` to ``target`` (JNRRD; classic NRRD for ``.nrrd``/``.nhdr`` paths).
+
+    Everything the format can say can be asked through ``header`` fields; the keywords are
+    shortcuts (CONVENTIONS §3): ``tile=(64, 64, 64)`` or ``{axis: size}``,
+    ``compression="zstd"``, ``codecs=[...]``, ``levels=4`` or a list of scales,
+    ``downsample="average"``, ``detached=True``. Further options: ``decision``, ``sparse``,
+    ``tile_stats``, ``checksum``, ``quality``, ``progress``, ``align`` (e.g. 4096),
+    ``compression_level``, ``overlap``, ``edge`` ("pad"/"variable"), ``padding_value``,
+    ``storage`` ("internal"/"external"), ``pattern``, ``format``.
+    The write is atomic: a crash leaves the previous file (or dataset) intact.
+    """
+    unknown = set(options) - set(_OPTIONS)
+    if unknown:
+        raise TypeError(f"write() got unexpected keyword argument(s): {sorted(unknown)}")
+    if index_order not in ("F", "C"):
+        raise ValueError(f"index_order must be 'F' or 'C', got {index_order!r}")
+    if isinstance(target, (str, os.PathLike)) and os.fspath(target).endswith((".nrrd", ".nhdr")):
+        from .nrrd import write_nrrd
+
+        write_nrrd(os.fspath(target), data, header, index_order=index_order, encoding=encoding,
+                   detached=detached or os.fspath(target).endswith(".nhdr"))
+        return
+    if not hasattr(data, "shape") or not hasattr(data, "dtype"):
+        data = np.asarray(data)
+    src = FileOrder(data, index_order)
+    out = Header(header or {})
+    out.pop("jnrrd", None)
+    type_name = _type_name(out, src.dtype)
+    out["type"] = type_name
+    out["dimension"] = len(src.shape)
+    out["sizes"] = list(src.shape)
+    if not src.shape:
+        raise UnsupportedError("cannot write a 0-dimensional array; reshape it to (1,)")
+    prefix = out.prefix_for(TILE_URI) or "tile"
+    tile_keys = [k for k in out if k.startswith(prefix + ":")]
+    tiled = (tile is not None or compression is not None or codecs is not None
+             or levels is not None or out.get(prefix + ":enabled") is True)
+    if tiled:
+        if detached:
+            raise UnsupportedError("detached=True is for untiled data; tiles are internal "
+                                   "or external (storage='external')")
+        _write_tiled(target, src, out, prefix, type_name, encoding=encoding, tile=tile,
+                     compression=compression, codecs=codecs, levels=levels,
+                     downsample=downsample, index_order=index_order, options=options)
+        return
+    for k in tile_keys:
+        out.pop(k)
+    _write_untiled(target, src, out, type_name, encoding, detached, index_order, options)
+
+
+def _type_name(out: Header, dtype: np.dtype) -> str:
+    given = out.get("type")
+    if given is None:
+        return type_name_for(dtype)
+    from .dtypes import canonical_type
+
+    name = canonical_type(given)
+    if name == "block" and dtype.kind != "V":
+        raise UnsupportedError("type 'block' needs a void (np.dtype('V<n>')) array")
+    return name
+
+
+def _endian(out: Header, type_name: str) -> str:
+    e = out.get("endian", "little")
+    if e not in ("little", "big"):
+        raise HeaderError(f"endian: expected 'little' or 'big', found {e!r}")
+    return e
+
+
+def _write_untiled(target: Any, src: FileOrder, out: Header, type_name: str,
+                   encoding: str | None, detached: bool, index_order: str,
+                   options: Mapping[str, Any]) -> None:
+    enc_h = out.get("encoding")
+    enc = _ENC_ALIASES.get(encoding, encoding) if encoding is not None else None
+    if enc is not None and enc_h is not None and _ENC_ALIASES.get(enc_h, enc_h) != enc:
+        raise HeaderError(f"encoding: the argument {encoding!r} disagrees with the header's "
+                          f"{enc_h!r}")
+    enc = enc or _ENC_ALIASES.get(enc_h, enc_h) or "raw"
+    if enc not in _EXT:
+        raise HeaderError(f"encoding: expected one of {', '.join(_EXT)}, found {enc!r}")
+    if type_name == "block":
+        if enc == "ascii":
+            raise UnsupportedError("type 'block' cannot be written as ascii")
+        out["block_size"] = src.dtype.itemsize
+        out.pop("endian", None)
+    endian = _endian(out, type_name)
+    out["encoding"] = enc
+    multibyte = type_name != "block" and np.dtype(
+        "u2" if type_name == "bfloat16" else src.dtype).itemsize > 1
+    if multibyte and enc != "ascii":
+        out["endian"] = endian
+    else:
+        out.pop("endian", None)
+    for k in ("data_file", "data_files", "data_file_pattern", "line_skip", "byte_skip"):
+        out.pop(k, None)
+    level = options.get("compression_level")
+    chunks = encode_chunks(src, type_name=type_name, endian=endian, encoding=enc,
+                           index_order="F", level=level)
+    if not isinstance(target, (str, os.PathLike)):
+        if detached:
+            raise UnsupportedError("detached=True needs a target path")
+        _write_stream(target, render_header(out), chunks)
+        return
+    path = os.fspath(target)
+    if not detached:
+        with atomic_file(path) as f:
+            _write_stream(f, render_header(out), chunks)
+        remove_leftovers(path, patterns=stale_patterns(path))
+        return
+    # Detached: a fresh data file, then the header, then the old files go (CONVENTIONS §1.2).
+    stem = os.path.basename(path)
+    stem = stem[: -len(".jnrrd")] if stem.endswith(".jnrrd") else stem
+    name = f"{stem}.{fresh_token()}.data.{_EXT[enc].replace('.', '')}"
+    data_path = os.path.join(os.path.dirname(os.path.abspath(path)), name)
+    out["data_file"] = name
+    with atomic_file(data_path) as f:
+        for c in chunks:
+            f.write(c)
+    try:
+        with atomic_file(path) as f:
+            f.write(render_header(out))
+    except BaseException:
+        os.unlink(data_path)
+        raise
+    remove_leftovers(path, keep=[data_path], patterns=stale_patterns(path))
+
+
+def _write_stream(f: IO[bytes], head: bytes, chunks: Any) -> None:
+    f.write(head)
+    for c in chunks:
+        f.write(c)
+
+
+def _caller_axes(value: Any, ndim: int, index_order: str, what: str) -> list[Any]:
+    """A per-axis argument in the caller's axis order → header order."""
+    vals = list(value)
+    if len(vals) != ndim:
+        raise ValueError(f"{what} needs {ndim} entries (one per axis), got {len(vals)}")
+    return vals[::-1] if index_order == "C" else vals
+
+
+def _default_tile(ndim: int) -> int:
+    return 64 if ndim >= 3 else 256 if ndim == 2 else 65536
+
+
+def _write_tiled(target: Any, src: FileOrder, out: Header, prefix: str, type_name: str, *,
+                 encoding: str | None, tile: Any, compression: str | None,
+                 codecs: Sequence[Any] | None, levels: Any, downsample: str | None,
+                 index_order: str, options: Mapping[str, Any]) -> None:
+    p = prefix + ":"
+    ndim = len(src.shape)
+    # -- geometry -------------------------------------------------------------------------
+    if tile is not None:
+        if isinstance(tile, Mapping):
+            per = [None] * ndim
+            for axis, size in tile.items():
+                a = int(axis) % ndim
+                per[ndim - 1 - a if index_order == "C" else a] = int(size)
+            axes = tuple(a for a in range(ndim) if per[a] is not None)
+            sizes = tuple(per[a] for a in axes)
+        elif isinstance(tile, int):
+            axes, sizes = tuple(range(ndim)), (tile,) * ndim
+        else:
+            vals = _caller_axes(tile, ndim, index_order, "tile")
+            axes, sizes = tuple(range(ndim)), tuple(int(v) for v in vals)
+    elif out.get(p + "dimensions") is not None:
+        axes, sizes = tuple(out[p + "dimensions"]), tuple(out[p + "sizes"])
+    else:
+        axes, sizes = tuple(range(ndim)), (_default_tile(ndim),) * ndim
+    if not axes or any(s < 1 for s in sizes):
+        raise ValueError(f"tile sizes must be ≥ 1, got {sizes}")
+    edge = options.get("edge") or out.get(p + "edge_handling", "pad")
+    ov = options.get("overlap", out.get(p + "overlap"))
+    if ov is None:
+        overlap = (0,) * len(axes)
+    elif isinstance(ov, int):
+        overlap = (ov,) * len(axes)
+    else:
+        ov = list(ov)
+        if len(ov) == ndim and "overlap" in options:
+            ov = _caller_axes(ov, ndim, index_order, "overlap")
+        overlap = tuple(int(ov[a]) for a in axes) if len(ov) == ndim else tuple(map(int, ov))
+    pad_v = options.get("padding_value", out.get(p + "padding_value", 0))
+    from .dtypes import user_dtype
+
+    typed_padding(pad_v, user_dtype(type_name, src.dtype.itemsize, "uint16")
+                  if type_name != "block" else src.dtype, p + "padding_value", "")
+    # -- levels ---------------------------------------------------------------------------
+    if levels is not None:
+        if isinstance(levels, (list, tuple)) and index_order == "C":
+            levels = [lv[::-1] if isinstance(lv, (list, tuple)) and len(lv) == ndim else lv
+                      for lv in levels]
+        scales = levels_from_argument(levels, ndim, axes)
+    elif out.get(p + "level_scales") is not None:
+        scales = [expand_scale(s, ndim, axes) for s in out[p + "level_scales"]]
+    else:
+        scales = [(1,) * ndim]
+    lts = out.get(p + "level_tile_sizes")
+    level_tiles = ([tuple(t) for t in lts] if lts is not None and len(lts) == len(scales)
+                   else [sizes] * len(scales))
+    stored = out.get(p + "levels_stored")
+    stored = list(range(len(scales))) if stored is None else [int(i) for i in stored]
+    method = downsample or out.get(p + "downsample_method", "average")
+    # -- codecs ---------------------------------------------------------------------------
+    endian = _endian(out, type_name)
+    enc = _ENC_ALIASES.get(encoding, encoding) if encoding else None
+    if compression is None and enc not in (None, "raw"):
+        if enc not in SHORTHAND:
+            raise UnsupportedError(f"encoding {encoding!r} cannot be used with tiling")
+        compression = enc
+    comp = compression if compression is not None else out.get(p + "compression")
+    if comp is not None and comp not in SHORTHAND:
+        raise ValueError(f"compression must be one of raw, gzip, bzip2, zstd, lz4; got {comp!r}")
+    chain_dtype = np.dtype("u2") if type_name == "bfloat16" else src.dtype
+    if codecs is not None or out.get(p + "codecs") is not None:
+        chain = [c.to_json() if hasattr(c, "to_json") else c
+                 for c in (codecs if codecs is not None else out[p + "codecs"])]
+    else:
+        chain = compression_chain(comp, endian, chain_dtype, options.get("compression_level"))
+    storage = options.get("storage") or out.get(p + "storage", "internal")
+    pattern = options.get("pattern") or out.get(p + "pattern")
+    if storage == "external" and pattern is None:
+        names = "xyzct"
+        parts = [f"{{{names[k]}}}" if k < 5 else "" for k in range(len(axes))][::-1]
+        pattern = ("{l}/" if len(scales) > 1 else "") + "_".join(p_ for p_ in parts if p_)
+        if len(axes) > 5:
+            pattern = ("{l}/" if len(scales) > 1 else "") + "{i}"
+        pattern += ".tile"
+    plan = TilePlan(
+        prefix=prefix, type_name=type_name, endian=endian, shape=src.shape, axes=axes,
+        tile=sizes, overlap=overlap, edge=edge, padding_value=pad_v, storage=storage,
+        fmt=options.get("format") or out.get(p + "format", "contiguous"), scales=scales,
+        level_tiles=level_tiles, stored=stored, codecs=chain, method=method, pattern=pattern,
+        decision=options.get("decision"), sparse=bool(options.get("sparse", False)),
+        tile_stats=bool(options.get("tile_stats", False)), checksum=options.get("checksum"),
+        quality=bool(options.get("quality", False)), align=int(options.get("align", 0) or 0),
+        progress=_progress(options.get("progress")),
+    )
+    if storage == "external":
+        check_write_pattern(pattern, plan)
+    if not isinstance(target, (str, os.PathLike)):
+        raise UnsupportedError("tiled writes need a target path (they are written atomically)")
+    # -- the header -----------------------------------------------------------------------
+    for k in [k for k in out if k.startswith(p)]:
+        out.pop(k)
+    out.pop("data_file", None)
+    out["encoding"] = "raw"
+    if type_name == "block":
+        out["block_size"] = src.dtype.itemsize
+    if type_name != "block" and chain_dtype.itemsize > 1:
+        out["endian"] = endian
+    ext = dict(out.get("extensions") or {})
+    ext[prefix] = ext.get(prefix, TILE_URI)
+    out["extensions"] = ext
+
+    def build(plan: TilePlan, tile_sizes: list[int | None], offsets: list[int],
+              meta: list[Any], base_dir: str | None, quality: list[Any] | None) -> bytes:
+        h = Header(out)
+        h[p + "enabled"] = True
+        h[p + "dimensions"] = list(plan.axes)
+        h[p + "sizes"] = list(plan.tile)
+        h[p + "storage"] = plan.storage
+        if plan.storage == "internal":
+            h[p + "format"] = plan.fmt
+            h[p + "offset_table"] = [None if o < 0 else o for o in offsets]
+            h[p + "size_table"] = tile_sizes
+        else:
+            h[p + "pattern"] = plan.pattern
+            h[p + "base_dir"] = base_dir
+            sparse = [(lv, c) for lv in plan.levels if lv.stored for c in lv.grid.all_coords()
+                      if tile_sizes[lv.first + lv.grid.index(c)] is None]
+            if sparse:
+                h[p + "files"] = [{"level": lv.index, "indices": list(c), "file": None}
+                                  for lv, c in sparse]
+        if plan.edge != "pad":
+            h[p + "edge_handling"] = plan.edge
+        if plan.padding_value != 0:
+            h[p + "padding_value"] = plan.padding_value
+        if any(plan.overlap):
+            h[p + "overlap"] = list(plan.overlap)
+        if comp is not None and codecs is None and out.get(p + "codecs") is None:
+            h[p + "compression"] = {"gz": "gzip", "bz2": "bzip2"}.get(comp, comp)
+        else:
+            h[p + "codecs"] = plan.codecs
+        if len(plan.scales) > 1:
+            h[p + "levels"] = len(plan.scales)
+            h[p + "level_scales"] = [_scale_json(s, plan.axes) for s in plan.scales]
+            if any(t != plan.tile for t in plan.level_tiles):
+                h[p + "level_tile_sizes"] = [list(t) for t in plan.level_tiles]
+            if len(plan.stored) != len(plan.scales):
+                h[p + "levels_stored"] = plan.stored
+                h[p + "levels_virtual"] = [i for i in range(len(plan.scales))
+                                           if i not in plan.stored]
+            h[p + "downsample_method"] = plan.method
+            if plan.storage == "internal" and offsets:
+                firsts = []
+                for lv in plan.levels:
+                    if lv.stored:
+                        live = [o for o in offsets[lv.first: lv.first + lv.grid.ntiles]
+                                if o >= 0]
+                        firsts.append(live[0] if live else None)
+                if all(f is not None for f in firsts):
+                    h[p + "level_offsets"] = firsts
+            if quality is not None:
+                h[p + "level_quality"] = quality
+        if any(meta):
+            h[p + "metadata"] = meta
+        return render_header(h)
+
+    write_tiled(os.fspath(target), src, plan, build)
+
+
+def _scale_json(scale: tuple[int, ...], axes: tuple[int, ...]) -> Any:
+    vals = {scale[a] for a in axes}
+    untiled_one = all(scale[a] == 1 for a in range(len(scale)) if a not in axes)
+    if len(vals) == 1 and untiled_one:
+        return vals.pop()
+    return list(scale)
+
+
+def _progress(p: Any) -> Callable[[int, int], None] | None:
+    if p is None or p is False:
+        return None
+    if p is True:
+        from .progress import Bar
+
+        return Bar()
+    if callable(p):
+        return p
+    raise TypeError("progress must be a callable(done, total) or True")
