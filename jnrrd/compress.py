@@ -23,7 +23,14 @@ import zstandard
 
 from .errors import DataError, JnrrdWarning, UnsupportedError
 
-__all__ = ["NAMES", "compress", "decompress", "decompress_stream_into", "zstd_compress"]
+__all__ = [
+    "NAMES",
+    "compress",
+    "decompress",
+    "decompress_at_most",
+    "decompress_stream_into",
+    "zstd_compress",
+]
 
 NAMES = ("gzip", "bz2", "zstd", "lz4")
 
@@ -139,7 +146,7 @@ class _Obj:
 
 
 def _factory(name: str, zlib_stream: bool) -> Callable[[], Any]:
-    if name == "gzip":
+    if name in ("gzip", "zlib"):
         wbits = 15 if zlib_stream else 31
         return lambda: _Zlib(wbits)
     if name == "bz2":
@@ -232,29 +239,54 @@ def _zstd_oneshot(data: Any, limit: int, what: str) -> bytes | None:
 
 
 def _zstd_stream(data: Any, limit: int, what: str) -> bytes:
-    out = bytearray(limit)
-    view = memoryview(out)
+    # Read in bounded pieces: ``limit`` may be a generous cap that real data never reaches.
+    parts: list[bytes] = []
     n = 0
     try:
         reader = _zstd_decompressor().stream_reader(data, read_across_frames=True)
         while n < limit:
-            got = reader.readinto(view[n:])
-            if not got:
+            chunk = reader.read(min(limit - n, 1 << 22))
+            if not chunk:
                 break
-            n += got
+            parts.append(chunk)
+            n += len(chunk)
     except zstandard.ZstdError as exc:
         raise _corrupt("zstd", what, exc) from None
-    del view
-    del out[n:]
-    return bytes(out)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def _drain(name: str, data: Any, limit: int, allow_zlib: bool, what: str) -> bytes:
+def decompress_at_most(
+    name: str, data: bytes | memoryview, limit: int, *, what: str = ""
+) -> bytes:
+    """Decompress a stream of unknown size, ``DataError`` if it exceeds ``limit`` bytes.
+
+    ``name`` is one of ``NAMES`` or ``"zlib"`` (an RFC 1950 stream, e.g. numcodecs.zlib).
+    """
+    if name == "zstd":
+        out = _zstd_oneshot(data, limit + 1, what)
+        if out is None:
+            out = _zstd_stream(data, limit + 1, what)
+    elif name == "zlib":
+        out = _drain("gzip", data, limit + 1, False, what, zlib_stream=True)
+    else:
+        _check_name(name, what)
+        out = _drain(name, data, limit + 1, False, what)
+    if len(out) > limit:
+        raise DataError(f"{what}{name} data decompresses to more than {limit} bytes")
+    return out
+
+
+def _drain(
+    name: str, data: Any, limit: int, allow_zlib: bool, what: str, *, zlib_stream: bool = False
+) -> bytes:
     """Decode concatenated members/streams/frames, stopping at ``limit`` output bytes."""
     buf = bytes(data) if not isinstance(data, bytes) else data
     if not buf:
         raise DataError(f"{what}{name} data is empty")
-    make = _factory(name, name == "gzip" and _gzip_or_zlib(buf[:2], allow_zlib, what))
+    zlib_stream = zlib_stream or (name == "gzip" and _gzip_or_zlib(buf[:2], allow_zlib, what))
+    if zlib_stream:
+        name = "zlib"
+    make = _factory(name, zlib_stream)
     parts: list[bytes] = []
     n = 0
     try:

@@ -1,0 +1,62 @@
+"""Per-tile codec stacks (Zarr v3 codecs): tile array ⇄ stored bytes.
+
+Three roles (array→array, one array→bytes, bytes→bytes), a registry with one visible list of
+built-ins (:data:`BUILTIN_CODECS`) and the ``jnrrd.codecs`` entry-point group for third
+parties, and :class:`CodecChain`, which binds a codec list to a tile shape and dtype. This
+package never imports the header, tiling or volume modules: codecs see only a
+:class:`TileSpec`.
+"""
+
+from __future__ import annotations
+
+from ._base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, Codec, TileSpec
+from .array_array import ScaleOffset, Transpose
+from .array_bytes import Bytes
+from .bytes_bytes import (
+    Bz2,
+    Crc32c,
+    Gzip,
+    Lz4,
+    NumcodecsBz2,
+    NumcodecsLz4,
+    NumcodecsZlib,
+    Offset,
+    Pad,
+    Shuffle,
+    Zstd,
+)
+from .cast_value import ROUNDING_MODES, CastValue
+from .chain import CodecChain
+from .conditional import DECISIONS, Conditional
+from .registry import BUILTIN_CODECS, ENTRY_POINT_GROUP, get_codec, register_codec
+
+__all__ = [
+    "BUILTIN_CODECS",
+    "DECISIONS",
+    "ENTRY_POINT_GROUP",
+    "ROUNDING_MODES",
+    "ArrayArrayCodec",
+    "ArrayBytesCodec",
+    "Bytes",
+    "BytesBytesCodec",
+    "Bz2",
+    "CastValue",
+    "Codec",
+    "CodecChain",
+    "Conditional",
+    "Crc32c",
+    "Gzip",
+    "Lz4",
+    "NumcodecsBz2",
+    "NumcodecsLz4",
+    "NumcodecsZlib",
+    "Offset",
+    "Pad",
+    "ScaleOffset",
+    "Shuffle",
+    "TileSpec",
+    "Transpose",
+    "Zstd",
+    "get_codec",
+    "register_codec",
+]
