@@ -75,9 +75,19 @@ def write(target: Any, data: Any, header: Mapping[str, Any] | None = None, *,
         if detached:
             raise UnsupportedError("detached=True is for untiled data; tiles are internal "
                                    "or external (storage='external')")
-        _write_tiled(target, src, out, prefix, type_name, encoding=encoding, tile=tile,
-                     compression=compression, codecs=codecs, levels=levels,
-                     downsample=downsample, index_order=index_order, options=options)
+        if not isinstance(target, (str, os.PathLike)):
+            raise UnsupportedError("tiled writes need a target path (they are written "
+                                   "atomically)")
+        plan, build = plan_tiled(src, out, prefix, type_name, encoding=encoding, tile=tile,
+                                 compression=compression, codecs=codecs, levels=levels,
+                                 downsample=downsample, index_order=index_order,
+                                 options=options)
+        if _is_dask(data):
+            from .dask_io import write_dask
+
+            write_dask(os.fspath(target), data, plan, build, index_order=index_order)
+        else:
+            write_tiled(os.fspath(target), src, plan, build)
         return
     for k in tile_keys:
         out.pop(k)
@@ -179,10 +189,23 @@ def _default_tile(ndim: int) -> int:
     return 64 if ndim >= 3 else 256 if ndim == 2 else 65536
 
 
-def _write_tiled(target: Any, src: FileOrder, out: Header, prefix: str, type_name: str, *,
-                 encoding: str | None, tile: Any, compression: str | None,
-                 codecs: Sequence[Any] | None, levels: Any, downsample: str | None,
-                 index_order: str, options: Mapping[str, Any]) -> None:
+def _is_dask(data: Any) -> bool:
+    """A Dask array, recognised without importing dask (importing jnrrd never imports it)."""
+    return type(data).__module__.startswith("dask.") and hasattr(data, "chunks")
+
+
+BuildHeader = Callable[..., bytes]
+
+
+def plan_tiled(src: FileOrder, out: Header, prefix: str, type_name: str, *,
+               encoding: str | None, tile: Any, compression: str | None,
+               codecs: Sequence[Any] | None, levels: Any, downsample: str | None,
+               index_order: str, options: Mapping[str, Any]) -> tuple[TilePlan, BuildHeader]:
+    """Decide a tiled layout from header fields and keywords.
+
+    Returns the :class:`TilePlan` and ``build(plan, sizes, offsets, metadata, base_dir,
+    quality) -> bytes``, which renders the final header for given tables.
+    """
     p = prefix + ":"
     ndim = len(src.shape)
     # -- geometry -------------------------------------------------------------------------
@@ -248,7 +271,8 @@ def _write_tiled(target: Any, src: FileOrder, out: Header, prefix: str, type_nam
     if comp is not None and comp not in SHORTHAND:
         raise ValueError(f"compression must be one of raw, gzip, bzip2, zstd, lz4; got {comp!r}")
     chain_dtype = np.dtype("u2") if type_name == "bfloat16" else src.dtype
-    if codecs is not None or out.get(p + "codecs") is not None:
+    header_codecs = out.get(p + "codecs")
+    if codecs is not None or header_codecs is not None:
         chain = [c.to_json() if hasattr(c, "to_json") else c
                  for c in (codecs if codecs is not None else out[p + "codecs"])]
     else:
@@ -274,8 +298,6 @@ def _write_tiled(target: Any, src: FileOrder, out: Header, prefix: str, type_nam
     )
     if storage == "external":
         check_write_pattern(pattern, plan)
-    if not isinstance(target, (str, os.PathLike)):
-        raise UnsupportedError("tiled writes need a target path (they are written atomically)")
     # -- the header -----------------------------------------------------------------------
     for k in [k for k in out if k.startswith(p)]:
         out.pop(k)
@@ -314,8 +336,8 @@ def _write_tiled(target: Any, src: FileOrder, out: Header, prefix: str, type_nam
             h[p + "padding_value"] = plan.padding_value
         if any(plan.overlap):
             h[p + "overlap"] = list(plan.overlap)
-        if comp is not None and codecs is None and out.get(p + "codecs") is None:
-            h[p + "compression"] = {"gz": "gzip", "bz2": "bzip2"}.get(comp, comp)
+        if codecs is None and header_codecs is None:
+            h[p + "compression"] = {"gz": "gzip", "bz2": "bzip2"}.get(comp, comp or "raw")
         else:
             h[p + "codecs"] = plan.codecs
         if len(plan.scales) > 1:
@@ -343,7 +365,7 @@ def _write_tiled(target: Any, src: FileOrder, out: Header, prefix: str, type_nam
             h[p + "metadata"] = meta
         return render_header(h)
 
-    write_tiled(os.fspath(target), src, plan, build)
+    return plan, build
 
 
 def _scale_json(scale: tuple[int, ...], axes: tuple[int, ...]) -> Any:
