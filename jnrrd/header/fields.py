@@ -479,8 +479,10 @@ def _centers(c: _Checker, value: Any, dimension: int) -> tuple[str | None, ...] 
         return None
     out: list[str | None] = []
     for i, v in enumerate(c.array(value, "centers", dimension, "centerings")):
+        if v is not None and not isinstance(v, str):
+            raise c.fail(f"centers[{i}]", "'cell', 'node' or null", v)
         key = v.lower() if isinstance(v, str) else v
-        if key is None or key in _UNKNOWN:
+        if v is None or key in _UNKNOWN:
             out.append(None)
         elif key in ("cell", "node"):
             out.append(key)
@@ -494,7 +496,9 @@ def _kinds(c: _Checker, value: Any, sizes: tuple[int, ...]) -> tuple[str | None,
         return None
     out: list[str | None] = []
     for i, v in enumerate(c.array(value, "kinds", len(sizes), "kinds")):
-        key = v.lower().replace("-", "_") if isinstance(v, str) else v
+        if v is not None and not isinstance(v, str):
+            raise c.fail(f"kinds[{i}]", "a kind name or null", v)
+        key = v.lower().replace("-", "_") if v is not None else None
         if key is None or key in _UNKNOWN:
             out.append(None)
             continue
