@@ -277,9 +277,9 @@ class CastValue(ArrayArrayCodec):
         # Out of range after rounding with an unbounded exponent (CONVENTIONS §2), tested on
         # the source values against thresholds that are exact in the comparison type.
         big_m = float(fi.max)
-        ulp = float(np.spacing(fi.max))
-        e_lim = big_m + ulp  # 2**(emax+1)
-        h_lim = big_m + ulp / 2  # halfway between max and 2**(emax+1)
+        # 2**(emax+1), the first power of two out of range (beyond float64 itself: infinite).
+        e_lim = 2.0 ** int(fi.maxexp) if fi.maxexp < 1024 else np.inf
+        h_lim = big_m + 2.0 ** (int(fi.maxexp) - 2 - int(fi.nmant))  # max + ulp(max) / 2
         cmp = x if src.kind == "f" else x.astype(np.float64)  # monotone, thresholds exact
         with np.errstate(invalid="ignore"):
             mode = self.rounding
