@@ -277,11 +277,19 @@ def round_to_dtype(v: np.ndarray, dtype: np.dtype) -> np.ndarray:
 # --- mode ----------------------------------------------------------------------------------
 
 
-def _block_view(x: np.ndarray, block: Sequence[int]) -> np.ndarray:
-    """A read-only view of shape ``(n_0, ..., n_k, b_0, ..., b_k)`` over whole blocks."""
-    n = tuple(m // b for m, b in zip(x.shape, block, strict=True))
-    strides = tuple(st * b for st, b in zip(x.strides, block, strict=True)) + x.strides
-    return np.lib.stride_tricks.as_strided(x, n + tuple(block), strides, writeable=False)
+def _block_rows(x: np.ndarray, block: Sequence[int]) -> tuple[np.ndarray, list[int]]:
+    """Every block's members as one row of a ``(blocks, m)`` array, copied in memory order.
+
+    Block and member axes are both ordered by decreasing stride so the copy reads ``x``
+    almost sequentially; returns the rows and that axis order (blocks enumerate C-order over
+    the permuted level axes).
+    """
+    order = sorted(range(x.ndim), key=lambda d: -abs(x.strides[d]))
+    n = [x.shape[d] // block[d] for d in order]
+    shape = n + [block[d] for d in order]
+    strides = [x.strides[d] * block[d] for d in order] + [x.strides[d] for d in order]
+    view = np.lib.stride_tricks.as_strided(x, shape, strides, writeable=False)
+    return view.reshape(math.prod(n), math.prod(block)), order
 
 
 def _mode_sorted(rows: np.ndarray) -> np.ndarray:
@@ -303,9 +311,6 @@ def _mode_sorted(rows: np.ndarray) -> np.ndarray:
     return flat[starts[first]]
 
 
-_GATHER_ELEMENTS = 1 << 23
-
-
 def block_mode(x: np.ndarray, block: Sequence[int], lo: np.ndarray | None = None,
                hi: np.ndarray | None = None) -> np.ndarray:
     """Most frequent value of each block, ties to the smallest (CONVENTIONS §3).
@@ -318,16 +323,18 @@ def block_mode(x: np.ndarray, block: Sequence[int], lo: np.ndarray | None = None
         return np.array(x[tuple(slice(0, n) for n in x.shape)], copy=True)
     if lo is None or hi is None:
         lo, hi = block_min(x, block), block_max(x, block)
-    out = np.array(lo, copy=True)
     # NaN blocks compare unequal and are counted (each NaN is its own run: never the mode
     # unless every value is NaN).
-    todo = np.nonzero(lo != hi)
-    if todo[0].size == 0:
-        return out
-    view = _block_view(x, block)
-    step = max(1, _GATHER_ELEMENTS // m)
-    for start in range(0, todo[0].size, step):
-        idx = tuple(t[start:start + step] for t in todo)
-        rows = np.sort(view[idx].reshape(-1, m), axis=1)
-        out[idx] = _mode_sorted(rows)
-    return out
+    mixed = lo != hi
+    nmixed = int(np.count_nonzero(mixed))
+    if nmixed == 0:
+        return np.array(lo, copy=True)
+    rows, order = _block_rows(x, block)
+    flat_mixed = mixed.transpose(order).reshape(-1)
+    out = lo.transpose(order).reshape(-1).copy()
+    if nmixed * 2 < flat_mixed.size:
+        out[flat_mixed] = _mode_sorted(np.sort(rows[flat_mixed], axis=1))
+    else:
+        out = _mode_sorted(np.sort(rows, axis=1))
+    shaped = out.reshape([lo.shape[d] for d in order])
+    return np.ascontiguousarray(shaped.transpose(np.argsort(order)))
