@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .compress import decompress
 from .dtypes import storage_dtype, to_user, user_dtype
 from .errors import DataError, MissingDependencyError, where
 from .header import Header
@@ -75,6 +76,13 @@ class _TileDecoder:
         self._lock = threading.Lock()
         self._chain_cls = CodecChain
         self.raw = len(tiling.codecs) == 1 and tiling.codecs[0].get("name") == "bytes"
+        # [bytes, one compressor] (the tile:compression shorthands) decode without the chain
+        # machinery: one bounded decompress, then a view (also where gzip accepts zlib).
+        self.simple = (tiling.codecs[1]["name"] if len(tiling.codecs) == 2
+                       and tiling.codecs[0].get("name") == "bytes"
+                       and isinstance(tiling.codecs[1], dict)
+                       and tiling.codecs[1].get("name") in ("gzip", "bz2", "zstd", "lz4")
+                       else None)
         self.checksums = _checksums(tiling)
 
     def chain(self, shape: tuple[int, ...]) -> Any:
@@ -110,19 +118,23 @@ class _TileDecoder:
             return None
         index = level.first + level.grid.index(coords)
         self._verify(index, data)
-        if self.raw:
-            need = int(np.prod(shape)) * self.stored_dtype.itemsize
-            if len(data) < need:
+        count = int(np.prod(shape))
+        if self.raw or self.simple:
+            need = count * self.stored_dtype.itemsize
+            if self.simple:
+                data = decompress(self.simple, data, need,
+                                  allow_zlib=self.tiling.gzip_lenient and self.simple == "gzip",
+                                  what=f"{where(self.name)}tile {index}: ")
+            elif len(data) < need:
                 raise DataError(f"{where(self.name)}tile {index}: {len(data)} bytes stored, "
                                 f"expected {need}")
-            arr = np.frombuffer(data, self.stored_dtype, int(np.prod(shape)))
-            arr = arr.reshape(shape, order="F")
+            arr = np.frombuffer(data, self.stored_dtype, count).reshape(shape, order="F")
         else:
             try:
                 arr = self.chain(shape).decode(data)
             except DataError as exc:
                 raise DataError(f"{where(self.name)}tile {index}: {exc}") from None
-        if self.type_name == "bfloat16" or (self.raw and not arr.dtype.isnative):
+        if self.type_name == "bfloat16" or not arr.dtype.isnative:
             arr = to_user(arr, self.type_name, self.bf16)
         return arr
 
