@@ -292,6 +292,7 @@ import json, os, resource, sys
 sys.path.insert(0, {bench!r})
 import peers
 system = peers.make({system!r}, {codec!r})
+system.preload()
 def status(key):
     for line in open("/proc/self/status"):
         if line.startswith(key):
@@ -313,7 +314,11 @@ print(json.dumps({{"delta": peak - base, "nbytes": int(out.nbytes)}}))
 
 
 def peak_memory(system: str, codec: str | None, path: Path) -> float:
-    """Peak RSS growth (bytes) of ``peers.make(system).read(path)`` in a fresh process."""
+    """Peak RSS growth (bytes) of ``peers.make(system).read(path)`` in a fresh process.
+
+    The system's modules are imported before the baseline RSS is taken, so the figure is the
+    read's own working memory (output array included), not import cost.
+    """
     code = _CHILD.format(bench=str(Path(__file__).parent), system=system, codec=codec,
                          path=str(path))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
