@@ -1,0 +1,70 @@
+"""Peak resident memory of whole-file reads (issue: foundation; performance: zstd read).
+
+Each measurement runs in a fresh subprocess and reports ``ru_maxrss`` (the peak resident set)
+of ``jnrrd.read`` on a 1 GiB uint16 file, raw and zstd, against the size of the output array.
+Run: ``python benchmarks/memory.py [--gib 1.0] [--dir /tmp]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+CHILD = textwrap.dedent("""
+    import resource, sys, time
+    import jnrrd
+    path = sys.argv[1]
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t = time.perf_counter()
+    data, header = jnrrd.read(path)
+    dt = time.perf_counter() - t
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(base * 1024, peak * 1024, data.nbytes, dt)
+""")
+
+
+def make(path: str, nbytes: int, encoding: str) -> None:
+    import numpy as np
+
+    import jnrrd
+
+    n = int(round((nbytes / 2) ** (1 / 3)))
+    shape = (n, n, nbytes // 2 // (n * n))
+    src = np.lib.format.open_memmap(path + ".npy", mode="w+", dtype=np.uint16, shape=shape,
+                                    fortran_order=True)
+    rng = np.random.default_rng(0)
+    for k in range(0, shape[2], 64):
+        depth = min(64, shape[2] - k)
+        src[:, :, k : k + depth] = rng.poisson(1000, size=(n, n, depth)).astype(np.uint16)
+    src.flush()
+    jnrrd.write(path, src, encoding=encoding)
+    del src
+    os.unlink(path + ".npy")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--gib", type=float, default=1.0)
+    ap.add_argument("--dir", default=tempfile.gettempdir())
+    args = ap.parse_args()
+    nbytes = int(args.gib * 2**30)
+    print(f"{'case':<8}{'output MiB':>12}{'start RSS MiB':>15}{'peak RSS MiB':>14}"
+          f"{'peak/output':>13}{'s':>8}")
+    with tempfile.TemporaryDirectory(dir=args.dir) as d:
+        for enc in ("raw", "zstd", "gzip"):
+            path = os.path.join(d, f"mem-{enc}.jnrrd")
+            make(path, nbytes, enc)
+            out = subprocess.run([sys.executable, "-c", CHILD, path], check=True,
+                                 capture_output=True, text=True).stdout.split()
+            base, peak, size, dt = int(out[0]), int(out[1]), int(out[2]), float(out[3])
+            print(f"{enc:<8}{size / 2**20:>12.0f}{base / 2**20:>15.0f}{peak / 2**20:>14.0f}"
+                  f"{peak / size:>13.3f}{dt:>8.2f}")
+            os.unlink(path)
+
+
+if __name__ == "__main__":
+    main()
