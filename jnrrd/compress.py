@@ -211,7 +211,9 @@ def decompress(
         if out is None:
             out = _zstd_stream(data, limit, what)
     else:
-        out = _drain(name, data, limit, allow_zlib, what)
+        out = _lz4_oneshot(data, limit) if name == "lz4" else None
+        if out is None:
+            out = _drain(name, data, limit, allow_zlib, what)
     if len(out) < expected:
         raise DataError(
             f"{what}{name} data is short: decompresses to {len(out)} bytes; expected {expected}"
@@ -236,6 +238,18 @@ def _zstd_oneshot(data: Any, limit: int, what: str) -> bytes | None:
     except zstandard.ZstdError:
         # More frames follow, or the frame is corrupt: the streaming path tells which.
         return None
+
+
+def _lz4_oneshot(data: Any, limit: int) -> bytes | None:
+    """The fast path: one frame whose header states a content size within the limit."""
+    try:
+        size = lz4.frame.get_frame_info(data)["content_size"]
+        if not 0 < size <= limit:
+            return None
+        out, used = lz4.frame.decompress(data, return_bytes_read=True)
+    except (RuntimeError, ValueError):
+        return None  # corrupt or unusual: the incremental path reports it
+    return out if used == len(data) and len(out) == size else None
 
 
 def _zstd_stream(data: Any, limit: int, what: str) -> bytes:
@@ -270,7 +284,9 @@ def decompress_at_most(
         out = _drain("gzip", data, limit + 1, False, what, zlib_stream=True)
     else:
         _check_name(name, what)
-        out = _drain(name, data, limit + 1, False, what)
+        out = _lz4_oneshot(data, limit + 1) if name == "lz4" else None
+        if out is None:
+            out = _drain(name, data, limit + 1, False, what)
     if len(out) > limit:
         raise DataError(f"{what}{name} data decompresses to more than {limit} bytes")
     return out
