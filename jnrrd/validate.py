@@ -1,0 +1,342 @@
+"""``jnrrd.validate``: every problem of a JNRRD header or file, not just the first.
+
+A header is checked in layers, each collecting all it finds (CONVENTIONS §3, Validation):
+
+1. the wire format (magic, line rules, duplicate core fields: digest 1.1-1.4);
+2. the bundled JSON Schemas, core fields and each declared extension with its prefix
+   stripped (digest 1.4, 2.10); an extension without a bundled schema is a note;
+3. cross-field rules a schema cannot state (:mod:`jnrrd.validation.core`,
+   :mod:`jnrrd.validation.tiling`): lengths against ``dimension`` and the space dimension,
+   tile tables against the tile count of each stored level, codecs against
+   ``tile:compression``, pattern placeholders, levels and scales, files present;
+4. the reader's own field checks, so that anything the reader would refuse and the layers
+   above missed is still an error, and everything it warns about is a warning;
+5. with ``deep=True``, every stored tile is read, checksummed and decoded
+   (:mod:`jnrrd.validation.deep`).
+
+A file is valid when no problem has severity ``"error"``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from typing import IO, Any, TextIO
+
+from .errors import FormatError, JnrrdError, ValidationError, VersionError, describe_source
+from .header.model import CORE_FIELDS, TILE_FIELDS, TILE_URI_PREFIX, build_header, find_prefix
+from .header.wire import read_entries
+from .policy import Policy
+from .validation.core import check_core, check_data
+from .validation.deep import check_tiles
+from .validation.report import Problem, Report, top_field
+from .validation.schema import BUNDLED_EXTENSIONS, check_core_schema, check_extension_schema
+from .validation.tiling import FileInfo, check_tiling
+
+__all__ = ["Problem", "run_validate", "validate"]
+
+_NRRD_MAGIC = b"NRRD000"
+
+
+def validate(
+    source_or_header: Any,
+    *,
+    deep: bool = False,
+    strict: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    **policy: Any,
+) -> list[Problem]:
+    """Check a JNRRD file or header and return every problem found (CONVENTIONS §3).
+
+    ``source_or_header`` is a path, a binary file object (read from its start, not closed)
+    or a header mapping (a :class:`~jnrrd.Header`; file-dependent checks are then skipped).
+    ``deep=True`` also reads and decodes every stored tile (checksums, sizes), calling
+    ``progress(done, total)`` as tiles are checked. ``**policy`` are the reader's policy
+    keywords (caps, path rules). With ``strict=True`` a ``ValidationError`` carrying the
+    problems is raised when any problem is an error. Unreadable paths raise ``OSError``.
+    """
+    pol = Policy.from_kwargs(**policy)
+    report = Report()
+    name: Any = None
+    if isinstance(source_or_header, Mapping):
+        _check_mapping(source_or_header, report)
+        _check_header(source_or_header, pol, report, FileInfo())
+        if deep:
+            report.note("", "deep checks need a file: only the header was checked")
+    else:
+        name = describe_source(source_or_header) or None
+        with _opened(source_or_header) as (f, header_dir):
+            _check_file(f, header_dir, pol, report, deep, progress)
+    problems = report.finish()
+    if strict:
+        errors = [p for p in problems if p.severity == "error"]
+        if errors:
+            prefix = f"{name}: " if name else ""
+            raise ValidationError(
+                f"{prefix}{len(errors)} error(s); first: {errors[0].field or '(file)'}: "
+                f"{errors[0].message}",
+                problems,
+            )
+    return problems
+
+
+@contextlib.contextmanager
+def _opened(source: Any) -> Iterator[tuple[IO[bytes], str | None]]:
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        with open(path, "rb") as f:
+            yield f, os.path.dirname(os.path.abspath(path))
+        return
+    if not hasattr(source, "read"):
+        raise TypeError(f"validate() takes a path, a binary file object or a header mapping, "
+                        f"not {type(source).__name__}")
+    nm = getattr(source, "name", None)
+    header_dir = None
+    if isinstance(nm, (str, os.PathLike)) and os.path.exists(nm):
+        header_dir = os.path.dirname(os.path.abspath(nm))
+    yield source, header_dir
+
+
+def _file_size(f: IO[bytes]) -> int | None:
+    try:
+        return os.fstat(f.fileno()).st_size
+    except (AttributeError, OSError, ValueError):
+        pass
+    try:
+        pos = f.tell()
+        end = f.seek(0, os.SEEK_END)
+        f.seek(pos)
+        return end
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _check_file(f: IO[bytes], header_dir: str | None, pol: Policy, report: Report,
+                deep: bool, progress: Callable[[int, int], None] | None) -> None:
+    head = f.read(8)
+    try:
+        f.seek(0)
+    except (AttributeError, OSError):
+        report.error("", "the file object cannot seek: validation needs a seekable file")
+        return
+    if head.startswith(_NRRD_MAGIC):
+        report.error("jnrrd", "a classic NRRD file, not JNRRD: validate checks JNRRD headers "
+                     "only", head.decode("latin-1"), '{"jnrrd": "0004"}')
+        return
+    size = _file_size(f)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            entries, data_start = read_entries(f, pol, None)
+        except (FormatError, VersionError) as exc:
+            report.error("jnrrd", str(exc), head.decode("latin-1"), '{"jnrrd": "0004"}')
+            return
+        except JnrrdError as exc:
+            report.error(_field_of(str(exc), ()), str(exc))
+            return
+    dup = _duplicates(entries, pol, report)
+    lenient = Policy.from_kwargs(pol, allow_duplicates=True)
+    with warnings.catch_warnings(record=True) as more:
+        warnings.simplefilter("always")
+        try:
+            header = build_header(entries, lenient, None)
+        except JnrrdError as exc:
+            report.error(_field_of(str(exc), [e.key for e in entries]), str(exc))
+            return
+    for w in [*caught, *more]:
+        text = str(w.message)
+        if dup and "field repeated" in text:
+            continue  # reported as an error above
+        report.warning(_field_of(text, header), text)
+    info = FileInfo(data_start=data_start, file_size=size, header_dir=header_dir)
+    tiling, core = _check_header(header, pol, report, info)
+    if not deep:
+        return
+    if tiling is not None and core is not None:
+        check_tiles(tiling, core, f, size, header_dir, pol, report, progress)
+    elif core is not None and not report.has_error():
+        _deep_untiled(f, pol, report, progress)
+    else:
+        report.note("", "deep checks skipped: the header has errors")
+
+
+def _duplicates(entries: list[Any], pol: Policy, report: Report) -> bool:
+    """Repeated core fields (digest 1.4): errors, or warnings under allow_duplicates."""
+    first: dict[str, int] = {}
+    found = False
+    for e in entries:
+        if ":" in e.key or e.key == "extensions":
+            continue
+        if e.key in first:
+            found = True
+            text = f"repeated on line {e.lineno} (first on line {first[e.key]})"
+            if pol.allow_duplicates:
+                report.warning(e.key, text + "; the last value wins", e.value, "one line")
+            else:
+                report.error(e.key, text + "; each core field may appear once", e.value,
+                             "one line")
+        else:
+            first[e.key] = e.lineno
+    return found and not pol.allow_duplicates
+
+
+def _check_mapping(header: Mapping[str, Any], report: Report) -> None:
+    """What the wire reader would warn about, for a header given as a mapping."""
+    known = set(CORE_FIELDS)
+    declared = header.get("extensions") if isinstance(header.get("extensions"), Mapping) else {}
+    undeclared: dict[str, None] = {}
+    for key in header:
+        if not isinstance(key, str):
+            report.error("", f"field names must be strings, found {key!r}", repr(key), "str")
+            continue
+        prefix, colon, _ = key.partition(":")
+        if colon:
+            if prefix not in declared:
+                undeclared[prefix] = None
+        elif key not in known:
+            report.warning(key, "unknown field; kept verbatim", None, "a core field")
+    for prefix in undeclared:
+        report.warning("extensions", f"extension prefix {prefix!r} is used but not declared",
+                       prefix, "a declaration in 'extensions'")
+
+
+def _check_header(header: Mapping[str, Any], pol: Policy, report: Report,
+                  info: FileInfo) -> tuple[Any, Any]:
+    """Schema, cross-field and reader checks; returns (Tiling or None, CoreFields or None)."""
+    from .header import core_fields
+    from .tiling.spec import parse_tiling
+
+    check_core_schema(header, report)
+    prefix = _extensions(header, report)
+    check_core(header, report)
+    core = _reader_check(report, header, lambda: core_fields(header))
+    if prefix is not None:
+        check_tiling(header, prefix, core, pol, report, info)
+    tiling = None
+    if core is not None:
+        tiling = _reader_check(report, header, lambda: parse_tiling(
+            header, core, prefix=prefix, policy=pol, source=None))
+        if tiling is None and prefix is not None and header.get(prefix + ":enabled") is True:
+            return None, None
+        if tiling is None:
+            check_data(core, info.header_dir, info.data_start, info.file_size, pol, report)
+    return tiling, core
+
+
+def _extensions(header: Mapping[str, Any], report: Report) -> str | None:
+    """Validate each declared extension against its bundled schema; the tiling prefix."""
+    declared = header.get("extensions")
+    tile_prefix = find_prefix(header, TILE_URI_PREFIX)
+    if isinstance(declared, Mapping):
+        for prefix, uri in declared.items():
+            if not isinstance(uri, str):
+                continue
+            schema = next((s for u, s in BUNDLED_EXTENSIONS.items() if uri.startswith(u)), None)
+            if schema is None:
+                report.note(f"{prefix}:", f"extension {prefix!r} ({uri}) has no bundled "
+                            "schema: its fields are not validated (schemas are never fetched)",
+                            uri, None)
+            elif prefix == tile_prefix or schema != "tile.schema.json":
+                check_extension_schema(header, str(prefix), schema, report)
+    if tile_prefix is None and any(isinstance(k, str) and k.startswith("tile:")
+                                   for k in header):
+        report.warning("extensions", "tile: fields without a declaration of the tiling "
+                       f"extension ({TILE_URI_PREFIX}...); read as the tiling extension",
+                       None, {"tile": TILE_URI_PREFIX + "v1.0.0"})
+        check_extension_schema(header, "tile", "tile.schema.json", report)
+        return "tile"
+    return tile_prefix
+
+
+def _reader_check(report: Report, header: Mapping[str, Any], check: Callable[[], Any]) -> Any:
+    """Run one of the reader's checks: its warnings become warnings, and its error becomes an
+    error unless a problem was already reported for that field."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = check()
+        except JnrrdError as exc:
+            text = str(exc)
+            field = _field_of(text, header)
+            if not report.has_error([top_field(field)] if field else None):
+                report.error(field, text)
+            result = None
+    for w in caught:
+        text = str(w.message)
+        field = _field_of(text, header)
+        if not report.has_any(top_field(field)):
+            report.warning(field, text)
+    return result
+
+
+def _field_of(message: str, keys: Any) -> str:
+    """The header field a reader message starts with (``"sizes[1]: ..."`` -> ``"sizes"``)."""
+    candidates = {*CORE_FIELDS, *(k for k in keys if isinstance(k, str))}
+    best = ""
+    for k in candidates:
+        if (len(k) > len(best) and message.startswith(k)
+                and message[len(k):len(k) + 1] in (":", "[", ".", "/", " ")):
+            best = k
+    if not best:
+        # tiling fields of an undeclared or unusual prefix: "<prefix>:<field>"
+        head = message.split(" ", 1)[0].rstrip(":")
+        name = head.split(":", 1)[-1].split("[", 1)[0].split(".", 1)[0]
+        if ":" in head and name in TILE_FIELDS:
+            best = head.split("[", 1)[0].split(".", 1)[0]
+    return best
+
+
+def _deep_untiled(f: IO[bytes], pol: Policy, report: Report,
+                  progress: Callable[[int, int], None] | None) -> None:
+    """Decode an untiled data section (bounded by the ``max_bytes`` cap)."""
+    from .api import read
+
+    if progress is not None:
+        progress(0, 1)
+    f.seek(0)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        try:
+            read(f, **_policy_kwargs(pol))
+        except JnrrdError as exc:
+            report.error("", f"the data section cannot be read: {exc}")
+    if progress is not None:
+        progress(1, 1)
+
+
+def _policy_kwargs(pol: Policy) -> dict[str, Any]:
+    import dataclasses
+
+    return {fld.name: getattr(pol, fld.name) for fld in dataclasses.fields(pol)
+            if fld.name != "extra"}
+
+
+def run_validate(files: list[str], *, as_json: bool, deep: bool,
+                 out: TextIO = sys.stdout) -> int:
+    """The ``jnrrd validate`` command (CONVENTIONS §4): 0 when every file is valid, else 1.
+
+    Prints one line per problem (``FILE: severity: field: message``) or, with ``as_json``,
+    one JSON array of ``{"file", "severity", "field", "message", "found", "expected"}``.
+    """
+    status = 0
+    rows: list[dict[str, Any]] = []
+    for file in files:
+        try:
+            problems = validate(file, deep=deep)
+        except OSError as exc:
+            problems = [Problem("error", "", f"cannot read the file: {exc.strerror or exc}")]
+        if any(p.severity == "error" for p in problems):
+            status = 1
+        for p in problems:
+            if as_json:
+                rows.append({"file": file, **p.to_json()})
+            else:
+                field = f"{p.field}: " if p.field else ""
+                out.write(f"{file}: {p.severity}: {field}{p.message}\n")
+    if as_json:
+        out.write(json.dumps(rows, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+    return status
