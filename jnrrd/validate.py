@@ -189,13 +189,14 @@ def _check_mapping(header: Mapping[str, Any], report: Report) -> None:
     known = set(CORE_FIELDS)
     declared = header.get("extensions") if isinstance(header.get("extensions"), Mapping) else {}
     undeclared: dict[str, None] = {}
+    tile_declared = find_prefix(header, TILE_URI_PREFIX) is not None
     for key in header:
         if not isinstance(key, str):
             report.error("", f"field names must be strings, found {key!r}", repr(key), "str")
             continue
         prefix, colon, _ = key.partition(":")
         if colon:
-            if prefix not in declared:
+            if prefix not in declared and (prefix != "tile" or tile_declared):
                 undeclared[prefix] = None
         elif key not in known:
             report.warning(key, "unknown field; kept verbatim", None, "a core field")

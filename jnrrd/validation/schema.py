@@ -101,13 +101,12 @@ def _root_error(e: Any, instance: dict[str, Any], report: Report, prefix: str) -
         report.error(given[-1] if given else "", "at most one of data_file, data_files, "
                      "data_file_pattern may be given (schema)", given, "one of them")
         return
-    # allOf/if-then/anyOf at the root: a conditional requirement
-    for sub in e.context or []:
-        if sub.validator == "required":
-            for name in sub.validator_value:
-                if name not in instance:
-                    report.error(prefix + name, f"required here: {e.message} (schema)", None,
-                                 "present")
+    if e.validator == "anyOf":  # e.g. external storage: pattern or files
+        names = [n for sub in e.context or [] if sub.validator == "required"
+                 for n in sub.validator_value if n not in instance]
+        if names:
+            report.error(prefix + names[0], "one of " + " or ".join(prefix + n for n in names)
+                         + " is required here (schema)", None, [prefix + n for n in names])
             return
     report.error(prefix.rstrip(":"), f"{e.message} (schema)", None, None)
 

@@ -305,7 +305,7 @@ class _Checker:
         s = set(stored) if stored is not None else set(range(n)) - set(virtual or [])
         if stored is not None and virtual is not None and (
                 s & set(virtual) or s | set(virtual) != set(range(n))):
-            r.error(self.key("levels_virtual"), f"{self.p}levels_stored and "
+            r.error(self.key("levels_stored"), f"{self.p}levels_stored and "
                     f"{self.p}levels_virtual must be disjoint and cover 0..{n - 1}",
                     {"stored": stored, "virtual": virtual}, list(range(n)))
             return None
@@ -373,7 +373,7 @@ class _Checker:
         elif codecs is not None:
             return  # the schema has reported it
         else:
-            if comp is not None and core.encoding != "raw" and (
+            if comp is not None and core.encoding not in ("raw", "ascii", "hex") and (
                     SHORTHAND.get(core.encoding) != SHORTHAND[comp]):
                 r.error("encoding", f"{core.encoding!r} disagrees with {self.p}compression "
                         f"{comp!r}", core.encoding, ["raw", comp])
@@ -442,7 +442,7 @@ class _Checker:
                         f"bytes {int(table[i])}..{int(ends[i])} run past the end of the file "
                         f"({fsize} bytes)", int(table[i]), f"tile bytes within {fsize}")
         if fmt == "contiguous" and size_t is not None:
-            idx = np.flatnonzero(present)
+            idx = np.flatnonzero(present & (size_t >= 0))
             gaps = np.flatnonzero(table[idx[1:]] != (table + size_t)[idx[:-1]])
             if gaps.size:
                 i = int(idx[gaps[0] + 1])
