@@ -18,6 +18,8 @@ under it plus the filter halo, so the results are those of the NumPy writer bit 
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import copy
 import math
 import os
@@ -25,7 +27,7 @@ import shutil
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -84,33 +86,100 @@ class FileRef:
         missing = getattr(vol._source, "_missing", "error")
         return cls(path, _stamp(path), vol.index_order, missing, kw)
 
-    def open(self) -> Any:
-        """The ``Volume`` for this reference (cached per process), checking the file's stamp."""
+    @contextlib.contextmanager
+    def borrow(self) -> Iterator[Any]:
+        """The ``Volume`` for this reference (cached per process), checking the file's stamp.
+
+        A volume evicted from the cache while borrowed is closed when its last user is done.
+        """
         now = _stamp(self.path)
         if now != self.stamp:
             raise DataError(f"{where(self.path)}the file changed after the Dask graph was built "
                             "(a rewrite replaces it); build the graph again")
-        with _CACHE_LOCK:
-            vol = _CACHE.get(self)
-            if vol is not None:
-                _CACHE.move_to_end(self)
-                return vol
-        from .api import open as jopen
-
-        vol = jopen(self.path, index_order=self.index_order, missing=self.missing,
-                    **dict(self.policy))
-        with _CACHE_LOCK:
-            vol = _CACHE.setdefault(self, vol)
-            _CACHE.move_to_end(self)
-            # Evicted volumes are not closed: another thread may still be reading from one;
-            # their file handles go when the last reference does.
-            while len(_CACHE) > _OPEN_VOLUMES:
-                _CACHE.popitem(last=False)
-        return vol
+        entry = _acquire(self)
+        try:
+            yield entry.vol
+        finally:
+            _release(entry)
 
 
-_CACHE: OrderedDict[FileRef, Any] = OrderedDict()
+class _Cached:
+    """A cached open volume and how many tasks are reading from it."""
+
+    __slots__ = ("evicted", "users", "vol")
+
+    def __init__(self, vol: Any) -> None:
+        self.vol = vol
+        self.users = 0
+        self.evicted = False
+
+
+_CACHE: OrderedDict[FileRef, _Cached] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
+
+
+def _acquire(ref: FileRef) -> _Cached:
+    with _CACHE_LOCK:
+        entry = _CACHE.get(ref)
+        if entry is not None:
+            _CACHE.move_to_end(ref)
+            entry.users += 1
+            return entry
+    from .api import open as jopen
+
+    vol = jopen(ref.path, index_order=ref.index_order, missing=ref.missing, **dict(ref.policy))
+    with _CACHE_LOCK:
+        entry = _CACHE.get(ref)
+        if entry is None:
+            entry = _CACHE[ref] = _Cached(vol)
+            vol = None
+        _CACHE.move_to_end(ref)
+        entry.users += 1
+        while len(_CACHE) > _OPEN_VOLUMES:
+            _evict(_CACHE.popitem(last=False)[1])
+    if vol is not None:  # another thread opened it first
+        vol.close()
+    return entry
+
+
+def _release(entry: _Cached) -> None:
+    with _CACHE_LOCK:
+        entry.users -= 1
+        close = entry.evicted and entry.users == 0
+    if close:
+        entry.vol.close()
+
+
+def _evict(entry: _Cached) -> None:
+    """Close an entry that left the cache (later, when a reader still holds it)."""
+    entry.evicted = True
+    if entry.users == 0:
+        entry.vol.close()
+
+
+def adopt(ref: FileRef, vol: Any) -> None:
+    """Keep an already open ``vol`` (owned by the caller until now) as the cache entry of
+    ``ref``, sparing a second header parse; closed at once if the entry exists."""
+    with _CACHE_LOCK:
+        if ref not in _CACHE:
+            _CACHE[ref] = _Cached(vol)
+            vol = None
+            while len(_CACHE) > _OPEN_VOLUMES:
+                _evict(_CACHE.popitem(last=False)[1])
+    if vol is not None:
+        vol.close()
+
+
+def clear_cache() -> None:
+    """Close the volumes this process keeps open for Dask and xarray reads."""
+    with _CACHE_LOCK:
+        entries = list(_CACHE.values())
+        _CACHE.clear()
+        for e in entries:
+            _evict(e)
+
+
+atexit.register(clear_cache)
 
 
 def _stamp(path: str) -> tuple[int, int, int]:
@@ -127,8 +196,9 @@ class InProcess:
     def __init__(self, vol: Any) -> None:
         self.vol = vol
 
-    def open(self) -> Any:
-        return self.vol
+    @contextlib.contextmanager
+    def borrow(self) -> Iterator[Any]:
+        yield self.vol
 
     def __reduce__(self) -> Any:
         raise UnsupportedError("a volume opened from a file object cannot be sent to another "
@@ -137,7 +207,8 @@ class InProcess:
 
 def read_region(ref: FileRef | InProcess, level: int, region: tuple[slice, ...]) -> np.ndarray:
     """One chunk: ``region`` (caller's axis order) of level ``level``."""
-    return np.asarray(ref.open().levels[level][region])
+    with ref.borrow() as vol:
+        return np.asarray(vol.levels[level][region])
 
 
 def volume_to_dask(vol: Any, level: int = 0) -> Any:

@@ -1,0 +1,189 @@
+"""An xarray backend: ``xr.open_dataset(path, engine="jnrrd")`` and ``xr.open_dataarray``.
+
+The dataset holds one variable, ``data``: one pyramid level (``level=``) of the volume,
+lazily indexed (xarray's ``LazilyIndexedArray`` over a :class:`JnrrdArray`), so a selection
+reads only the tiles it touches. Dimensions come from ``labels`` (else ``axis0``, ``axis1``…),
+in the order of ``index_order`` (``"F"``: header order). Coordinates are given for axes whose
+world position along one axis is known (see ``docs/dask.md``); attributes are the header's
+fields (without the per-tile tables) plus ``jnrrd_level``, ``jnrrd_scale`` and ``affine``.
+
+The array reopens the file by path through the per-process cache of :mod:`jnrrd.dask_io`,
+so it pickles (``chunks=`` with ``dask.distributed``); the preferred chunks are the tiles.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from xarray.backends import BackendArray, BackendEntrypoint
+from xarray.core import indexing
+
+from .dask_io import FileRef, InProcess, adopt
+from .errors import HeaderError, where
+
+__all__ = ["JnrrdArray", "JnrrdBackendEntrypoint"]
+
+VARIABLE = "data"
+# Per-tile tables: long, and meaningless once the data is an array.
+_TABLES = ("offset_table", "size_table", "level_offsets", "metadata", "files")
+_MAGIC = re.compile(rb"^\s*\{\s*\"jnrrd\"\s*:")
+
+
+class JnrrdArray(BackendArray):
+    """One level of a JNRRD volume for xarray: basic indexing, read tile by tile."""
+
+    def __init__(self, ref: FileRef | InProcess, level: int, shape: tuple[int, ...],
+                 dtype: np.dtype) -> None:
+        self.ref = ref
+        self.level = level
+        self.shape = shape
+        self.dtype = dtype
+
+    def __getitem__(self, key: indexing.ExplicitIndexer) -> np.ndarray:
+        return indexing.explicit_indexing_adapter(
+            key, self.shape, indexing.IndexingSupport.BASIC, self._raw_indexing_method)
+
+    def _raw_indexing_method(self, key: tuple[Any, ...]) -> np.ndarray:
+        # Ints and slices (any step): the Volume reads only the tiles they touch.
+        with self.ref.borrow() as vol:
+            return np.asarray(vol.levels[self.level][key])
+
+
+class JnrrdBackendEntrypoint(BackendEntrypoint):
+    """``engine="jnrrd"``: options ``level``, ``index_order``, ``missing``, ``policy``."""
+
+    description = "Open JNRRD volumes (one pyramid level, lazily, tile by tile)"
+    url = "https://jnrrd.org"
+    open_dataset_parameters = ("filename_or_obj", "drop_variables", "level", "index_order",
+                               "missing", "policy")
+
+    def guess_can_open(self, filename_or_obj: Any) -> bool:
+        """A ``.jnrrd`` path, or a file whose first line opens with ``{"jnrrd":``."""
+        if not isinstance(filename_or_obj, (str, os.PathLike)):
+            return False
+        path = os.fspath(filename_or_obj)
+        if path.endswith(".jnrrd"):
+            return True
+        try:
+            with open(path, "rb") as f:
+                return bool(_MAGIC.match(f.read(64)))
+        except OSError:
+            return False
+
+    def open_dataset(self, filename_or_obj: Any, *,
+                     drop_variables: str | Iterable[str] | None = None, level: int = 0,
+                     index_order: str = "F", missing: str = "error",
+                     policy: Mapping[str, Any] | None = None) -> xr.Dataset:
+        """The dataset with the one variable ``data`` (level ``level`` of the volume)."""
+        from .api import open as jopen
+
+        vol = jopen(filename_or_obj, index_order=index_order, missing=missing,
+                    **dict(policy or {}))
+        try:
+            if not 0 <= level < len(vol.levels):
+                raise IndexError(f"level {level} does not exist ({len(vol.levels)} levels)")
+            lv = vol.levels[level]
+            dims = _dims(vol, filename_or_obj)
+            coords = _coords(vol, lv, dims, filename_or_obj)
+            attrs = _attrs(vol, lv)
+            chunks = dict(zip(dims, lv.chunks, strict=True))
+            shape, dtype = tuple(lv.shape), np.dtype(lv.dtype)
+        except BaseException:
+            vol.close()
+            raise
+        ref = FileRef.of(vol)
+        if ref is None:  # a file object: this process only, closed with the dataset
+            handle: FileRef | InProcess = InProcess(vol)
+            close = vol.close
+        else:
+            adopt(ref, vol)
+            handle, close = ref, None
+        data = indexing.LazilyIndexedArray(JnrrdArray(handle, level, shape, dtype))
+        drop = {drop_variables} if isinstance(drop_variables, str) else set(drop_variables or ())
+        variables = {}
+        if VARIABLE not in drop:
+            var = xr.Variable(dims, data, attrs=attrs)
+            var.encoding = {"preferred_chunks": chunks, "chunksizes": tuple(lv.chunks),
+                            "dtype": dtype}
+            variables[VARIABLE] = var
+        ds = xr.Dataset(variables, coords={k: v for k, v in coords.items() if k not in drop},
+                        attrs=attrs)
+        if close is not None:
+            ds.set_close(close)
+        return ds
+
+
+def _dims(vol: Any, source: Any) -> tuple[str, ...]:
+    """``labels`` when they name every axis uniquely, else ``axis0``… (header order)."""
+    labels = vol._core.labels
+    ndim = len(vol._core.sizes)
+    names = [f"axis{d}" for d in range(ndim)]
+    if labels is not None and all(isinstance(v, str) and v for v in labels) and len(
+            set(labels)) == ndim:
+        names = list(labels)
+    if len(set(names)) != ndim:  # cannot happen with the rules above; guard the invariant
+        raise HeaderError(f"{where(source, 'labels')}expected {ndim} distinct names")
+    return tuple(names[::-1] if vol.index_order == "C" else names)
+
+
+def _coords(vol: Any, lv: Any, dims: tuple[str, ...], source: Any) -> dict[str, xr.Variable]:
+    """Coordinates of axes whose world position along one axis is known (header order)."""
+    from .pyramid import level_geometry
+
+    core = vol._core
+    ndim = len(core.sizes)
+    scale = lv._level.scale
+    shape = lv._level.shape
+    names = dims[::-1] if vol.index_order == "C" else dims
+    out: dict[str, xr.Variable] = {}
+    origin, dirs = lv._vol._geometry(lv._level)
+    aligned = dirs is not None and _axis_aligned(dirs)
+    for d in range(ndim):
+        start = step = None
+        units = None
+        if dirs is not None and dirs[d] is not None:
+            if not aligned:
+                continue  # oblique: the affine attribute says where voxels are
+            c = int(np.flatnonzero(dirs[d])[0])
+            start, step = float(origin[c]), float(dirs[d][c])
+            units = core.space_units[c] if core.space_units else None
+        elif core.spacings is not None and core.spacings[d] is not None:
+            # An axis with a spacing but no space direction (e.g. time): origin 0 at level 0.
+            cen = None if core.centers is None else [core.centers[d]]
+            o, ds = level_geometry((scale[d],), (0.0,), [(float(core.spacings[d]),)], cen)
+            start, step = o[0], ds[0][0]
+            units = core.units[d] if core.units else None
+        if start is None:
+            continue
+        values = start + step * np.arange(shape[d], dtype=np.float64)
+        attrs = {"units": units} if units else {}
+        out[names[d]] = xr.Variable((names[d],), values, attrs=attrs)
+    return out
+
+
+def _axis_aligned(dirs: list[Any]) -> bool:
+    """Every spatial axis along one world axis, no two along the same one."""
+    seen = set()
+    for v in dirs:
+        if v is None:
+            continue
+        nz = np.flatnonzero(v)
+        if len(nz) != 1 or int(nz[0]) in seen:
+            return False
+        seen.add(int(nz[0]))
+    return True
+
+
+def _attrs(vol: Any, lv: Any) -> dict[str, Any]:
+    prefix = vol.tiling.prefix if vol.tiling is not None else None
+    drop = {f"{prefix}:{t}" for t in _TABLES} if prefix else set()
+    attrs = {k: v for k, v in vol.header.items() if k not in drop}
+    attrs["jnrrd_level"] = lv.index
+    attrs["jnrrd_scale"] = list(lv.scale)
+    attrs["affine"] = lv.affine.tolist()
+    return attrs
