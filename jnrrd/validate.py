@@ -150,7 +150,7 @@ def _check_file(f: IO[bytes], header_dir: str | None, pol: Policy, report: Repor
     for w in [*caught, *more]:
         text = str(w.message)
         if dup and "field repeated" in text:
-            continue  # reported as an error above
+            continue  # reported above
         report.warning(_field_of(text, header), text)
     info = FileInfo(data_start=data_start, file_size=size, header_dir=header_dir)
     tiling, core = _check_header(header, pol, report, info)
@@ -165,7 +165,11 @@ def _check_file(f: IO[bytes], header_dir: str | None, pol: Policy, report: Repor
 
 
 def _duplicates(entries: list[Any], pol: Policy, report: Report) -> bool:
-    """Repeated core fields (digest 1.4): errors, or warnings under allow_duplicates."""
+    """Repeated core fields (digest 1.4): errors, or warnings under allow_duplicates.
+
+    Returns whether any were found (the header builder's own warnings about them are then
+    dropped as repeats).
+    """
     first: dict[str, int] = {}
     found = False
     for e in entries:
@@ -181,7 +185,7 @@ def _duplicates(entries: list[Any], pol: Policy, report: Report) -> bool:
                              "one line")
         else:
             first[e.key] = e.lineno
-    return found and not pol.allow_duplicates
+    return found
 
 
 def _check_mapping(header: Mapping[str, Any], report: Report) -> None:
