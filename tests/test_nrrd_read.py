@@ -98,7 +98,7 @@ def test_read_from_stream_and_read_header(tmp_path):
         pytest.param("axismaxs: 4 3", "axis_maxs", [4.0, 3.0], id="axismaxs"),
         pytest.param('labels: "x" "the \\"y\\" axis"', "labels", ["x", 'the "y" axis'],
                      id="labels-escaped-quote"),
-        pytest.param('units: "mm"  ""', "units", ["mm", ""], id="units-empty"),
+        pytest.param('units: "mm"  ""', "units", ["mm", None], id="units-empty-is-null"),
         pytest.param("content: a b  c", "content", "a b  c", id="content"),
         pytest.param("sample units: HU", "sample_units", "HU", id="sample-units"),
         pytest.param("sampleunits: HU", "sample_units", "HU", id="sampleunits"),

@@ -303,7 +303,7 @@ class _Translator:
             units = parse_quoted(value, src, spelled)
             if sd is not None:
                 self.count(units, sd, spelled, f"strings (space dimension {sd})")
-            out["space_units"] = units
+            out["space_units"] = [u or None for u in units]
 
     def _per_axis(self, dim: int) -> None:
         src, out = self.source, self.out
@@ -323,8 +323,10 @@ class _Translator:
         for name in ("labels", "units"):
             if self.has(name):
                 spelled, value = self.text(name)
-                out[name] = self.count(parse_quoted(value, src, spelled), dim, spelled,
-                                       "quoted strings (one per axis)")
+                # "" is NRRD's only way to say "no label": JNRRD's null (docs/nrrd.md)
+                out[name] = [v or None for v in self.count(
+                    parse_quoted(value, src, spelled), dim, spelled,
+                    "quoted strings (one per axis)")]
 
     def _data_file(self, sizes: list[int]) -> None:
         src, raw, out = self.source, self.raw, self.out

@@ -172,20 +172,23 @@ def _prepared(given: dict[str, Any], src: FileOrder, type_name: str, enc: str,
     dirs = out.get("space_directions")
     if isinstance(dirs, list):
         # an all-NaN row is how pynrrd spells 'none'
-        out["space_directions"] = [None if isinstance(d, list) and d and all(
-            x is None or (isinstance(x, float) and math.isnan(x)) for x in d) else d
+        out["space_directions"] = [
+            None if isinstance(d, list) and d and all(x is None for x in d) else d
             for d in dirs]
     return out
 
 
 def _plain(v: Any) -> Any:
-    """NumPy arrays and scalars -> lists and Python numbers (core_fields takes JSON values)."""
+    """NumPy arrays and scalars -> lists and Python numbers (core_fields takes JSON values);
+    NaN -> None, since both mean "unknown" (NRRD writes either as ``nan``)."""
     if isinstance(v, np.ndarray):
-        return v.tolist()
-    if isinstance(v, np.generic):
-        return v.item()
+        v = v.tolist()
+    elif isinstance(v, np.generic):
+        v = v.item()
     if isinstance(v, (list, tuple)):
         return [_plain(x) for x in v]
+    if isinstance(v, float) and math.isnan(v):
+        return None
     return v
 
 
