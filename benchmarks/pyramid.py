@@ -77,7 +77,8 @@ def mode_baseline(a: np.ndarray, levels: int = 4) -> list[np.ndarray]:
 def build(a: np.ndarray, method: str, slab: int) -> list[np.ndarray]:
     """All levels through the streaming builder."""
     b = PyramidBuilder(a.shape, a.dtype, SCALES, method)
-    levels = [np.empty(tuple(n // s[0] for n in a.shape), a.dtype) for s in SCALES]
+    # F order, like the pieces (axis 0 fastest): assembling them is a plain copy
+    levels = [np.empty(tuple(n // s[0] for n in a.shape), a.dtype, order="F") for s in SCALES]
     for z in range(0, a.shape[-1], slab):
         for level, region, arr in b.feed(a[..., z:z + slab]):
             levels[level][region] = arr

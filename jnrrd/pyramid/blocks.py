@@ -220,10 +220,12 @@ def _round_div(s: np.ndarray, n: int) -> np.ndarray:
         # Power of two: floor((s + n/2 - 1 + parity(s >> k)) / n) rounds half to even; the
         # accumulator has count of headroom, so the addition cannot overflow.
         k = n.bit_length() - 1
-        t = s + (n // 2 - 1)
-        t += (s >> k) & 1
-        t >>= k
-        return t
+        parity = np.right_shift(s, k)
+        np.bitwise_and(parity, 1, out=parity)
+        parity += s
+        parity += n // 2 - 1
+        parity >>= k
+        return parity
     q = s // n
     r = s - q * n
     up = (2 * r > n) | ((2 * r == n) & ((q & 1) == 1))
