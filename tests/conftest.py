@@ -27,3 +27,6 @@ settings.register_profile(
     suppress_health_check=list(HealthCheck),
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# Every .jnrrd file written by jnrrd.write in any test must validate clean.
+pytest_plugins = ["plugins.validate_written"]
