@@ -204,3 +204,24 @@ def test_round_trip_keeps_data_and_mapped_fields(tmp_path, encoding, detached):
     np.testing.assert_array_equal(ref, a)
     assert rh["study id"] == "A-17" and rh["centerings"] == ["cell", "node", "cell", "???"]
     assert _directions_as_jnrrd(rh["space directions"]) == h1["space_directions"]
+
+
+def test_round_trip_per_axis_fields_without_space(tmp_path):
+    a = np.arange(20, dtype=np.uint8).reshape(5, 4)
+    header = {"spacings": np.array([0.5, np.nan]), "thicknesses": np.array([np.nan, 3.0]),
+              "axis mins": np.array([0.0, -1.0]), "axis maxs": np.array([2.5, 1.0]),
+              "kinds": ["domain", "list"], "centerings": ["node", "???"],
+              "labels": ["", "t"], "min": 0.0, "max": 19.0, "encoding": "bzip2"}
+    nrrd.write(str(tmp_path / "src.nrrd"), a, header)
+    first, h1 = jnrrd.read(tmp_path / "src.nrrd")
+    assert h1["spacings"] == [0.5, None] and h1["thicknesses"] == [None, 3.0]
+    assert h1["axis_mins"] == [0.0, -1.0] and h1["axis_maxs"] == [2.5, 1.0]
+    assert h1["labels"] == [None, "t"] and h1["centers"] == ["node", None]
+    assert h1["min"] == 0.0 and h1["max"] == 19.0 and h1["encoding"] == "bzip2"
+    jnrrd.write(tmp_path / "mid.jnrrd", first, h1)
+    second, h2 = jnrrd.read(tmp_path / "mid.jnrrd")
+    jnrrd.write(tmp_path / "out.nrrd", second, h2)
+    third, h3 = jnrrd.read(tmp_path / "out.nrrd")
+    np.testing.assert_array_equal(third, a)
+    h2.pop("jnrrd")
+    assert h3 == h1 == h2
