@@ -277,3 +277,25 @@ def test_file_name_in_messages(tmp_path: object) -> None:
 def test_text_stream_is_a_type_error() -> None:
     with pytest.raises(TypeError, match="binary"):
         parse_header(io.StringIO('{"jnrrd": "0004"}\n'))  # type: ignore[arg-type]
+
+
+class ShortReads:
+    """A non-seekable stream whose readline returns at most 5 bytes per call."""
+
+    def __init__(self, data: bytes) -> None:
+        self._inner = io.BytesIO(data)
+
+    def readline(self, limit: int = -1) -> bytes:
+        return self._inner.readline(min(limit, 5) if limit >= 0 else 5)
+
+    def read(self, n: int = -1) -> bytes:
+        return self._inner.read(n)
+
+
+def test_short_readline_pieces_are_joined() -> None:
+    data = BODY + b'{"content": "a longer value than five bytes"}\n\nDATA'
+    stream = ShortReads(data)
+    header, start = parse_header(stream)  # type: ignore[arg-type]
+    assert header["content"] == "a longer value than five bytes"
+    assert start == len(data) - 4
+    assert stream.read() == b"DATA"

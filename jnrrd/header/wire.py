@@ -86,12 +86,29 @@ def _decode(text: bytes, prefix: str) -> Any:
 
 
 def _readline(stream: IO[bytes], limit: int) -> bytes:
-    piece = stream.readline(limit)
-    if not isinstance(piece, bytes | bytearray):
-        if piece is None:  # a non-blocking stream with nothing available
-            return b""
-        raise TypeError(f"expected a binary file object, read returned {type(piece).__name__}")
-    return bytes(piece)
+    """Up to ``limit`` bytes through the next ``\n`` (fewer only at EOF).
+
+    Loops because a ``readline`` may legally return a short piece (pipes, sockets).
+    """
+    if limit <= 0:
+        return b""
+    pieces = []
+    got = 0
+    while got < limit:
+        piece = stream.readline(limit - got)
+        if piece is None:  # a non-blocking stream with nothing available: treat as EOF
+            break
+        if not isinstance(piece, bytes | bytearray | memoryview):
+            raise TypeError(
+                f"expected a binary file object, readline returned {type(piece).__name__}"
+            )
+        if not piece:
+            break
+        pieces.append(bytes(piece))
+        got += len(piece)
+        if pieces[-1].endswith(b"\n"):
+            break
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
 def _show(raw: bytes) -> str:
