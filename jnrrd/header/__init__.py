@@ -10,9 +10,9 @@ in canonical order (digest 1.13).
 from __future__ import annotations
 
 import io
+import os
 from typing import IO, Any
 
-from ..errors import describe_source
 from ..policy import Policy
 from .fields import CoreFields, DataFilePattern, core_fields
 from .model import TILE_FIELDS, TILE_URI, TILE_URI_PREFIX, Header, build_header
@@ -51,8 +51,9 @@ def parse_header(
     fields, caps of ``policy`` exceeded).
     """
     policy = policy if policy is not None else Policy()
-    if source is None and describe_source(getattr(stream, "name", None)):
-        source = stream.name  # type: ignore[attr-defined]
+    if source is None:
+        name = getattr(stream, "name", None)
+        source = name if isinstance(name, str | os.PathLike) else None
     entries, data_start = read_entries(stream, policy, source)
     return build_header(entries, policy, source), data_start
 
