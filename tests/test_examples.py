@@ -1,0 +1,90 @@
+"""Every script in ``examples/`` runs, exits 0 and prints what it promises."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def run_example(name: str, *args: str, env: dict[str, str] | None = None
+                ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(EXAMPLES / name), *args], text=True,
+                          capture_output=True, timeout=300, check=False,
+                          env=env if env is not None else dict(os.environ))
+
+
+# (script, extra args, substrings the output must contain)
+CASES = [
+    pytest.param("quickstart.py", [], ["wrote ", "level 2: shape (32, 32, 32) scale (4, 4, 4)",
+                                      "read region (32, 32, 10) lazily", "identical"],
+                 id="quickstart"),
+    pytest.param("nrrd_to_pyramid.py", [], ["generated ", "level 2: shape (24, 20, 16)",
+                                            "identical data and geometry"],
+                 id="nrrd_to_pyramid"),
+    pytest.param("quantize.py", [], ["max abs error", "NaN samples preserved",
+                                     "decodes to float32"], id="quantize"),
+    pytest.param("tiff_tiles.py", [], ["6 TIFF tiles", "tifffile opened all 6 tiles"],
+                 id="tiff_tiles"),
+    pytest.param("lazy_region.py", ["--size", "128"],
+                 ["4 of 64 tiles", "exactly the touched tiles"], id="lazy_region"),
+    pytest.param("dask_volume.py", [], ["dask array (96, 64, 48) uint8, chunks (32, 32, 32)",
+                                        "identical to the NumPy computation"],
+                 id="dask_volume", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize(("script", "args", "needles"), CASES)
+def test_example_runs(script: str, args: list[str], needles: list[str]) -> None:
+    proc = run_example(script, *args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for needle in needles:
+        assert needle in proc.stdout, (needle, proc.stdout)
+    assert proc.stderr == "", proc.stderr
+
+
+def test_every_example_is_tested() -> None:
+    scripts = {p.name for p in EXAMPLES.glob("*.py")}
+    assert scripts == {c.values[0] for c in CASES}
+    readme = (EXAMPLES / "README.md").read_text()
+    for name in scripts:
+        assert f"`{name}" in readme, f"{name} is not described in examples/README.md"
+
+
+def test_examples_write_into_out_dir_only(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = run_example("quantize.py", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "quantized.jnrrd").is_file()
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_nrrd_to_pyramid_takes_an_input_file(tmp_path: Path) -> None:
+    import numpy as np
+
+    import jnrrd
+
+    src = tmp_path / "given.nhdr"
+    jnrrd.write(src, np.arange(40 * 36 * 8, dtype=np.float32).reshape(40, 36, 8),
+                {"space": "right_anterior_superior", "space_origin": [0.0, 0.0, 0.0],
+                 "space_directions": [[1.0, 0, 0], [0, 1.0, 0], [0, 0, 2.0]]})
+    proc = run_example("nrrd_to_pyramid.py", str(src), "--out", str(tmp_path / "o"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "generated" not in proc.stdout and f"read {src}" in proc.stdout
+    assert (tmp_path / "o" / "pyramid.jnrrd").is_file()
+
+
+def test_dask_example_skips_without_dask(tmp_path: Path) -> None:
+    # A package named `dask` that fails to import hides the real one.
+    fake = tmp_path / "dask"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('dask hidden for this test')\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    proc = run_example("dask_volume.py", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "dask is not installed" in proc.stdout
