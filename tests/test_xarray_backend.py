@@ -1,0 +1,211 @@
+"""The xarray backend: ``engine="jnrrd"``, lazy tile-by-tile indexing, dims, coords, attrs.
+
+The documented behaviour is in ``docs/dask.md`` ("xarray").
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+import jnrrd
+from jnrrd import dask_io
+
+xr = pytest.importorskip("xarray")
+
+from jnrrd.xarray_backend import JnrrdBackendEntrypoint  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _clear():
+    yield
+    dask_io.clear_cache()
+
+
+@pytest.fixture
+def decodes(monkeypatch):
+    """Tile coordinates decoded (per level) while the test runs."""
+    from jnrrd.volume import _TileDecoder
+
+    calls: list[tuple[int, tuple[int, ...]]] = []
+    original = _TileDecoder.decode
+
+    def counting(self, level, coords):
+        calls.append((level.index, tuple(coords)))
+        return original(self, level, coords)
+
+    monkeypatch.setattr(_TileDecoder, "decode", counting)
+    return calls
+
+
+def _a(shape=(40, 32, 24)):
+    return np.arange(np.prod(shape), dtype=np.int32).reshape(shape) % 1000
+
+
+SPACE = {"space": "right_anterior_superior", "space_origin": [10.0, 20.0, 30.0],
+         "space_directions": [[0.5, 0, 0], [0, 0.25, 0], [0, 0, 2.0]],
+         "space_units": ["mm", "mm", "mm"]}
+
+
+def test_engine_is_registered_and_guesses(tmp_path):
+    p = tmp_path / "v.jnrrd"
+    jnrrd.write(p, _a(), tile=8)
+    other = tmp_path / "v.bin"
+    other.write_bytes(p.read_bytes())
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"NRRD0004\n")
+    assert "jnrrd" in xr.backends.list_engines()
+    ep = JnrrdBackendEntrypoint()
+    assert ep.guess_can_open(str(p)) and ep.guess_can_open(other)
+    assert not ep.guess_can_open(junk) and not ep.guess_can_open(tmp_path / "missing")
+    with xr.open_dataarray(other) as arr:  # found by the magic line, no engine named
+        assert arr.shape == (40, 32, 24)
+
+
+def test_open_dataarray_reads_only_touched_tiles(tmp_path, decodes):
+    a = _a()
+    p = tmp_path / "v.jnrrd"
+    jnrrd.write(p, a, tile=8, compression="zstd")
+    with xr.open_dataarray(p, engine="jnrrd") as arr:
+        assert decodes == []  # opening reads no tile
+        sub = arr[9:15, 0:8, 3]
+        assert decodes == []  # indexing stays lazy until values are asked for
+        np.testing.assert_array_equal(sub.values, a[9:15, 0:8, 3])
+        assert sorted(decodes) == [(0, (1, 0, 0))]
+        decodes.clear()
+        np.testing.assert_array_equal(arr.isel(axis0=[1, 20], axis2=slice(None, None, 12)).values,
+                                      a[[1, 20]][:, :, ::12])
+        # Rows 1..20 (tiles 0-2) of axis 0, all 4 tiles of axis 1, tiles 0 and 1 of axis 2.
+        assert len(set(decodes)) == 3 * 4 * 2
+        decodes.clear()
+        np.testing.assert_array_equal(arr[::-5, 31, -1].values, a[::-5, 31, -1])
+        assert {c for _, c in decodes} == {(t, 3, 2) for t in range(5)}
+
+
+def test_dims_from_labels_and_fallback(tmp_path):
+    p, q, r = tmp_path / "l.jnrrd", tmp_path / "n.jnrrd", tmp_path / "d.jnrrd"
+    jnrrd.write(p, _a(), {"labels": ["x", "y", "z"]}, tile=8)
+    jnrrd.write(q, _a(), tile=8)
+    jnrrd.write(r, _a(), {"labels": ["x", "x", None]}, tile=8)
+    with xr.open_dataarray(p, engine="jnrrd") as arr:
+        assert arr.dims == ("x", "y", "z") and arr.name == "data"
+    with xr.open_dataarray(p, engine="jnrrd", index_order="C") as arr:
+        assert arr.dims == ("z", "y", "x") and arr.shape == (24, 32, 40)
+        np.testing.assert_array_equal(arr.values, _a().T)
+    with xr.open_dataarray(q, engine="jnrrd") as arr:
+        assert arr.dims == ("axis0", "axis1", "axis2")
+    with xr.open_dataarray(r, engine="jnrrd") as arr:  # not unique: positional names
+        assert arr.dims == ("axis0", "axis1", "axis2")
+
+
+@pytest.mark.parametrize(("level", "scale"), [(0, 1), (1, 2), (2, 4)])
+def test_coordinates_from_space_fields_per_level(tmp_path, level, scale):
+    p = tmp_path / "v.jnrrd"
+    jnrrd.write(p, _a(), {**SPACE, "labels": ["i", "j", "k"]}, tile=8, levels=3)
+    with xr.open_dataarray(p, engine="jnrrd", level=level) as arr:
+        n = (40 // scale, 32 // scale, 24 // scale)
+        assert arr.shape == n
+        # Cell-centred: level voxel i covers level-0 voxels [i·s, (i+1)·s), centre shifted.
+        for dim, o, step, m in zip("ijk", (10.0, 20.0, 30.0), (0.5, 0.25, 2.0), n, strict=True):
+            want = o + step * ((scale - 1) / 2 + scale * np.arange(m))
+            np.testing.assert_allclose(arr[dim].values, want, rtol=0, atol=1e-12)
+            assert arr[dim].attrs["units"] == "mm"
+        assert arr.attrs["jnrrd_level"] == level
+        assert arr.attrs["jnrrd_scale"] == [scale] * 3
+        with jnrrd.open(p) as vol:
+            np.testing.assert_array_equal(arr.values, vol.levels[level][...])
+            assert arr.attrs["affine"] == vol.levels[level].affine.tolist()
+
+
+def test_coordinates_follow_the_space_axis_not_the_array_axis(tmp_path):
+    p = tmp_path / "v.jnrrd"
+    h = {**SPACE, "space_directions": [[0, 0, 3.0], [1.0, 0, 0], [0, -2.0, 0]],
+         "space_units": ["mm", "cm", "m"]}
+    jnrrd.write(p, _a(), h, tile=8)
+    with xr.open_dataarray(p, engine="jnrrd") as arr:
+        np.testing.assert_allclose(arr["axis0"].values, 30.0 + 3.0 * np.arange(40))
+        np.testing.assert_allclose(arr["axis2"].values, 20.0 - 2.0 * np.arange(24))
+        assert arr["axis0"].attrs["units"] == "m"
+        assert arr["axis1"].attrs["units"] == "mm"
+
+
+def test_oblique_volume_has_no_coordinates_but_an_affine(tmp_path):
+    p = tmp_path / "v.jnrrd"
+    h = {**SPACE, "space_directions": [[0.5, 0.5, 0], [0, 0.25, 0], [0, 0, 2.0]]}
+    jnrrd.write(p, _a(), h, tile=8)
+    with xr.open_dataarray(p, engine="jnrrd") as arr:
+        assert dict(arr.coords) == {}
+        assert arr.attrs["affine"][0] == [0.5, 0.0, 0.0, 10.0]
+
+
+def test_coordinates_from_spacings(tmp_path):
+    p = tmp_path / "v.jnrrd"
+    h = {"spacings": [0.5, float("nan"), 3.0], "units": ["mm", None, "s"],
+         "centers": ["cell", None, "node"]}
+    jnrrd.write(p, _a(), h, tile=8, levels=2)
+    with xr.open_dataarray(p, engine="jnrrd", level=1) as arr:
+        assert set(arr.coords) == {"axis0", "axis2"}
+        np.testing.assert_allclose(arr["axis0"].values, 0.25 + 1.0 * np.arange(20))
+        np.testing.assert_allclose(arr["axis2"].values, 6.0 * np.arange(12))  # node: no shift
+        assert arr["axis0"].attrs["units"] == "mm" and arr["axis2"].attrs["units"] == "s"
+
+
+def test_attrs_hold_the_header_without_tile_tables(tmp_path):
+    p = tmp_path / "v.jnrrd"
+    jnrrd.write(p, _a(), {"content": "phantom", "meta:creator": {"name": "lab"}}, tile=8,
+                levels=2, checksum="crc32")
+    with xr.open_dataset(p, engine="jnrrd") as ds:
+        assert ds.attrs["content"] == "phantom"
+        assert ds.attrs["meta:creator"] == {"name": "lab"}
+        assert ds.attrs["tile:sizes"] == [8, 8, 8]
+        for k in ("tile:offset_table", "tile:size_table", "tile:metadata", "tile:level_offsets"):
+            assert k not in ds.attrs
+        assert list(ds.data_vars) == ["data"]
+
+
+def test_chunks_are_the_tiles(tmp_path):
+    pytest.importorskip("dask")
+    p = tmp_path / "v.jnrrd"
+    jnrrd.write(p, _a(), tile=(16, 8, 24))
+    with xr.open_dataarray(p, engine="jnrrd", chunks={}) as arr:
+        assert arr.chunks == ((16, 16, 8), (8, 8, 8, 8), (24,))
+        np.testing.assert_array_equal(arr.values, _a())
+
+
+def test_untiled_file(tmp_path):
+    p = tmp_path / "v.jnrrd"
+    jnrrd.write(p, _a(), {"spacings": [1.0, 2.0, 3.0]})
+    with xr.open_dataarray(p, engine="jnrrd") as arr:
+        np.testing.assert_array_equal(arr[3:5].values, _a()[3:5])
+        np.testing.assert_allclose(arr["axis1"].values, 2.0 * np.arange(32))
+
+
+def test_file_object_and_pickling(tmp_path):
+    p = tmp_path / "v.jnrrd"
+    jnrrd.write(p, _a(), tile=8)
+    with xr.open_dataarray(p, engine="jnrrd") as arr:
+        again = pickle.loads(pickle.dumps(arr))
+        np.testing.assert_array_equal(again[1:3].values, _a()[1:3])
+    with open(p, "rb") as f:
+        ds = xr.open_dataset(f, engine="jnrrd")
+        np.testing.assert_array_equal(ds["data"][0, 0].values, _a()[0, 0])
+        ds.close()
+
+
+def test_options_and_errors(tmp_path):
+    p = tmp_path / "v.jnrrd"
+    jnrrd.write(p, _a(), tile=8)
+    with xr.open_dataset(p, engine="jnrrd", drop_variables="data") as ds:
+        assert list(ds.data_vars) == []
+    with pytest.raises(IndexError, match="level 1 does not exist"):
+        xr.open_dataset(p, engine="jnrrd", level=1)
+    with xr.open_dataarray(p, engine="jnrrd", policy={"max_bytes": 100}) as arr:
+        assert arr[0, 0, :5].values.tolist() == _a()[0, 0, :5].tolist()
+        with pytest.raises(jnrrd.UnsupportedError, match="max_bytes"):
+            arr.values  # noqa: B018
+    bad = tmp_path / "bad.jnrrd"
+    bad.write_bytes(b'{"jnrrd": "0004"}\n{"type": "uint8"}\n\n')
+    with pytest.raises(jnrrd.JnrrdError, match="bad.jnrrd"):
+        xr.open_dataset(bad, engine="jnrrd")
