@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .api import open, read, read_header
 from .errors import (
     CodecError,
     DataError,
@@ -14,8 +15,6 @@ from .errors import (
     ValidationError,
     VersionError,
 )
-
-from .api import open, read, read_header
 from .header import Header
 from .volume import LevelView, Volume
 from .writing import write
