@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import builtins
 import contextlib
-import io
 import os
 from collections.abc import Iterator
 from typing import IO, Any
@@ -28,7 +28,7 @@ def _opened(source: Any) -> Iterator[tuple[IO[bytes], str | None, bool]]:
     """(binary stream at the start, header directory or None, owned?)."""
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
-        f = io.open(path, "rb")  # noqa: SIM115 - closed by the caller's context
+        f = builtins.open(path, "rb")
         try:
             yield f, os.path.dirname(os.path.abspath(path)), True
         finally:
@@ -74,7 +74,7 @@ def _named(source: Any) -> bool:
     )
 
 
-def open(  # noqa: A001 - the public name the conventions fix
+def open(
     source: Any, *, index_order: str = "F", missing: str = "error", **policy: Any
 ) -> Volume:
     """Open a JNRRD file lazily: slicing the returned :class:`Volume` reads only what it needs.
@@ -90,7 +90,7 @@ def open(  # noqa: A001 - the public name the conventions fix
     name = source if _named(source) else None
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
-        f: IO[bytes] = io.open(path, "rb")  # noqa: SIM115 - owned by the Volume/closed below
+        f: IO[bytes] = builtins.open(path, "rb")
         owned = True
         header_dir: str | None = os.path.dirname(os.path.abspath(path))
     else:
