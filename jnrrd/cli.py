@@ -219,12 +219,27 @@ def _untiled_stored_bytes(vol: Any) -> int:
     if files:
         paths = [os.path.join(base, f) for f in files]
         return sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
-    if _kind(os.fspath(name)) != _JNRRD:
-        return 0
     with open(name, "rb") as f:
-        _, start = parse_header(f, source=name)
         size = os.fstat(f.fileno()).st_size
+        if _kind(os.fspath(name)) == _JNRRD:
+            _, start = parse_header(f, source=name)
+        else:  # classic NRRD: the header ends at the first empty line
+            start = _nrrd_data_start(f)
     return max(0, size - start) if start is not None else 0
+
+
+def _nrrd_data_start(f: Any, limit: int = 64 << 20) -> int | None:
+    """Offset after a classic NRRD header's empty line (``None`` when not found in ``limit``
+    bytes); lines end in LF or CRLF."""
+    pos = 0
+    while pos < limit:
+        line = f.readline(limit - pos)
+        if not line:
+            return None
+        pos += len(line)
+        if line in (b"\n", b"\r\n"):
+            return pos
+    return None
 
 
 def _fmt_shape(shape: Sequence[int]) -> str:

@@ -476,3 +476,18 @@ def test_entry_point_reports_bad_input_without_traceback(tmp_path: Path) -> None
     assert_clean_error(run("convert", str(bad), str(tmp_path / "o.npy")), 1, "bad.jnrrd")
     assert_clean_error(run("info", str(bad), "--bogus"), 2, "--bogus")
     assert_clean_error(run(), 2, "usage: ")
+
+
+def test_info_on_classic_nrrd(tmp_path: Path, volume: np.ndarray,
+                              cli: Callable[..., Result]) -> None:
+    path = tmp_path / "g.nrrd"
+    jnrrd.write(path, volume, {"space": "left_posterior_superior",
+                               "space_directions": [[2.0, 0, 0], [0, 2.0, 0], [0, 0, 3.0]],
+                               "space_origin": [0.0, 0.0, 0.0]}, encoding="gzip")
+    proc = cli("info", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert "encoding:    gzip" in proc.stdout and "affine:      [2, 0, 0, 0]" in proc.stdout
+    raw = path.read_bytes()
+    doc = json.loads(cli("info", str(path), "--json").stdout)
+    assert doc["levels"][0]["stored_bytes"] == len(raw) - (raw.index(b"\n\n") + 2)
+    assert doc["header"]["sizes"] == [40, 30, 20]
