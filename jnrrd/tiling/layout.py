@@ -200,6 +200,31 @@ class InternalSource:
             self._owned = None
 
 
+def _read_at_most(f: Any, limit: int) -> bytes:
+    """Up to ``limit`` bytes of ``f`` with memory proportional to what the file holds.
+
+    ``read(limit)`` on a file object reserves ``limit`` bytes before reading (CPython's
+    ``FileIO.read``), so a 100-byte tile file would cost the whole ``max_tile_bytes`` cap
+    (digest §5, "Huge allocations"). Regular files are read up to their size (+1 to notice a
+    file that grew); other streams in 1 MiB pieces.
+    """
+    try:
+        size = os.fstat(f.fileno()).st_size
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        size = None
+    if size is not None:
+        return f.read(min(limit, size + 1))
+    parts = []
+    got = 0
+    while got < limit:
+        chunk = f.read(min(1 << 20, limit - got))
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
 def _size_of(f: Any) -> int:
     try:
         return os.fstat(f.fileno()).st_size
@@ -287,7 +312,7 @@ class ExternalSource:
                     real = os.path.realpath(path)
                     if real != path:  # swapped for a symlink after resolution
                         raise DataError(f"{where(self._source)}tile file {path!r} changed")
-                return f.read(limit)
+                return _read_at_most(f, limit)
         except FileNotFoundError:
             if self._missing == "fill":
                 return None
