@@ -1,0 +1,419 @@
+"""Shared hypothesis strategies for fuzzing jnrrd readers with hostile files.
+
+A *seed* is a small, valid dataset of one storage kind (attached or detached untiled data in
+every encoding; internal tiles contiguous, chunked and sparse; external tiles by pattern and by
+``tile:files``; pyramids with stored and virtual levels; every codec chain). A *mutation* turns
+a seed into hostile bytes: byte flips, truncations, insertions and deletions in any of its
+files, or a **field mutation** that replaces one header value (sizes, offsets, size tables,
+patterns, codec configurations, levels, overlap, tile sizes, dtypes, ...) by a nearby or
+extreme value and renders the header again.
+
+:func:`exercise` reads a dataset every way a user can (``read_header``, ``read`` of each
+level, ``open`` + slicing, ``read_tile``) and :func:`bounded` runs it under a wall-clock
+deadline and a tracemalloc peak limit. Only ``jnrrd.JnrrdError`` may escape.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import tempfile
+import tracemalloc
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+
+import jnrrd
+
+HEADER = "v.jnrrd"
+
+# -- seeds ----------------------------------------------------------------------------------
+
+_CONDITIONAL = [
+    {"name": "bytes", "configuration": {"endian": "little"}},
+    {"name": "conditional", "configuration": {"codecs": [
+        {"name": "zstd", "configuration": {"level": 1}},
+        {"name": "gzip", "configuration": {"level": 1}},
+    ]}},
+]
+_QUANTIZE = [
+    {"name": "scale_offset", "configuration": {"offset": 0.5, "scale": 10.0}},
+    {"name": "cast_value", "configuration": {"data_type": "int16", "out_of_range": "clamp"}},
+    {"name": "bytes", "configuration": {"endian": "little"}},
+    {"name": "zstd", "configuration": {"level": 1}},
+]
+_PAD_CRC = [
+    {"name": "bytes", "configuration": {"endian": "little"}},
+    {"name": "lz4"},
+    {"name": "crc32c"},
+    {"name": "pad", "configuration": {"location": "start", "nbytes": 8}},
+]
+
+
+def _volume(dtype: str = "uint16", shape: tuple[int, ...] = (6, 5, 4)) -> np.ndarray:
+    n = int(np.prod(shape))
+    return (np.arange(n) % 251).astype(dtype).reshape(shape, order="F")
+
+
+def _untiled(encoding: str, detached: bool = False) -> Callable[[str], None]:
+    def make(path: str) -> None:
+        jnrrd.write(path, _volume(), encoding=encoding, detached=detached)
+    return make
+
+
+def _tiled(dtype: str = "uint16", **kw: Any) -> Callable[[str], None]:
+    def make(path: str) -> None:
+        # align=4096 keeps the tiles at fixed offsets when a field mutation changes the
+        # header's length, so mutated tables still point at real tile bytes.
+        extra = {} if kw.get("storage") == "external" else {"align": 4096}
+        jnrrd.write(path, _volume(dtype), **{"tile": (4, 3, 2), **extra, **kw})
+    return make
+
+
+def _external_files(path: str) -> None:
+    """An external dataset whose tiles are listed one by one in ``tile:files``."""
+    jnrrd.write(path, _volume(), tile=(4, 3, 2), storage="external", compression="gzip",
+                pattern="t_{i}.bin")
+    h = jnrrd.read_header(path)
+    base = h["tile:base_dir"]
+    vol = jnrrd.open(path)
+    files = [{"level": 0, "indices": list(c), "file": f"{base}/t_{i}.bin"}
+             for i, c in enumerate(vol.iter_tiles())]
+    vol.close()
+    h.pop("tile:pattern")
+    h.pop("tile:base_dir")
+    h["tile:files"] = files
+    _rewrite_header(path, h)
+
+
+def _rewrite_header(path: str, header: dict[str, Any]) -> None:
+    with open(path, "rb") as f:
+        raw = f.read()
+    _, tail = split_header(raw)
+    with open(path, "wb") as f:
+        f.write(render(list(header.items())) + tail)
+
+
+SEEDS: dict[str, Callable[[str], None]] = {
+    "attached-raw": _untiled("raw"),
+    "attached-gzip": _untiled("gzip"),
+    "attached-zstd": _untiled("zstd"),
+    "attached-lz4": _untiled("lz4"),
+    "attached-bzip2": _untiled("bzip2"),
+    "attached-ascii": _untiled("ascii"),
+    "attached-hex": _untiled("hex"),
+    "detached-raw": _untiled("raw", detached=True),
+    "detached-zstd": _untiled("zstd", detached=True),
+    "internal-contiguous-raw": _tiled(),
+    "internal-chunked-zstd": _tiled(compression="zstd", format="chunked"),
+    "internal-sparse-gzip": _tiled(compression="gzip", sparse=True),
+    "internal-overlap-variable": _tiled(overlap=1, edge="variable", compression="bzip2"),
+    "internal-pyramid-stored": _tiled(levels=3, compression="lz4", tile=(2, 2, 2)),
+    "internal-pyramid-virtual": _tiled(levels=3, tile=(2, 2, 2), compression="zstd",
+                                      header={"tile:levels_stored": [0, 2]}),
+    "internal-conditional": _tiled(codecs=_CONDITIONAL, decision="always"),
+    "internal-quantize": _tiled("float32", codecs=_QUANTIZE),
+    "internal-pad-crc32c": _tiled(codecs=_PAD_CRC, checksum="crc32"),
+    "external-pattern": _tiled(storage="external", compression="zstd", levels=2,
+                               tile_stats=True, checksum="crc32c"),
+    "external-sparse": _tiled(storage="external", sparse=True),
+    "external-files": _external_files,
+}
+
+
+class SeedCache:
+    """Builds each seed once into a private directory; hands out its files as bytes."""
+
+    def __init__(self) -> None:
+        self._root = tempfile.mkdtemp(prefix="jnrrd-fuzz-seeds-")
+        self._files: dict[str, dict[str, bytes]] = {}
+
+    def files(self, kind: str) -> dict[str, bytes]:
+        """{relative path: bytes} of the seed dataset ``kind`` (header at :data:`HEADER`)."""
+        if kind not in self._files:
+            d = os.path.join(self._root, kind)
+            os.makedirs(d)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                SEEDS[kind](os.path.join(d, HEADER))
+            out = {}
+            for root, _, names in os.walk(d):
+                for n in names:
+                    full = os.path.join(root, n)
+                    with open(full, "rb") as f:
+                        out[os.path.relpath(full, d)] = f.read()
+            self._files[kind] = out
+        return dict(self._files[kind])
+
+    def close(self) -> None:
+        shutil.rmtree(self._root, ignore_errors=True)
+
+
+# -- header text ----------------------------------------------------------------------------
+
+def split_header(raw: bytes) -> tuple[list[tuple[str, Any]], bytes]:
+    """(header fields in order, bytes after the blank line) of a seed written by jnrrd."""
+    end = raw.index(b"\n\n") + 2
+    fields = []
+    for line in raw[:end].decode().splitlines():
+        if line.strip():
+            (k, v), = json.loads(line).items()
+            fields.append((k, v))
+    return fields, raw[end:]
+
+
+def render(fields: list[tuple[str, Any]]) -> bytes:
+    """Header lines (one single-key JSON object each) and the closing blank line."""
+    return b"".join(json.dumps({k: v}).encode() + b"\n" for k, v in fields) + b"\n"
+
+
+# -- value mutations ------------------------------------------------------------------------
+
+HUGE_INTS = [-(2**63), -(2**31), -1, 0, 1, 2, 3, 255, 4095, 4096, 65535, 2**31 - 1, 2**32,
+             2**40, 2**53 + 1, 2**63 - 1, 2**64, 10**15, 10**30]
+ODD_VALUES: list[Any] = [None, True, False, 0.5, -0.0, 1e308, "", "x", "../../etc/passwd",
+                         "/etc/passwd", "http://example.com/x", "{x}{y}{z}{l}{i}", "%d%n",
+                         "a\u0000b", [], {}, [None], {"name": "bytes"}, "uint8", "float64",
+                         "int64", "block", "zstd", "gzip", "contiguous", "chunked",
+                         "external", "internal", "pad", "variable", "average", "mode"]
+
+
+@st.composite
+def mutate_value(draw: st.DrawFn, value: Any, depth: int = 0) -> Any:
+    """A value near ``value`` (one element or key changed) or an extreme/odd replacement."""
+    choice = draw(st.integers(0, 9))
+    if choice == 0 or depth > 4:
+        return draw(st.sampled_from(ODD_VALUES + HUGE_INTS))
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return draw(st.one_of(st.sampled_from(HUGE_INTS), st.integers(value - 3, value + 3),
+                              st.just(value * 1000), st.just(float(value))))
+    if isinstance(value, float):
+        return draw(st.sampled_from([0.0, -1.0, 1e-300, 1e300, float(2**64), 3, "NaN"]))
+    if isinstance(value, str):
+        return draw(st.one_of(st.sampled_from(ODD_VALUES),
+                              st.just(value[: draw(st.integers(0, len(value)))]),
+                              st.just(value + draw(st.sampled_from(["/..", "{q}", "x", "%d"]))),
+                              st.text(max_size=8)))
+    if isinstance(value, list):
+        op = draw(st.integers(0, 4))
+        if not value or op == 0:
+            return value + [draw(st.sampled_from(HUGE_INTS + ODD_VALUES[:6]))]
+        if op == 1:
+            return value[:-1]
+        if op == 2:
+            return value * draw(st.integers(2, 3))
+        i = draw(st.integers(0, len(value) - 1))
+        out = list(value)
+        out[i] = draw(mutate_value(out[i], depth + 1))
+        return out
+    if isinstance(value, dict):
+        if not value:
+            return {"name": draw(st.sampled_from(["gzip", "zstd", "bogus"]))}
+        keys = sorted(value)
+        k = draw(st.sampled_from(keys))
+        out = dict(value)
+        op = draw(st.integers(0, 5))
+        if op == 0:
+            del out[k]
+        elif op == 1:
+            out["unknown_key"] = 1
+        else:
+            out[k] = draw(mutate_value(value[k], depth + 1))
+        return out
+    return draw(st.sampled_from(HUGE_INTS + ODD_VALUES))
+
+
+# -- dataset mutations ----------------------------------------------------------------------
+
+@dataclass
+class Case:
+    """One hostile dataset: its files and a description of what was changed."""
+
+    kind: str
+    files: dict[str, bytes]
+    what: str
+
+
+@st.composite
+def byte_mutation(draw: st.DrawFn, files: dict[str, bytes]) -> tuple[dict[str, bytes], str]:
+    """Flip, truncate, insert, delete or overwrite bytes in one file of the dataset."""
+    name = draw(st.sampled_from(sorted(files)))
+    data = bytearray(files[name])
+    n = len(data)
+    op = draw(st.sampled_from(["flip", "truncate", "insert", "delete", "overwrite", "empty"]))
+    # Bias positions towards the header and the first bytes of a stream: most structure
+    # lives there, and a random offset into a big tile mostly hits plain sample values.
+    pos = draw(st.one_of(st.integers(0, max(0, min(n, 256) - 1)), st.integers(0, max(0, n - 1))))
+    if op == "flip" and n:
+        for _ in range(draw(st.integers(1, 4))):
+            p = min(n - 1, pos + draw(st.integers(0, 16)))
+            data[p] ^= 1 << draw(st.integers(0, 7))
+    elif op == "truncate":
+        del data[pos:]
+    elif op == "insert":
+        data[pos:pos] = draw(st.binary(min_size=1, max_size=16))
+    elif op == "delete":
+        del data[pos : pos + draw(st.integers(1, 16))]
+    elif op == "overwrite":
+        chunk = draw(st.binary(min_size=1, max_size=16))
+        data[pos : pos + len(chunk)] = chunk
+    else:
+        data = bytearray()
+    out = dict(files)
+    out[name] = bytes(data)
+    return out, f"{op} {name}@{pos}"
+
+
+@st.composite
+def field_mutation(draw: st.DrawFn, files: dict[str, bytes]) -> tuple[dict[str, bytes], str]:
+    """Replace one header field's value (or drop, duplicate or add a field)."""
+    fields, tail = split_header(files[HEADER])
+    i = draw(st.integers(0, len(fields) - 1))
+    key, value = fields[i]
+    op = draw(st.integers(0, 9))
+    if op == 0:
+        del fields[i]
+        what = f"drop {key}"
+    elif op == 1:
+        fields.insert(i, (key, value))
+        what = f"duplicate {key}"
+    elif op == 2:
+        extra = draw(st.sampled_from([
+            "tile:files", "tile:base_dir", "tile:pattern", "data_file", "data_files",
+            "tile:levels_stored", "tile:overlap", "tile:level_tile_sizes", "byte_skip",
+            "line_skip", "block_size", "tile:padding_value", "tile:metadata",
+        ]))
+        new = draw(mutate_value(value))
+        fields.append((extra, new))
+        what = f"add {extra}={new!r:.80}"
+    else:
+        new = draw(mutate_value(value))
+        fields[i] = (key, new)
+        what = f"{key}={new!r:.80}"
+    head = render(fields)
+    old_head = len(files[HEADER]) - len(tail)
+    # Keep the tile bytes where the tables say they are when the header got shorter
+    # (tiled seeds are written with their tiles aligned past a zero-filled gap).
+    if tail[:1] == b"\0" and len(head) < old_head:
+        head += b"\0" * (old_head - len(head))
+    out = dict(files)
+    out[HEADER] = head + tail
+    return out, what
+
+
+@st.composite
+def hostile_case(draw: st.DrawFn, seeds: SeedCache, kinds: list[str]) -> Case:
+    """A seed of one of ``kinds`` with one to three mutations applied."""
+    kind = draw(st.sampled_from(kinds))
+    files = seeds.files(kind)
+    notes = []
+    for _ in range(draw(st.integers(1, 3))):
+        strat = draw(st.sampled_from([byte_mutation, field_mutation, field_mutation]))
+        if strat is field_mutation:
+            try:
+                split_header(files[HEADER])
+            except (ValueError, UnicodeDecodeError):
+                strat = byte_mutation
+        files, note = draw(strat(files))
+        notes.append(note)
+    return Case(kind, files, "; ".join(notes))
+
+
+def materialize(case: Case, directory: str) -> str:
+    """Write the case's files under ``directory``; returns the header path."""
+    for rel, data in case.files.items():
+        full = os.path.join(directory, rel)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        with open(full, "wb") as f:
+            f.write(data)
+    return os.path.join(directory, HEADER)
+
+
+# -- running a read under bounds ------------------------------------------------------------
+
+class Deadline(BaseException):
+    """Raised by the alarm when a read overruns its time bound (not a JnrrdError)."""
+
+
+@contextlib.contextmanager
+def bounded(seconds: float, max_peak: int) -> Iterator[dict[str, int]]:
+    """Run the body with a wall-clock alarm and measure its tracemalloc peak.
+
+    Yields a dict that receives ``peak`` (bytes) when the body ends; raises
+    :class:`Deadline` from inside the body when it runs longer than ``seconds``.
+    """
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise Deadline(f"read took longer than {seconds} s")
+
+    stats: dict[str, int] = {}
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    try:
+        yield stats
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        stats["peak"] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    if stats["peak"] > max_peak:
+        raise AssertionError(f"the read allocated {stats['peak']} bytes at its peak, over the "
+                             f"{max_peak} byte bound for a small file")
+
+
+def exercise(path: str, **policy: Any) -> list[str]:
+    """Read ``path`` every way a user can; returns the names of the steps that succeeded.
+
+    Each step may fail with a ``JnrrdError`` (recorded, the next step still runs); anything
+    else propagates.
+    """
+    done = []
+
+    def step(name: str, fn: Callable[[], Any]) -> None:
+        try:
+            fn()
+            done.append(name)
+        except jnrrd.JnrrdError:
+            pass
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        step("read_header", lambda: jnrrd.read_header(path, **policy))
+        step("read", lambda: jnrrd.read(path, **policy))
+        try:
+            vol = jnrrd.open(path, **policy)
+        except jnrrd.JnrrdError:
+            return done
+        try:
+            for lv in vol.levels:
+                step(f"level{lv.index}", lambda lv=lv: lv[...])
+                step(f"slice{lv.index}", lambda lv=lv: lv[tuple(
+                    slice(None, None, -2) if k % 2 else slice(1, None)
+                    for k in range(lv.ndim))])
+                step(f"point{lv.index}", lambda lv=lv: lv[tuple(n - 1 for n in lv.shape)]
+                     if all(lv.shape) else None)
+                if vol.tiled:
+                    step(f"tile{lv.index}", lambda lv=lv: lv.read_tile(
+                        (0,) * len(vol.tiling.levels[lv.index].grid.grid)))
+        finally:
+            vol.close()
+    return done
+
+
+def check_exception(exc: BaseException, case: Case) -> None:
+    """Re-raise anything that is not a ``JnrrdError`` with the case described."""
+    if isinstance(exc, jnrrd.JnrrdError):
+        return
+    raise AssertionError(
+        f"{type(exc).__name__} escaped on {case.kind} after [{case.what}]: {exc}"
+    ) from exc
