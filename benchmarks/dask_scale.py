@@ -47,7 +47,7 @@ def _clusters(counts: list[int]) -> dict[int, object]:
     out = {}
     for n in counts:
         cluster = LocalCluster(n_workers=n, processes=True, threads_per_worker=1,
-                               dashboard_address=None, silence_logs=logging.WARNING)
+                               dashboard_address=":0", silence_logs=logging.WARNING)
         out[n] = Client(cluster, set_as_default=False)
     return out
 
