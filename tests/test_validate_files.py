@@ -94,6 +94,23 @@ def test_written_big_endian_codec_list_is_clean(tmp_path: Path) -> None:
     assert validate(path) == []
 
 
+@pytest.mark.xfail(strict=True, reason="reader bug: jnrrd/tiling/spec.py _tables() stores null "
+                   "as -1 and so also takes a literal -1 offset/size for a sparse tile")
+def test_reader_rejects_negative_offsets(tmp_path: Path) -> None:
+    path = tmp_path / "v.jnrrd"
+    jnrrd.write(path, np.zeros((400,), np.uint8), tile=(200,))
+    offsets = header_line(path, "tile:offset_table")
+    sizes = header_line(path, "tile:size_table")
+    replace_in_header(path, f'"tile:offset_table": [{offsets[0]},',
+                      f'"tile:offset_table": [{"-1".rjust(len(str(offsets[0])))},')
+    replace_in_header(path, f'"tile:size_table": [{sizes[0]},',
+                      f'"tile:size_table": [{"-1".rjust(len(str(sizes[0])))},')
+    assert [p.field for p in errors(validate(path))] == ["/tile:offset_table/0",
+                                                         "/tile:size_table/0"]
+    with pytest.raises(jnrrd.HeaderError):
+        jnrrd.open(path)
+
+
 def test_flipped_byte_in_zstd_tile_fails_its_checksum(zstd_file: Path) -> None:
     offsets = header_line(zstd_file, "tile:offset_table")
     sizes = header_line(zstd_file, "tile:size_table")
