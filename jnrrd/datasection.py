@@ -17,7 +17,14 @@ import numpy as np
 
 from .compress import decompress_stream_into
 from .dtypes import from_user, storage_dtype, to_user, user_dtype
-from .encodings import COMPRESSED, format_ascii, format_hex, parse_ascii, parse_hex
+from .encodings import (
+    COMPRESSED,
+    bfloat16_words,
+    format_ascii,
+    format_hex,
+    parse_ascii,
+    parse_hex,
+)
 from .errors import DataError, HeaderError, UnsupportedError, where
 from .policy import Policy, open_resolved, resolve_path
 from .tiling.grid import AxisSel
@@ -79,6 +86,7 @@ class _Part:
 
     def __init__(self, core: Any, f: IO[bytes], nbytes: int, what: str) -> None:
         self.f, self.nbytes, self.what = f, nbytes, what
+        self.type_name = core.type_name
         _skip_lines(f, core.line_skip, what)
         self.encoding = core.encoding
         skip = core.byte_skip
@@ -136,11 +144,7 @@ def read_untiled(core: Any, f: IO[bytes] | None, paths: list[str] | None, policy
                 opened.append(fh)
                 what = where(paths[j])
             part = _Part(core, fh, per * st.itemsize, what)
-            if core.encoding == "raw":
-                rem = _remaining(fh)
-                if rem is not None and rem < per * st.itemsize:
-                    raise DataError(f"{what}the data needs {per * st.itemsize} bytes, "
-                                    f"the file holds {rem} after the header and skips")
+            _check_room(core.encoding, fh, per, st.itemsize, what)
             parts.append(part)
         flat = np.empty(n, dtype=st)
         for j, part in enumerate(parts):
@@ -153,6 +157,27 @@ def read_untiled(core: Any, f: IO[bytes] | None, paths: list[str] | None, policy
         flat = flat.byteswap(inplace=True).view(st.newbyteorder("="))
     arr = to_user(flat, core.type_name, policy.bfloat16)
     return arr.reshape(tuple(core.sizes), order="F")
+
+
+def _check_room(encoding: str, f: IO[bytes], count: int, itemsize: int, what: str) -> None:
+    """Refuse a part too short for its data before anything is allocated (CONVENTIONS §3).
+
+    raw needs ``count·itemsize`` bytes; hex two digits per byte; ascii at least one character
+    and one separator per value. Compressed sizes are unknown until decoded (their decoders
+    stop at the expected size instead).
+    """
+    if encoding == "raw":
+        need, unit = count * itemsize, "bytes"
+    elif encoding == "hex":
+        need, unit = 2 * count * itemsize, "hex digits"
+    elif encoding == "ascii":
+        need, unit = 2 * count - 1, "characters (one value and a separator each)"
+    else:
+        return
+    rem = _remaining(f)
+    if rem is not None and rem < need:
+        raise DataError(f"{what}the data needs at least {need} {unit}, the file holds {rem} "
+                        "bytes after the header and skips")
 
 
 def _fill(part: _Part, out: np.ndarray, st: np.dtype, policy: Policy) -> None:
@@ -172,17 +197,37 @@ def _fill(part: _Part, out: np.ndarray, st: np.dtype, policy: Policy) -> None:
         if st.kind == "V":
             raise DataError(f"{what}type 'block' cannot be stored as ascii")
         text = _read_text(part.f, policy, what)
-        vals = parse_ascii(text, out.size, np.dtype(st).newbyteorder("="), what=what)
-        out[...] = vals
+        if part.type_name == "bfloat16":
+            # The text holds values; the stored elements are their bfloat16 words (digest 1.9:
+            # parsed as float64, then rounded).
+            out[...] = bfloat16_words(parse_ascii(text, out.size, np.dtype("f8"), what=what))
+        else:
+            out[...] = parse_ascii(text, out.size, np.dtype(st).newbyteorder("="), what=what)
     else:  # the header's field checks only let known encodings through
         raise UnsupportedError(f"{what}encoding {enc!r} is not supported")
 
 
 def _read_text(f: IO[bytes], policy: Policy, what: str) -> bytes:
-    text = f.read(policy.max_bytes + 1)
-    if len(text) > policy.max_bytes:
+    """The rest of the stream, capped at ``max_bytes``.
+
+    Never ``f.read(max_bytes + 1)``: CPython reserves the whole requested size before reading,
+    16 GiB by default. Read exactly what is left when the size is known, else in pieces.
+    """
+    rem = _remaining(f)
+    if rem is not None and rem > policy.max_bytes:
         raise UnsupportedError(f"{what}text data exceeds the max_bytes cap ({policy.max_bytes})")
-    return text
+    if rem is not None:
+        return f.read(max(rem, 0))
+    parts, total = [], 0
+    while True:
+        chunk = f.read(1 << 20)
+        if not chunk:
+            return b"".join(parts)
+        total += len(chunk)
+        if total > policy.max_bytes:
+            raise UnsupportedError(f"{what}text data exceeds the max_bytes cap "
+                                   f"({policy.max_bytes})")
+        parts.append(chunk)
 
 
 def _readinto_all(f: IO[bytes], buf: memoryview) -> int:
@@ -242,7 +287,12 @@ class UntiledData:
 
     def full(self) -> np.ndarray:
         if self._map is not None:
-            return to_user(np.array(self._map), self.core.type_name,
+            flat = np.array(self._map)
+            if self.core.type_name != "bfloat16" and not flat.dtype.isnative \
+                    and flat.dtype.kind != "V":
+                # Swap in place: reading a big-endian file costs one array, not two.
+                flat = flat.byteswap(inplace=True).view(flat.dtype.newbyteorder("="))
+            return to_user(flat, self.core.type_name,
                            self.policy.bfloat16).reshape(self.shape, order="F")
         if self._array is None:
             f = self._f
@@ -250,7 +300,8 @@ class UntiledData:
             if self._paths is None and f is None:
                 owned = f = open(self._path, "rb")
             try:
-                if self._paths is None:
+                if self._paths is None and _seekable(f):
+                    # A pipe cannot seek: parse_header left it at the data already.
                     f.seek(self._data_start or 0)
                 self._array = read_untiled(self.core, f, self._paths, self.policy,
                                            source=self.source)
@@ -277,6 +328,13 @@ class UntiledData:
     def close(self) -> None:
         self._map = None
         self._array = None
+
+
+def _seekable(f: IO[bytes]) -> bool:
+    try:
+        return bool(f.seekable())
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 def _is_url(p: str) -> bool:
@@ -318,6 +376,9 @@ def encode_chunks(data: Any, *, type_name: str, endian: str, encoding: str,
     for slab in file_order_slabs(data, index_order):
         values = from_user(slab, type_name)
         if encoding == "ascii":
+            if type_name == "bfloat16":
+                # ascii holds values, not words: float32 represents every bfloat16 exactly
+                values = to_user(values, "bfloat16", "float32")
             yield format_ascii(np.ravel(values, order="F"), per_line=min(per_line, 1 << 16))
             continue
         raw = np.asarray(values, dtype=st).tobytes(order="F")

@@ -20,6 +20,7 @@ __all__ = [
     "BINARY_ENCODINGS",
     "COMPRESSED",
     "ENCODINGS",
+    "bfloat16_words",
     "format_ascii",
     "format_hex",
     "parse_ascii",
@@ -103,14 +104,20 @@ def _parse_complex(tokens: list[bytes], count: int, dt: np.dtype, what: str) -> 
 
 def format_ascii(values: np.ndarray, per_line: int = 0) -> bytes:
     """Format a 1-D array as ascii text (complex as ``re im`` pairs), one value per line
-    unless ``per_line`` asks for more, always ending with a newline."""
+    unless ``per_line`` asks for more, always ending with a newline.
+
+    Floats are written as the shortest text that reads back to the same value of their own
+    type (``0.33333334`` for float32, not the float64 expansion); ``ml_dtypes.bfloat16``
+    values are written through float32, which holds every bfloat16 value exactly.
+    """
     flat = np.asarray(values).ravel(order="K")
     if flat.dtype.kind == "c":
         flat = np.stack([flat.real, flat.imag], axis=-1).ravel()
-    if flat.dtype.kind == "f" or flat.dtype.name == "bfloat16":
-        # repr of a Python float is the shortest string that round-trips exactly
-        as_float = flat.astype(np.float64) if flat.dtype.itemsize < 8 else flat
-        items = [_float_repr(float(v), flat.dtype) for v in as_float]
+    if flat.dtype.name == "bfloat16":
+        flat = flat.astype(np.float32)
+    if flat.dtype.kind == "f":
+        # str() of a NumPy float scalar is its shortest round-trip repr (also nan, inf, -inf)
+        items = [str(v) for v in flat]
     else:
         items = [str(int(v)) for v in flat]
     step = max(1, per_line)
@@ -118,15 +125,30 @@ def format_ascii(values: np.ndarray, per_line: int = 0) -> bytes:
     return ("\n".join(lines) + "\n").encode("ascii") if lines else b""
 
 
-def _float_repr(v: float, dtype: np.dtype) -> str:
-    if v != v:
-        return "nan"
-    if v in (float("inf"), float("-inf")):
-        return "inf" if v > 0 else "-inf"
-    if dtype.itemsize < 8:
-        # shortest repr that survives the round trip through the narrower type
-        return repr(np.array(v, dtype=dtype).item()) if dtype.name != "bfloat16" else repr(v)
-    return repr(v)
+def bfloat16_words(values: np.ndarray) -> np.ndarray:
+    """Round float64 values to bfloat16 words (nearest even, NaN kept as a quiet NaN).
+
+    Rounding float64 → float32 → bfloat16 could round twice; rounding to float32 *to odd*
+    first (truncate, then set the last bit when inexact) makes the second rounding exact.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = v.astype(np.float32)
+        back = f.astype(np.float64)
+        inexact = (back != v) & np.isfinite(v)
+        away = inexact & (np.abs(back) > np.abs(v))
+    u = f.view(np.uint32).copy()
+    u[away] -= np.uint32(1)  # one float32 ulp toward zero: the truncated value
+    u[inexact] |= np.uint32(1)
+    f = u.view(np.float32)
+    # float32 → bfloat16, nearest even (digest 1.8)
+    rounded = ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))
+               >> np.uint32(16)).astype(np.uint16)
+    nan = np.isnan(f)
+    if nan.any():
+        sign = ((u >> np.uint32(16)) & np.uint32(0x8000)).astype(np.uint16)
+        rounded = np.where(nan, np.uint16(0x7FC0) | sign, rounded)
+    return rounded
 
 
 def parse_hex(text: bytes, nbytes: int, *, what: str = "") -> bytes:
