@@ -16,6 +16,7 @@ from .errors import (
     VersionError,
 )
 from .header import Header
+from .validate import Problem, validate
 from .volume import LevelView, Volume
 from .writing import write
 
@@ -30,6 +31,7 @@ __all__ = [
     "JnrrdError",
     "JnrrdWarning",
     "LevelView",
+    "Problem",
     "SecurityError",
     "UnsupportedError",
     "ValidationError",
@@ -39,5 +41,6 @@ __all__ = [
     "open",
     "read",
     "read_header",
+    "validate",
     "write",
 ]

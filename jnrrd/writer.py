@@ -97,6 +97,9 @@ class _Encoder:
         return c
 
     def encode(self, tile: np.ndarray, index: int) -> bytes:
+        # Slabs and pyramids work on values; bfloat16 becomes its 16-bit words only here.
+        if self.plan.type_name == "bfloat16":
+            tile = from_user(tile, "bfloat16")
         return self.chain(tile.shape).encode(tile, tile_index=index)
 
     def metadata(self, core: np.ndarray, data: bytes | None) -> dict[str, Any]:
@@ -375,7 +378,7 @@ def write_tiled(target: str, data: FileOrder, plan: TilePlan,
             plan.progress(done[0], total)
 
     def read0(key: tuple[slice, ...]) -> np.ndarray:
-        return from_user(np.asarray(data[key]), plan.type_name)
+        return values(np.asarray(data[key]), plan.type_name)
 
     failed = True
     quality: list[Any] | None = None
@@ -417,10 +420,21 @@ def _tile_dtype(plan: TilePlan, data: FileOrder) -> np.dtype:
     return storage_dtype(plan.type_name).newbyteorder("=")
 
 
+def values(a: np.ndarray, type_name: str) -> np.ndarray:
+    """Source data as the values the file stores (bfloat16 stays a float type: pyramids
+    average values, not words)."""
+    if type_name != "bfloat16":
+        return from_user(a, type_name)
+    if a.dtype.name == "bfloat16":
+        return a
+    from .dtypes import has_ml_dtypes, to_user
+
+    words = from_user(a, "bfloat16")  # round to bfloat16 once, then work on exact values
+    return to_user(words, "bfloat16", "ml_dtypes" if has_ml_dtypes() else "float32")
+
+
 def _fill_for(plan: TilePlan, dtype: np.dtype) -> Any:
     v = plan.padding_value
-    if plan.type_name == "bfloat16":
-        return from_user(np.array([np.nan if v is None else v], np.float32), "bfloat16")[0]
     if v is None:
         return np.nan
     return v

@@ -275,6 +275,16 @@ def plan_tiled(src: FileOrder, out: Header, prefix: str, type_name: str, *,
     if codecs is not None or header_codecs is not None:
         chain = [c.to_json() if hasattr(c, "to_json") else c
                  for c in (codecs if codecs is not None else out[p + "codecs"])]
+        # The header's endian describes the stored bytes: take it from the bytes codec
+        # (CONVENTIONS §1.2: they must agree).
+        for c in chain:
+            cfg = c.get("configuration") if isinstance(c, Mapping) else None
+            if isinstance(c, Mapping) and c.get("name") == "bytes" and isinstance(cfg, Mapping):
+                if cfg.get("endian") in ("little", "big"):
+                    if "endian" in out and out["endian"] != cfg["endian"]:
+                        raise HeaderError(f"endian: {out['endian']!r} disagrees with the bytes "
+                                          f"codec's endian {cfg['endian']!r}")
+                    endian = cfg["endian"]
     else:
         chain = compression_chain(comp, endian, chain_dtype, options.get("compression_level"))
     storage = options.get("storage") or out.get(p + "storage", "internal")

@@ -84,8 +84,6 @@ def test_written_files_are_clean(tmp_path: Path, options: dict[str, Any]) -> Non
     assert [p for p in validate(jnrrd.read_header(path)) if p.severity != "note"] == []
 
 
-@pytest.mark.xfail(strict=True, reason="writer bug: jnrrd/writing.py writes the header "
-                   "'endian' as 'little' while the bytes codec says 'big'")
 def test_written_big_endian_codec_list_is_clean(tmp_path: Path) -> None:
     path = tmp_path / "v.jnrrd"
     jnrrd.write(path, VOLUME, codecs=[{"name": "bytes", "configuration": {"endian": "big"}},
@@ -94,8 +92,6 @@ def test_written_big_endian_codec_list_is_clean(tmp_path: Path) -> None:
     assert validate(path) == []
 
 
-@pytest.mark.xfail(strict=True, reason="reader bug: jnrrd/tiling/spec.py _tables() stores null "
-                   "as -1 and so also takes a literal -1 offset/size for a sparse tile")
 def test_reader_rejects_negative_offsets(tmp_path: Path) -> None:
     path = tmp_path / "v.jnrrd"
     jnrrd.write(path, np.zeros((400,), np.uint8), tile=(200,))

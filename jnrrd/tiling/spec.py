@@ -387,13 +387,19 @@ def _tables(header: Mapping[str, Any], p: str, pre: str, nstored: int, fmt: str
         kinds = set(map(type, v))
         if kinds <= {int}:
             arr = np.array(v, dtype=np.int64) if v else np.zeros(0, np.int64)
+            low = arr < minimum
         elif kinds <= {int, type(None)}:
-            arr = np.array([-1 if x is None else x for x in v], dtype=np.int64)
+            ints = np.array([minimum if x is None else x for x in v], dtype=np.int64)
+            low = ints < minimum
+            # -1 marks a null (sparse) entry internally: only after every literal was checked
+            arr = np.where(np.array([x is None for x in v]), -1, ints)
         else:
             bad = next(x for x in v if type(x) not in (int, type(None)))
             raise HeaderError(f"{pre}{p}{name}: entries must be integers or null, found {bad!r}")
-        if arr.size and (arr[arr != -1] < minimum).any():
-            raise HeaderError(f"{pre}{p}{name}: entries must be ≥ {minimum}")
+        if low.any():
+            i = int(np.flatnonzero(low)[0])
+            raise HeaderError(f"{pre}{p}{name}[{i}]: expected an integer ≥ {minimum} or null, "
+                              f"found {v[i]!r}")
         return arr
 
     try:
