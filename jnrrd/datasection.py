@@ -87,9 +87,10 @@ class _Part:
     def __init__(self, core: Any, f: IO[bytes], nbytes: int, what: str) -> None:
         self.f, self.nbytes, self.what = f, nbytes, what
         self.type_name = core.type_name
-        _skip_lines(f, core.line_skip, what)
         self.encoding = core.encoding
         skip = core.byte_skip
+        if skip != -1:  # with byte_skip -1 the data ends the file: line_skip is moot (1.11)
+            _skip_lines(f, core.line_skip, what)
         if self.encoding in ("raw", "ascii", "hex"):
             if skip == -1:
                 remaining = _remaining(f)
