@@ -58,6 +58,18 @@ def data_paths(core: Any, header_dir: str | None, policy: Policy, source: Any = 
     return [resolve_path(header_dir, n, policy, source=source, field=field) for n in names]
 
 
+def _open_data(path: str, core: Any, policy: Policy, source: Any) -> IO[bytes]:
+    """Open one detached data file; a missing one is a ``DataError`` naming the field (as a
+    missing external tile is, CONVENTIONS §1.2)."""
+    try:
+        return open_resolved(path, policy)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
+        field = ("data_file" if core.data_file is not None
+                 else "data_files" if core.data_files is not None else "data_file_pattern")
+        raise DataError(f"{where(source, field)}data file {path!r} cannot be read: "
+                        f"{exc.strerror or exc}") from None
+
+
 def _skip_lines(f: IO[bytes], n: int, what: str) -> None:
     """Skip ``n`` LF-terminated lines (CRLF counts as one), reading in bounded pieces."""
     while n > 0:
@@ -141,7 +153,7 @@ def read_untiled(core: Any, f: IO[bytes] | None, paths: list[str] | None, policy
                 fh = f
                 what = where(source)
             else:
-                fh = open_resolved(paths[j], policy)
+                fh = _open_data(paths[j], core, policy, source)
                 opened.append(fh)
                 what = where(paths[j])
             part = _Part(core, fh, per * st.itemsize, what)
@@ -271,7 +283,9 @@ class UntiledData:
             self.stored_bytes = n * self._st.itemsize
 
     def _memmap(self, file_path: str, n: int) -> np.memmap | None:
-        with open(file_path, "rb") as fh:
+        fh = (open(file_path, "rb") if self._paths is None
+              else _open_data(file_path, self.core, self.policy, self.source))
+        with fh:
             if self._paths is None:
                 fh.seek(self._data_start or 0)
             part = _Part(self.core, fh, n * self._st.itemsize, where(file_path))
