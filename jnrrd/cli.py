@@ -54,6 +54,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_usage(sys.stderr)
             print(f"jnrrd: error: {e}", file=sys.stderr)
             return 2
+        except BrokenPipeError:
+            # `jnrrd info x | head`: the reader left; say nothing more (Python docs' recipe).
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return 1
         except (JnrrdError, OSError, ValueError) as e:
             print(f"jnrrd: error: {_one_line(e)}", file=sys.stderr)
             return 1
@@ -408,12 +413,9 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             if args.external:
                 kw["pattern"] = args.external
         if args.codecs is not None:
-            # The header `endian` must match the bytes codec's (CONVENTIONS §1.2); a .npy or
-            # a little-endian input would otherwise contradict a big-endian chain.
-            ends = [(c.get("configuration") or {}).get("endian") for c in args.codecs
-                    if c.get("name") == "bytes"]
-            if ends and ends[0] in ("little", "big"):
-                header["endian"] = ends[0]
+            # The chain's `bytes` codec decides the byte order (CONVENTIONS §1.2): the
+            # input's `endian` must not contradict it.
+            header.pop("endian", None)
         if asked:
             # `write` tiles when asked for tiles, compression, codecs or levels; an explicit
             # `tile:enabled` makes --external/--downsample alone tile with the default sizes.
