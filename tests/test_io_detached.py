@@ -149,9 +149,12 @@ def test_missing_data_file_is_a_data_error(tmp_path: Path, extra: dict, field: s
     (tmp_path / "0.raw").write_bytes(flat(0, 12))
     p = tmp_path / "v.jnrrd"
     p.write_bytes(header(extra, encoding=encoding))
-    for read in (jnrrd.read, jnrrd.open):
-        with pytest.raises(DataError, match=f"v.jnrrd: {field}: .*(nowhere|sub|1.raw)"):
-            read(p)
+    match = f"v.jnrrd: {field}: .*(nowhere|sub|1.raw)"
+    with pytest.raises(DataError, match=match):
+        jnrrd.read(p)
+    with pytest.raises(DataError, match=match):  # at open (memmap) or at the first read
+        with jnrrd.open(p) as vol:
+            vol[0]
 
 
 def test_two_detached_fields(tmp_path: Path) -> None:
