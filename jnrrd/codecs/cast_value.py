@@ -310,6 +310,14 @@ class CastValue(ArrayArrayCodec):
         self, x: np.ndarray, r: np.ndarray, src: np.dtype, tgt: np.dtype, ok: np.ndarray
     ) -> np.ndarray:
         """Adjust the RNE result ``r`` by one step where the mode rounds the other way."""
+        # A step from the largest finite value towards infinity is infinity: expected here
+        # (out-of-range handling follows), not a floating-point fault.
+        with np.errstate(over="ignore"):
+            return self._directed_steps(x, r, src, tgt, ok)
+
+    def _directed_steps(
+        self, x: np.ndarray, r: np.ndarray, src: np.dtype, tgt: np.dtype, ok: np.ndarray
+    ) -> np.ndarray:
         sign = _exact_sign(r, x, src)  # sign(r - x), exact; 0 where equal or non-finite
         sign[~ok] = 0
         mode = self.rounding
