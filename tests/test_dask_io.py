@@ -130,7 +130,26 @@ def test_to_dask_graph_is_small_and_holds_no_data(tmp_path):
     assert len(blob) < a.nbytes / 50
     # The volume (file handles, caches) is not in the graph: only path, stamp and policy.
     assert b"Volume" not in blob
-    np.testing.assert_array_equal(pickle.loads(blob) and x.compute(scheduler="sync"), a)
+    # The unpickled graph alone computes the data (what a worker in another process gets).
+    y = da.Array(pickle.loads(blob), x.name, x.chunks, dtype=x.dtype)
+    np.testing.assert_array_equal(y.compute(scheduler="sync"), a)
+
+
+def test_volume_cache_evicts_and_closes(tmp_path, monkeypatch):
+    monkeypatch.setattr(dask_io, "_OPEN_VOLUMES", 1)
+    arrays = []
+    for k in range(3):
+        p = tmp_path / f"v{k}.jnrrd"
+        a = _volume((20, 20, 10), seed=k)
+        jnrrd.write(p, a, tile=8)
+        with jnrrd.open(p) as vol:
+            arrays.append((vol.to_dask(), a))
+    for x, a in arrays * 2:
+        np.testing.assert_array_equal(x.compute(), a)
+    assert len(dask_io._CACHE) == 1
+    entry = next(iter(dask_io._CACHE.values()))
+    dask_io.clear_cache()
+    assert entry.evicted and entry.users == 0 and not dask_io._CACHE
 
 
 def test_to_dask_slicing_reads_only_touched_tiles(tmp_path, monkeypatch):
