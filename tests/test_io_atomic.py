@@ -1,0 +1,169 @@
+"""Atomic untiled writes (CONVENTIONS §1.2): a failed write leaves the old file or dataset
+readable and nothing behind; a detached overwrite never touches the data file the current
+header references before the new header is in place; leftovers go at the next write."""
+
+from __future__ import annotations
+
+import builtins
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import jnrrd
+import jnrrd.datasection
+
+OLD = np.arange(12, dtype=np.int16).reshape(3, 4)
+
+
+class Failing:
+    """An array-like whose ``__getitem__`` raises on its ``fail_at``-th call."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: str, fail_at: int) -> None:
+        self.shape, self.dtype = shape, np.dtype(dtype)
+        self.calls, self.fail_at = 0, fail_at
+
+    def __getitem__(self, key):
+        self.calls += 1
+        if self.calls >= self.fail_at:
+            raise RuntimeError("source failed half-way")
+        return np.ones(self.shape, self.dtype)[key]
+
+
+@pytest.fixture
+def small_slabs(monkeypatch: pytest.MonkeyPatch) -> None:
+    # one slab per index of the slowest axis, so a failure can come half-way through
+    monkeypatch.setattr(jnrrd.datasection, "_SLAB_BYTES", 1)
+
+
+@pytest.mark.parametrize("encoding", ["raw", "gzip", "ascii"])
+@pytest.mark.parametrize("detached", [False, True], ids=["attached", "detached"])
+def test_failed_write_keeps_the_old_dataset(tmp_path: Path, small_slabs, encoding: str,
+                                            detached: bool) -> None:
+    p = tmp_path / "v.jnrrd"
+    jnrrd.write(p, OLD, detached=detached)
+    before = {n: (tmp_path / n).read_bytes() for n in os.listdir(tmp_path)}
+    src = Failing((50, 40, 8), "float32", fail_at=4)
+    with pytest.raises(RuntimeError, match="half-way"):
+        jnrrd.write(p, src, encoding=encoding, detached=detached)
+    assert src.calls == 4  # it really failed in the middle of the data
+    after = {n: (tmp_path / n).read_bytes() for n in os.listdir(tmp_path)}
+    assert after == before  # no temporary file, no new data file, nothing changed
+    np.testing.assert_array_equal(jnrrd.read(p)[0], OLD)
+
+
+def test_failed_write_of_a_new_file_leaves_nothing(tmp_path: Path, small_slabs) -> None:
+    with pytest.raises(RuntimeError):
+        jnrrd.write(tmp_path / "new.jnrrd", Failing((4, 4, 4), "uint8", fail_at=2))
+    assert os.listdir(tmp_path) == []
+
+
+def test_write_streams_slabs(tmp_path: Path, small_slabs) -> None:
+    src = Failing((5, 6, 7), "uint16", fail_at=10**9)
+    jnrrd.write(tmp_path / "v.jnrrd", src)
+    assert src.calls == 7  # one read per slab along the slowest axis, never the whole volume
+    assert (jnrrd.read(tmp_path / "v.jnrrd")[0] == 1).all()
+
+
+class Journal:
+    """Records file-system events in order: opens for writing, replaces, removals."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.events: list[tuple[str, str]] = []
+        real_open, real_replace = builtins.open, os.replace
+        real_unlink, real_rmtree = os.unlink, shutil.rmtree
+
+        def spy_open(file, mode="r", *a, **kw):
+            if isinstance(file, (str, os.PathLike)) and any(c in mode for c in "wax+"):
+                self.events.append(("write", os.path.abspath(file)))
+            return real_open(file, mode, *a, **kw)
+
+        def spy_replace(src, dst, *a, **kw):
+            self.events.append(("replace", os.path.abspath(dst)))
+            return real_replace(src, dst, *a, **kw)
+
+        def spy_unlink(path, *a, **kw):
+            self.events.append(("remove", os.path.abspath(path)))
+            return real_unlink(path, *a, **kw)
+
+        def spy_rmtree(path, *a, **kw):
+            self.events.append(("remove", os.path.abspath(path)))
+            return real_rmtree(path, *a, **kw)
+
+        monkeypatch.setattr(builtins, "open", spy_open)
+        monkeypatch.setattr(os, "replace", spy_replace)
+        monkeypatch.setattr(os, "unlink", spy_unlink)
+        monkeypatch.setattr(os, "remove", spy_unlink)
+        monkeypatch.setattr(shutil, "rmtree", spy_rmtree)
+
+
+@pytest.mark.parametrize("new_detached", [True, False], ids=["to-detached", "to-attached"])
+def test_detached_overwrite_order(tmp_path: Path, monkeypatch, new_detached: bool) -> None:
+    p = tmp_path / "v.jnrrd"
+    jnrrd.write(p, OLD, detached=True)
+    old_data = str(tmp_path / jnrrd.read_header(p)["data_file"])
+    journal = Journal(monkeypatch)
+    jnrrd.write(p, OLD * 2, detached=new_detached)
+    ev = journal.events
+    header_in_place = ev.index(("replace", str(p)))
+    touching_old = [i for i, (_, path) in enumerate(ev) if path == old_data]
+    assert touching_old == [i for i, e in enumerate(ev) if e == ("remove", old_data)]
+    assert touching_old and all(i > header_in_place for i in touching_old), ev
+    assert not os.path.exists(old_data)
+    h = jnrrd.read_header(p)
+    if new_detached:
+        assert str(tmp_path / h["data_file"]) != old_data
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        ["v.jnrrd", *([h["data_file"]] if new_detached else [])])
+    np.testing.assert_array_equal(jnrrd.read(p)[0], OLD * 2)
+
+
+@pytest.mark.parametrize("detached", [False, True], ids=["attached", "detached"])
+def test_leftovers_removed_by_the_next_write(tmp_path: Path, detached: bool) -> None:
+    leftovers = [
+        ".v.jnrrd.jnrrd-tmp-0badc0de",  # an interrupted header/attached write
+        "v.0123abcd.data.raw",  # a stale data file of an earlier detached write
+        "v.89abcdef.data.rawzst",
+        ".v.0123abcd.data.raw.jnrrd-tmp-feedf00d",  # an interrupted detached data write
+    ]
+    unrelated = ["w.0123abcd.data.raw", "v.raw", "notes.txt", ".w.jnrrd.jnrrd-tmp-0badc0de",
+                 "v.0123abcd.data.raw.bak"]
+    for n in leftovers + unrelated:
+        (tmp_path / n).write_bytes(b"x")
+    p = tmp_path / "v.jnrrd"
+    jnrrd.write(p, OLD, detached=detached)
+    names = set(os.listdir(tmp_path))
+    assert not names & set(leftovers), names & set(leftovers)
+    assert set(unrelated) <= names
+    np.testing.assert_array_equal(jnrrd.read(p)[0], OLD)
+
+
+def test_overwrite_keeps_a_user_named_data_file(tmp_path: Path) -> None:
+    (tmp_path / "mine.raw").write_bytes(OLD.astype("<i2").tobytes(order="F"))
+    p = tmp_path / "v.jnrrd"
+    p.write_bytes(b'{"jnrrd": "0004"}\n{"type": "int16"}\n{"dimension": 2}\n{"sizes": [3, 4]}\n'
+                  b'{"endian": "little"}\n{"encoding": "raw"}\n{"data_file": "mine.raw"}\n\n')
+    jnrrd.write(p, OLD + 1, detached=True)
+    assert (tmp_path / "mine.raw").exists()  # not ours to remove
+    np.testing.assert_array_equal(jnrrd.read(p)[0], OLD + 1)
+
+
+def test_readers_see_old_or_new_never_half(tmp_path: Path, monkeypatch) -> None:
+    """While the new file is being written, the target still holds the complete old file."""
+    p = tmp_path / "v.jnrrd"
+    jnrrd.write(p, OLD)
+    seen = []
+    real_replace = os.replace
+
+    def check_then_replace(src, dst, *a, **kw):
+        if os.path.abspath(dst) == str(p):
+            seen.append(jnrrd.read(p)[0].copy())
+        return real_replace(src, dst, *a, **kw)
+
+    monkeypatch.setattr(os, "replace", check_then_replace)
+    jnrrd.write(p, OLD * 3, encoding="gzip")
+    assert len(seen) == 1
+    np.testing.assert_array_equal(seen[0], OLD)
+    np.testing.assert_array_equal(jnrrd.read(p)[0], OLD * 3)
