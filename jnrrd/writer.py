@@ -14,6 +14,7 @@ import math
 import os
 import re
 import shutil
+import sys
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import IO, Any
 import numpy as np
 
 from .atomic import atomic_file, fresh_token, remove_leftovers, tmp_marker
+from .compress import compress
 from .dtypes import from_user, storage_dtype
 from .errors import SecurityError, UnsupportedError
 from .tiling.grid import TileGrid
@@ -86,6 +88,7 @@ class _Encoder:
         self._cls = CodecChain
         self._dtype = chain_dtype
         self._chains: dict[tuple[int, ...], Any] = {}
+        self._simple = _simple_chain(plan.codecs, chain_dtype)
 
     def chain(self, shape: tuple[int, ...]) -> Any:
         c = self._chains.get(shape)
@@ -100,6 +103,12 @@ class _Encoder:
         # Slabs and pyramids work on values; bfloat16 becomes its 16-bit words only here.
         if self.plan.type_name == "bfloat16":
             tile = from_user(tile, "bfloat16")
+        if self._simple is not None and tile.dtype == self._dtype:
+            # [bytes] or [bytes, compressor] in native byte order: the F-ordered tile's memory
+            # is already the stored byte order, so compress it in place (no chain, no copy).
+            name, level = self._simple
+            flat = memoryview(np.asfortranarray(tile).T).cast("B")
+            return bytes(flat) if name is None else compress(name, flat, level=level)
         return self.chain(tile.shape).encode(tile, tile_index=index)
 
     def metadata(self, core: np.ndarray, data: bytes | None) -> dict[str, Any]:
@@ -116,6 +125,26 @@ class _Encoder:
 
             meta["checksum"] = f"crc32c:{_crc32c(data):08x}"
         return meta
+
+
+def _simple_chain(codecs: list[dict[str, Any]], dtype: np.dtype
+                  ) -> tuple[str | None, int | None] | None:
+    """``(compressor or None, level)`` when the chain is a shorthand chain this machine can
+    encode without byte swapping; else None (the general chain runs)."""
+    if not codecs or not isinstance(codecs[0], dict) or codecs[0].get("name") != "bytes":
+        return None
+    endian = (codecs[0].get("configuration") or {}).get("endian", "little")
+    if dtype.kind == "V" or (dtype.itemsize > 1 and endian != sys.byteorder):
+        return None
+    if len(codecs) == 1:
+        return None, None
+    if len(codecs) != 2 or not isinstance(codecs[1], dict):
+        return None
+    name = codecs[1].get("name")
+    cfg = codecs[1].get("configuration") or {}
+    if name not in ("gzip", "bz2", "zstd", "lz4") or set(cfg) - {"level"}:
+        return None
+    return name, cfg.get("level")
 
 
 def _min_max(a: np.ndarray) -> tuple[Any, Any]:
