@@ -78,8 +78,10 @@ def remove_leftovers(target: str, keep: Iterable[str] = (), patterns: Iterable[s
     """Remove temporary files of ``target`` and stale siblings matching ``patterns``.
 
     ``patterns`` are regular expressions over names in the target's directory (fresh data
-    files and tile directories of earlier writes); anything in ``keep`` (absolute paths the
-    current header references) survives. Returns what was removed.
+    files and tile directories of earlier writes); the temporary files of such names
+    (``.<name>.jnrrd-tmp-*``, left by a write interrupted while writing a data file) go too.
+    Anything in ``keep`` (absolute paths the current header references) survives. Returns what
+    was removed.
     """
     target = os.path.abspath(target)
     d = os.path.dirname(target)
@@ -95,7 +97,8 @@ def remove_leftovers(target: str, keep: Iterable[str] = (), patterns: Iterable[s
         path = os.path.join(d, name)
         if path in keep_set:
             continue
-        if name.startswith(marker) or any(r.fullmatch(name) for r in regexes):
+        if name.startswith(marker) or any(r.fullmatch(name) or _tmp_of(r, name)
+                                          for r in regexes):
             try:
                 if os.path.isdir(path) and not os.path.islink(path):
                     shutil.rmtree(path)
@@ -105,3 +108,11 @@ def remove_leftovers(target: str, keep: Iterable[str] = (), patterns: Iterable[s
             except OSError:
                 pass
     return removed
+
+
+def _tmp_of(regex: re.Pattern[str], name: str) -> bool:
+    """True for ``.<base><marker><token>`` where ``base`` matches ``regex``."""
+    if not name.startswith(".") or _MARK not in name:
+        return False
+    base = name[1:].rpartition(_MARK)[0]
+    return bool(regex.fullmatch(base))
