@@ -204,3 +204,22 @@ def test_stream_cut_inside_its_end_marker(tmp_path: Path, encoding: str, cut: in
     p.write_bytes(p.read_bytes()[:-cut])
     with pytest.raises(DataError, match="truncated"):
         jnrrd.read(p)
+
+
+def test_open_a_2_gib_file_touches_little(tmp_path: Path) -> None:
+    """A sparse 2 GiB raw file: open() maps it, a small read allocates only the result."""
+    p = tmp_path / "sparse.jnrrd"
+    head = header("uint8", [1024, 1024, 2048], "raw")
+    with open(p, "wb") as f:
+        f.write(head)
+        f.seek(len(head) + (2 << 30) - 1)
+        f.write(b"\x07")
+    with jnrrd.open(p) as vol:
+        result, peak, seconds = measure(lambda: (vol[5, 6, 100:110], vol[-1, -1, -1]))
+    region, last = result
+    assert region.tolist() == [0] * 10 and last == 7
+    assert peak < 64 << 10, peak
+    assert seconds < 1.0, seconds
+    result, peak, _ = measure(lambda: jnrrd.read(p, max_bytes=1 << 30))
+    assert isinstance(result, UnsupportedError) and "max_bytes" in str(result)
+    assert peak < 1 << 20, peak
