@@ -9,7 +9,6 @@ group (loaded lazily, on the first unknown name) are validated by their own cons
 from __future__ import annotations
 
 import threading
-from importlib.metadata import entry_points
 from typing import Any
 
 from ..errors import CodecError, UnknownCodecError
@@ -62,6 +61,14 @@ _ALIASES = {alias: cls.name for cls in BUILTIN_CODECS for alias in cls.aliases}
 _registry: dict[str, type[Codec]] = dict(_BUILTIN_NAMES)
 _lock = threading.Lock()
 _entry_points_loaded = False
+
+
+def entry_points(*, group: str) -> Any:
+    """``importlib.metadata.entry_points``, imported only when a name is unknown (it is slow
+    to import, and most programs never need it)."""
+    from importlib.metadata import entry_points as found
+
+    return found(group=group)
 
 
 def register_codec(name: str, cls: type[Codec]) -> None:

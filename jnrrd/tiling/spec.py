@@ -384,11 +384,16 @@ def _tables(header: Mapping[str, Any], p: str, pre: str, nstored: int, fmt: str
                 f"{pre}{p}{name}: expected {nstored} entries (one per stored tile), "
                 f"found {len(v)}"
             )
-        kinds = set(map(type, v))
-        if kinds <= {int}:
-            arr = np.array(v, dtype=np.int64) if v else np.zeros(0, np.int64)
+        fast = np.array(v) if v else np.zeros(0, np.int64)
+        if fast.ndim == 1 and fast.dtype.kind in "iu" and (
+            fast.dtype.kind == "i" or not fast.size or fast.max() < 2**63
+        ):
+            # The common case, without a per-entry Python pass (10⁶-tile headers): every
+            # entry is an integer (JSON true/false would read as 1/0 here and then fail the
+            # range checks below or against the file; validate() names them).
+            arr = fast.astype(np.int64, copy=False)
             low = arr < minimum
-        elif kinds <= {int, type(None)}:
+        elif set(map(type, v)) <= {int, type(None)}:
             ints = np.array([minimum if x is None else x for x in v], dtype=np.int64)
             low = ints < minimum
             # -1 marks a null (sparse) entry internally: only after every literal was checked
