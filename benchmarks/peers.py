@@ -115,6 +115,8 @@ class Jnrrd(System):
         import pkgutil
 
         for mod in pkgutil.walk_packages(self.jnrrd.__path__, "jnrrd."):
+            if mod.name.endswith("__main__"):  # importing it would run the command line
+                continue
             try:
                 importlib.import_module(mod.name)
             except Exception:  # optional parts (xarray backend, ...) may be absent
