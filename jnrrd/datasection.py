@@ -301,6 +301,12 @@ class UntiledData:
         return np.memmap(file_path, dtype=self._st, mode="r", offset=offset, shape=(n,))
 
     def full(self) -> np.ndarray:
+        if self._map is not None and self._paths is None and self._path is not None:
+            # The whole section: read() into one array rather than copying out of the map,
+            # whose file pages would count in the resident set next to the copy.
+            with open(self._path, "rb") as f:
+                f.seek(self._data_start or 0)
+                return read_untiled(self.core, f, None, self.policy, source=self.source)
         if self._map is not None:
             flat = np.array(self._map)
             if self.core.type_name != "bfloat16" and not flat.dtype.isnative \
