@@ -358,7 +358,9 @@ def _level_array(src: Any, spec: _LevelSpec, grid: Any) -> Any:
     item = 8 if spec.method in ("gaussian", "lanczos") else max(1, spec.dtype.itemsize)
 
     def cost(c: list[int]) -> int:
-        r = tuple(slice(0, n) for n in c)
+        # An interior chunk where the volume has one: its halo is not clipped on either side.
+        r = tuple(slice(max(0, min(k, n - k)), max(0, min(k, n - k)) + k)
+                  for k, n in zip(c, shape, strict=True))
         s = source_region(spec.shape0, spec.scale, spec.method, r)
         return math.prod(x.stop - x.start for x in s) * item
 
