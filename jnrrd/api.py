@@ -53,7 +53,10 @@ def _is_nrrd(f: IO[bytes]) -> bool:
         pos = f.tell()
         head = f.read(8)
         f.seek(pos)
-    return head.startswith(_NRRD_MAGIC)
+    if not isinstance(head, (bytes, bytearray, memoryview)):
+        raise TypeError("source must be a path or a binary file object (opened with 'rb'), "
+                        f"not a text stream ({type(f).__name__})")
+    return bytes(head).startswith(_NRRD_MAGIC)
 
 
 def read_header(source: Any, **policy: Any) -> Header:

@@ -67,6 +67,10 @@ def write(target: Any, data: Any, header: Mapping[str, Any] | None = None, *,
     out["sizes"] = list(src.shape)
     if not src.shape:
         raise UnsupportedError("cannot write a 0-dimensional array; reshape it to (1,)")
+    if 0 in src.shape or len(src.shape) > 16:
+        # digest 1.6: every size ≥ 1 and dimension 1..16 (the reader refuses anything else)
+        raise UnsupportedError(f"cannot write shape {tuple(data.shape)}: JNRRD needs 1 to 16 "
+                               "axes, each of size ≥ 1")
     prefix = out.prefix_for(TILE_URI) or "tile"
     tile_keys = [k for k in out if k.startswith(prefix + ":")]
     tiled = (tile is not None or compression is not None or codecs is not None

@@ -67,9 +67,6 @@ def test_external_tile_read_still_capped_for_streams(tmp_path):
     assert len(_read_at_most(io.BufferedReader(Pipe()), 1 << 20)) == 1 << 20
 
 
-@pytest.mark.xfail(strict=True, reason="datasection.py:182 _read_text calls "
-                   "f.read(policy.max_bytes + 1): CPython reserves 16 GiB before reading "
-                   "every ascii/hex data section")
 @pytest.mark.parametrize("encoding", [pytest.param("ascii", id="ascii"),
                                       pytest.param("hex", id="hex")])
 def test_text_data_read_reserves_only_the_file_size(tmp_path, encoding):
