@@ -7,6 +7,7 @@ unmarked) the moment the fix lands.
 
 from __future__ import annotations
 
+import json
 import tracemalloc
 import warnings
 
@@ -74,3 +75,24 @@ def test_text_data_read_reserves_only_the_file_size(tmp_path, encoding):
     path = tmp_path / "v.jnrrd"
     jnrrd.write(path, np.arange(10, dtype="u2"), encoding=encoding)
     assert _peak(lambda: jnrrd.read(path)) < SMALL
+
+
+def test_bad_offset_table_closes_the_file(tmp_path):
+    """``InternalSource`` opened the file, then raised on a table running past the end of the
+    file without closing it (a ResourceWarning per failed open; found by test_caps)."""
+    import gc
+
+    path = tmp_path / "v.jnrrd"
+    jnrrd.write(path, np.arange(24, dtype="u1").reshape(4, 6), tile=(2, 3))
+    raw = path.read_bytes()
+    h = jnrrd.read_header(path)
+    table = h["tile:offset_table"]
+    bad = raw.replace(json.dumps(table).encode(),
+                      json.dumps([len(raw) * 10] * len(table)).encode())
+    assert bad != raw
+    path.write_bytes(bad)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResourceWarning)
+        with pytest.raises(jnrrd.DataError, match="offset_table"):
+            jnrrd.open(path)
+        gc.collect()

@@ -115,11 +115,15 @@ class InternalSource:
         if isinstance(file, (str, os.PathLike)):
             self._owned = open(file, "rb")
             self._file = self._owned
-        self.file_size = _size_of(self._file)
-        self._map()
-        self.offsets = offsets
-        self.sizes = self._derive_sizes(offsets, sizes, data_start, fixed_size, self_delimiting,
-                                        fmt, prefix)
+        try:
+            self.file_size = _size_of(self._file)
+            self._map()
+            self.offsets = offsets
+            self.sizes = self._derive_sizes(offsets, sizes, data_start, fixed_size,
+                                            self_delimiting, fmt, prefix)
+        except BaseException:
+            self.close()  # a table that fails its checks must not leak the opened file
+            raise
 
     def _map(self) -> None:
         f = self._file
