@@ -161,7 +161,7 @@ def _volume(header: Header, core: Any, f: IO[bytes], path: str | None,
             path if owned and path is not None else f, offsets=offsets, sizes=sizes,
             data_start=data_start if data_start is not None else 0, fixed_size=fixed,
             self_delimiting=last in ("gzip", "bz2", "zstd", "lz4"), fmt=tiling.format,
-            prefix=tiling.prefix, source=name,
+            prefix=tiling.prefix, source=name, map_reads=decoder_raw,
         )
         if owned:
             f.close()

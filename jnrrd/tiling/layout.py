@@ -105,12 +105,17 @@ class InternalSource:
         fmt: str,
         prefix: str,
         source: Any = None,
+        map_reads: bool = True,
     ) -> None:
         self._source = source
         self._lock = threading.Lock()
         self._owned: Any = None
         self._mm: mmap.mmap | None = None
         self._buf: memoryview | None = None
+        self._fd: int | None = None
+        # Raw tiles are served zero-copy from a memory map; compressed tiles are read with
+        # pread, so the file's pages do not pile up in the resident set of a full read.
+        self._map_reads = map_reads
         self._file = file
         if isinstance(file, (str, os.PathLike)):
             self._owned = open(file, "rb")
@@ -133,6 +138,9 @@ class InternalSource:
         try:
             fileno = f.fileno()
         except (AttributeError, OSError, io.UnsupportedOperation):
+            return
+        if not self._map_reads and hasattr(os, "pread"):
+            self._fd = fileno
             return
         if self.file_size:
             try:
@@ -184,6 +192,11 @@ class InternalSource:
         size = int(self.sizes[index])
         if self._buf is not None:
             return self._buf[off : off + size]
+        if self._fd is not None:
+            data = os.pread(self._fd, size, off)  # thread-safe: no shared file position
+            if len(data) != size:
+                raise DataError(f"{where(self._source)}tile {index}: file ended early")
+            return data
         with self._lock:
             self._file.seek(off)
             data = self._file.read(size)
@@ -193,6 +206,7 @@ class InternalSource:
 
     def close(self) -> None:
         self._buf = None
+        self._fd = None
         if self._mm is not None:
             try:
                 self._mm.close()
