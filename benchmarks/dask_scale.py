@@ -14,6 +14,9 @@ interleaved A B A B … over ``repeat`` repetitions (CONVENTIONS §6), medians r
   ``jnrrd.write(dst, Volume.to_dask())`` (workers read the source tiles, encode and write the
   new tiles; internal storage gathers nothing but sizes, the client concatenates the spools).
 
+A "floor" row per cluster times ``da.zeros(shape, chunks=64).compute()``: the same number of
+chunks and bytes gathered by the client with no file access, i.e. what Dask itself costs.
+
 Each cluster is a ``LocalCluster(n_workers=w, processes=True, threads_per_worker=1)``. The source
 file is warmed before every read repetition. Ratios are speed ratios against ``jnrrd.read``
 (reads) and the file-to-file ``jnrrd.write`` (writes): above 1 means faster.
@@ -79,6 +82,7 @@ def main() -> int:
     jnrrd.write(src, data, **opts)
     wopts = {**opts, "levels": args.levels}
     clients = _clusters(counts)
+    import dask.array as da
     try:
         vol = jnrrd.open(src)
         total = int(data.sum(dtype=np.int64))
@@ -103,11 +107,16 @@ def main() -> int:
                 client, lambda: vol.to_dask().compute())
             reads[f"to_dask().sum() {n} worker(s)"] = _on(
                 client, lambda: vol.to_dask().sum(dtype=np.int64).compute())
+            # The floor: the same chunks made from nothing and gathered (Dask's own cost).
+            reads[f"floor: da.zeros().compute() {n} worker(s)"] = _on(
+                client, lambda: da.zeros(data.shape, data.dtype, chunks=64).compute())
             writes[f"write(to_dask()) {n} worker(s)"] = _on(
                 client, lambda: jnrrd.write(dst, vol.to_dask(), **wopts))
         # Untimed first runs: worker imports, caches; and a correctness check of each path.
         for name, fn in reads.items():
             out = fn()
+            if name.startswith("floor"):
+                continue
             ok = int(out) == total if np.ndim(out) == 0 else np.array_equal(out, data)
             if not ok:
                 raise SystemExit(f"{name}: wrong result")
