@@ -22,7 +22,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from .atomic import atomic_file, fresh_token, remove_leftovers, tmp_marker
+from .atomic import atomic_file, fresh_token, fsync_dir, remove_leftovers, tmp_marker
 from .compress import compress
 from .dtypes import from_user, storage_dtype
 from .errors import SecurityError, UnsupportedError
@@ -89,6 +89,9 @@ class _Encoder:
         self._dtype = chain_dtype
         self._chains: dict[tuple[int, ...], Any] = {}
         self._simple = _simple_chain(plan.codecs, chain_dtype)
+        # raw tiles ([bytes] alone): every stored size follows from the geometry
+        self.fixed_size = (len(plan.codecs) == 1 and isinstance(plan.codecs[0], dict)
+                           and plan.codecs[0].get("name") == "bytes")
 
     def chain(self, shape: tuple[int, ...]) -> Any:
         c = self._chains.get(shape)
@@ -99,7 +102,7 @@ class _Encoder:
             )
         return c
 
-    def encode(self, tile: np.ndarray, index: int) -> bytes:
+    def encode(self, tile: np.ndarray, index: int) -> bytes | memoryview:
         # Slabs and pyramids work on values; bfloat16 becomes its 16-bit words only here.
         if self.plan.type_name == "bfloat16":
             tile = from_user(tile, "bfloat16")
@@ -108,7 +111,8 @@ class _Encoder:
             # is already the stored byte order, so compress it in place (no chain, no copy).
             name, level = self._simple
             flat = memoryview(np.asfortranarray(tile).T).cast("B")
-            return bytes(flat) if name is None else compress(name, flat, level=level)
+            # raw: the byte view itself (it keeps the tile alive until it is written)
+            return flat if name is None else compress(name, flat, level=level)
         return self.chain(tile.shape).encode(tile, tile_index=index)
 
     def metadata(self, core: np.ndarray, data: bytes | None) -> dict[str, Any]:
@@ -233,6 +237,162 @@ class _Sink:
                 pass
         if failed and self.plan.storage == "external":
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class _Tables:
+    """Sizes and metadata per stored tile (what :func:`_fixed_point` reads)."""
+
+    def __init__(self, sizes: list[int | None], meta: list[dict[str, Any]]) -> None:
+        self.sizes, self.meta = sizes, meta
+
+
+#: widest JSON numbers a tile statistic or quality figure can take (for the header bound)
+_WIDE_FLOAT = -2.2250738585072014e-308
+
+
+def header_space(plan: TilePlan, build: Callable[..., bytes], itemsize: int, exact: bool
+                 ) -> int:
+    """Where the first tile of an internal file starts (bytes reserved for the header).
+
+    ``exact``: every tile's size follows from the geometry (raw tiles, no statistics), so this
+    is the fixed point of digest 2.7 and tiles follow the header with no gap. Otherwise it is
+    the length of the header rendered with the widest values the tables can hold (each tile at
+    most its raw size + 1/32 + 4 KiB), so the real header always fits. Deterministic in the
+    plan alone: every writer (NumPy or Dask) lays a file out the same way.
+    """
+    n = plan.nstored
+    raw = np.concatenate([lv.grid.stored_voxels() * itemsize for lv in plan.levels
+                          if lv.stored])
+    check = {"crc32": "crc32:00000000", "crc32c": "crc32c:00000000"}.get(plan.checksum or "")
+    meta: list[dict[str, Any]] = [{"checksum": check} if check else {} for _ in range(n)]
+    if exact:
+        header, offsets = _fixed_point(plan, _Tables(raw.tolist(), meta), build, None)
+        return offsets[0] if offsets else len(header)
+    bound = (raw + raw // 32 + 4096).tolist()
+    total = int(sum(bound))
+    if plan.tile_stats:
+        meta = [{"min": _WIDE_FLOAT, "max": _WIDE_FLOAT, **m} for m in meta]
+    quality = ([{"rmse": _WIDE_FLOAT, "psnr": _WIDE_FLOAT}] * len(plan.levels)
+               if plan.quality else None)
+    start = 0
+    for _ in range(16):
+        need = len(build(plan, bound, [start + total] * n, meta, None, quality))
+        if plan.align:
+            need = -(-need // plan.align) * plan.align
+        if need <= start:
+            return start
+        start = need
+    raise UnsupportedError("could not bound the header size")
+
+
+def internal_layout(plan: TilePlan, tables: Any, build: Callable[..., bytes],
+                    quality: list[Any] | None, start: int) -> tuple[bytes, list[int], bool]:
+    """``(header, offsets, fits)`` for tiles laid out from ``start`` in global order; when the
+    header does not fit before ``start`` (a tile outgrew its bound), the exact fixed point of
+    digest 2.7 instead, with ``fits`` False (the caller must move the tiles)."""
+    offsets, at = [], start
+    for s in tables.sizes:
+        offsets.append(-1 if s is None else at)
+        at += s or 0
+    header = build(plan, tables.sizes, offsets, tables.meta, None, quality)
+    if len(header) <= start:
+        return header, offsets, True
+    header, offsets = _fixed_point(plan, tables, build, quality)
+    return header, offsets, False
+
+
+class _DirectSink:
+    """Internal storage without a second copy of level 0.
+
+    Level-0 tiles go straight into the output file after space reserved for the header;
+    coarser levels (an eighth of the data, or less) are spooled and appended; the header is
+    written into its space last. When every tile size is known in advance (raw tiles, no
+    statistics) the reservation is the exact fixed point of digest 2.7, so tiles follow the
+    header without a gap. Otherwise the space is an upper bound and the gap is zero-filled
+    (digest 2.7 allows a gap; it is never read). Should a tile ever outgrow the bound, the
+    file is rewritten with the exact layout.
+    """
+
+    def __init__(self, plan: TilePlan, target: str, token: str, build: Callable[..., bytes],
+                 itemsize: int, exact: bool) -> None:
+        self.plan, self.build = plan, build
+        self.sizes: list[int | None] = [None] * plan.nstored
+        self.meta: list[dict[str, Any]] = [{} for _ in range(plan.nstored)]
+        self.tmp = f"{tmp_marker(target)}{token}"
+        self._spools: dict[int, IO[bytes]] = {}
+        self._paths = [self.tmp]
+        self.f: IO[bytes] = open(self.tmp, "w+b")
+        for lv in plan.levels[1:]:
+            if lv.stored:
+                path = f"{self.tmp}.level{lv.index}"
+                self._paths.append(path)
+                self._spools[lv.index] = open(path, "w+b")
+        self.start = header_space(plan, build, itemsize, exact)
+        self.f.seek(self.start)
+
+    def put(self, level: Level, coords: tuple[int, ...], data: Any,
+            meta: dict[str, Any]) -> None:
+        """Store one encoded tile (``None``: sparse). Calls arrive in linear order per level."""
+        g = level.first + level.grid.index(coords)
+        self.meta[g] = meta
+        if data is None:
+            return
+        self.sizes[g] = len(data)
+        (self.f if level.index == 0 else self._spools[level.index]).write(data)
+
+    def fsync_all(self) -> None:
+        """Everything is flushed in :meth:`finish`."""
+
+    def finish(self, quality: list[Any] | None) -> str:
+        """Append the spooled levels, write the header; returns the finished temporary file."""
+        f = self.f
+        pos = f.seek(0, os.SEEK_END)
+        pos = max(pos, self.start)
+        for lv in self.plan.levels[1:]:
+            if lv.stored:
+                spool = self._spools[lv.index]
+                spool.flush()
+                size = spool.seek(0, os.SEEK_END)
+                f.seek(pos)
+                _copy(spool, f, size)
+                pos += size
+        header, offsets, fits = internal_layout(self.plan, self, self.build, quality,
+                                                self.start)
+        if not fits:
+            f.flush()
+            return self._rewrite(header, offsets)
+        f.seek(0)
+        f.write(header)
+        f.write(b"\0" * (self.start - len(header)))
+        f.flush()
+        os.fsync(f.fileno())
+        return self.tmp
+
+    def _rewrite(self, header: bytes, offsets: list[int]) -> str:
+        """A tile outgrew the reserved header bound: lay the file out again, exactly."""
+        fresh = self.tmp + ".exact"
+        self._paths.append(fresh)
+        first = next((o for o in offsets if o >= 0), len(header))
+        with open(fresh, "wb") as out, open(self.tmp, "rb") as tail:
+            out.write(header)
+            out.write(b"\0" * (first - len(header)))
+            tail.seek(self.start)
+            shutil.copyfileobj(tail, out, 8 << 20)
+            out.flush()
+            os.fsync(out.fileno())
+        self._paths.remove(fresh)
+        return fresh
+
+    def close(self, *, failed: bool, keep: str | None = None) -> None:
+        self.f.close()
+        for f in self._spools.values():
+            f.close()
+        for p in self._paths:
+            if p != keep:
+                try:
+                    os.unlink(p)
+                except OSError:
+                    pass
 
 
 def _copy(src: IO[bytes], dst: IO[bytes], size: int) -> None:
@@ -394,9 +554,15 @@ def write_tiled(target: str, data: FileOrder, plan: TilePlan,
     reach their fixed point)."""
     token = fresh_token()
     remove_leftovers(target, patterns=[])
-    sink = _Sink(plan, target, token)
     chain_dtype = np.dtype(np.uint16) if plan.type_name == "bfloat16" else _tile_dtype(plan, data)
     enc = _Encoder(plan, chain_dtype)
+    if plan.storage == "internal":
+        exact = (enc.fixed_size and not plan.tile_stats and not plan.quality
+                 and not plan.sparse)
+        sink: Any = _DirectSink(plan, target, token, build_header, chain_dtype.itemsize,
+                                exact)
+    else:
+        sink = _Sink(plan, target, token)
     fill = _fill_for(plan, chain_dtype)
     total = plan.nstored
     done = [0]
@@ -410,6 +576,7 @@ def write_tiled(target: str, data: FileOrder, plan: TilePlan,
         return values(np.asarray(data[key]), plan.type_name)
 
     failed = True
+    finished: str | None = None
     quality: list[Any] | None = None
     try:
         level0 = plan.levels[0]
@@ -424,21 +591,21 @@ def write_tiled(target: str, data: FileOrder, plan: TilePlan,
                             tick=tick)
             if plan.quality:
                 quality = _quality_by_region(plan, read0)
-        sink.fsync_all()
-        base_dir = sink.dir_name if plan.storage == "external" else None
-        with atomic_file(target) as out:
-            if plan.storage == "internal":
-                header, offsets = _fixed_point(plan, sink, build_header, quality)
-                out.write(header)
-                gap = offsets[0] - len(header) if offsets else 0
-                if gap > 0:
-                    out.write(b"\0" * gap)
-                sink.copy_levels(out)
-            else:
-                out.write(build_header(plan, sink.sizes, [], sink.meta, base_dir, quality))
+        if plan.storage == "internal":
+            finished = sink.finish(quality)
+            os.replace(finished, target)
+            fsync_dir(os.path.dirname(os.path.abspath(target)))
+        else:
+            sink.fsync_all()
+            with atomic_file(target) as out:
+                out.write(build_header(plan, sink.sizes, [], sink.meta, sink.dir_name,
+                                       quality))
         failed = False
     finally:
-        sink.close(failed=failed)
+        if plan.storage == "internal":
+            sink.close(failed=failed, keep=None if failed else finished)
+        else:
+            sink.close(failed=failed)
     keep = [sink.dir] if plan.storage == "external" else []
     remove_leftovers(target, keep=keep, patterns=stale_patterns(target))
 
