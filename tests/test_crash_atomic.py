@@ -95,7 +95,7 @@ def test_sigkill_during_overwrite_keeps_a_complete_dataset(tmp_path, references,
     for k in range(REPEATS):
         new = current + 1
         proc = _spawn(target, kind, new)
-        time.sleep(rng.uniform(0, 1.3 * duration))
+        time.sleep(rng.uniform(0, 2.0 * duration))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         proc.stdout.close()
