@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import dataclasses
 import os
 from collections.abc import Iterator
 from typing import IO, Any
@@ -132,6 +133,14 @@ def _volume(header: Header, core: Any, f: IO[bytes], path: str | None,
     if prefix is None and any(k.startswith("tile:") for k in header):
         prefix = header.tile_prefix()
     tiling = parse_tiling(header, core, prefix=prefix, policy=pol, source=name)
+    if pol.legacy_c_order:
+        if tiling is not None:
+            raise UnsupportedError(f"{where(name)}legacy_c_order is for untiled files of the "
+                                   "earlier C-order package; tiled files have no such variant")
+        # The data bytes are C order over sizes: the same bytes are F order over the reversed
+        # sizes, so read them that way and present the reversed view (shape == sizes).
+        core = dataclasses.replace(core, sizes=tuple(reversed(core.sizes)))
+        index_order = "C" if index_order == "F" else "F"
     if tiling is None:
         paths = data_paths(core, header_dir, pol, name)
         if paths is None and data_start is None and core.count:
@@ -216,7 +225,7 @@ def read(source: Any, *, level: int = 0, index_order: str = "F", missing: str = 
             raise IndexError(f"level {level} does not exist ({len(vol.levels)} levels)")
         if vol._untiled is not None and level == 0:
             data = vol._untiled.full()
-            if index_order == "C":
+            if vol.index_order == "C":
                 data = data.T
         else:
             data = vol.levels[level][...]

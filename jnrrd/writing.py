@@ -24,6 +24,9 @@ _COMPUTED = ("offset_table", "size_table", "level_offsets", "metadata", "compres
 _EXT = {"raw": "raw", "gzip": "raw.gz", "bzip2": "raw.bz2", "zstd": "raw.zst", "lz4": "raw.lz4",
         "ascii": "txt", "hex": "hex"}
 _ENC_ALIASES = {"gz": "gzip", "bz2": "bzip2", "txt": "ascii", "text": "ascii"}
+#: options that only mean something for tiled files: asking for one asks for tiles
+_TILE_OPTIONS = ("decision", "sparse", "tile_stats", "checksum", "quality", "align", "overlap",
+                 "edge", "padding_value", "storage", "pattern", "format")
 _OPTIONS = ("decision", "sparse", "tile_stats", "checksum", "quality", "progress", "align",
             "compression_level", "overlap", "edge", "padding_value", "storage", "pattern",
             "format")
@@ -71,10 +74,13 @@ def write(target: Any, data: Any, header: Mapping[str, Any] | None = None, *,
         # digest 1.6: every size ≥ 1 and dimension 1..16 (the reader refuses anything else)
         raise UnsupportedError(f"cannot write shape {tuple(data.shape)}: JNRRD needs 1 to 16 "
                                "axes, each of size ≥ 1")
+    if "space" in out:
+        out["space"] = _long_space(out)
     prefix = out.prefix_for(TILE_URI) or "tile"
     tile_keys = [k for k in out if k.startswith(prefix + ":")]
     tiled = (tile is not None or compression is not None or codecs is not None
-             or levels is not None or out.get(prefix + ":enabled") is True)
+             or levels is not None or out.get(prefix + ":enabled") is True
+             or any(options.get(k) not in (None, False) for k in _TILE_OPTIONS))
     if tiled:
         if detached:
             raise UnsupportedError("detached=True is for untiled data; tiles are internal "
@@ -108,6 +114,23 @@ def _type_name(out: Header, dtype: np.dtype) -> str:
     if name == "block" and dtype.kind != "V":
         raise UnsupportedError("type 'block' needs a void (np.dtype('V<n>')) array")
     return name
+
+
+def _long_space(out: Header) -> Any:
+    """``space`` in its long underscore form (digest 1.7: the writer normalises it)."""
+    from .header.fields import core_fields
+
+    probe = Header({k: out[k] for k in ("type", "dimension", "sizes", "space",
+                                        "space_dimension") if k in out})
+    probe["encoding"] = "raw"
+    try:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return core_fields(probe).space or out["space"]
+    except HeaderError:
+        return out["space"]  # left as given; the reader names the problem
 
 
 def _endian(out: Header, type_name: str) -> str:
