@@ -147,9 +147,8 @@ def _volume(header: Header, core: Any, f: IO[bytes], path: str | None,
             raise DataError(f"{where(name)}the header ended at the end of the file: "
                             "there is no data section")
         untiled = UntiledData(core, path=path if owned else None, f=None if owned else f,
-                              data_start=data_start, paths=paths, policy=pol, source=name)
-        if owned:
-            f.close()
+                              data_start=data_start, paths=paths, policy=pol, source=name,
+                              held=f if owned else None)
         return Volume(header, tiling=None, core=core, policy=pol, source=None, name=name,
                       index_order=index_order, untiled=untiled)
     if tiling.storage == "internal":
@@ -166,14 +165,14 @@ def _volume(header: Header, core: Any, f: IO[bytes], path: str | None,
         if sizes is None and decoder_raw:
             sizes = _raw_sizes(tiling, core, offsets)
         last = tiling.codecs[-1].get("name") if tiling.codecs else None
+        # The tiles are read from the very file whose header was parsed (never the path
+        # again: the path may have been replaced in between). The source owns it from now on.
         src = InternalSource(
-            path if owned and path is not None else f, offsets=offsets, sizes=sizes,
+            f, offsets=offsets, sizes=sizes, owned=owned,
             data_start=data_start if data_start is not None else 0, fixed_size=fixed,
             self_delimiting=last in ("gzip", "bz2", "zstd", "lz4"), fmt=tiling.format,
             prefix=tiling.prefix, source=name, map_reads=decoder_raw,
         )
-        if owned:
-            f.close()
         return Volume(header, tiling=tiling, core=core, policy=pol, source=src, name=name,
                       index_order=index_order)
     ext = ExternalSource(header_dir, pattern=tiling.pattern, files=tiling.files,

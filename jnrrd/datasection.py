@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import threading
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -263,7 +264,12 @@ class UntiledData:
 
     def __init__(self, core: Any, *, path: str | None, f: IO[bytes] | None,
                  data_start: int | None, paths: list[str] | None, policy: Policy,
-                 source: Any = None) -> None:
+                 source: Any = None, held: IO[bytes] | None = None) -> None:
+        # ``held``: the already-open header file (owned from now on). Attached data is read
+        # from it, never by opening the path again: the path may have been replaced since the
+        # header was parsed, and header and data must come from the same file.
+        self._held = held
+        self._lock = threading.Lock()
         self.core, self.policy, self.source = core, policy, source
         self.shape = tuple(core.sizes)
         self._st = storage_dtype(core.type_name, core.endian or "little", core.block_size)
@@ -283,14 +289,18 @@ class UntiledData:
             self.stored_bytes = n * self._st.itemsize
 
     def _memmap(self, file_path: str, n: int) -> np.memmap | None:
-        fh = (open(file_path, "rb") if self._paths is None
-              else _open_data(file_path, self.core, self.policy, self.source))
-        with fh:
+        if self._paths is None and self._held is not None:
+            fh: Any = _Borrowed(self._held)
+        elif self._paths is None:
+            fh = open(file_path, "rb")
+        else:
+            fh = _open_data(file_path, self.core, self.policy, self.source)
+        with fh as handle:
             if self._paths is None:
-                fh.seek(self._data_start or 0)
-            part = _Part(self.core, fh, n * self._st.itemsize, where(file_path))
-            offset = fh.tell()
-            size = os.fstat(fh.fileno()).st_size
+                handle.seek(self._data_start or 0)
+            part = _Part(self.core, handle, n * self._st.itemsize, where(file_path))
+            offset = handle.tell()
+            size = os.fstat(handle.fileno()).st_size
         if size - offset < n * self._st.itemsize:
             raise DataError(f"{where(file_path)}the data needs {n * self._st.itemsize} bytes, "
                             f"the file holds {size - offset} after the header and skips")
@@ -298,15 +308,18 @@ class UntiledData:
         self.stored_bytes = n * self._st.itemsize
         if n == 0:
             return None
-        return np.memmap(file_path, dtype=self._st, mode="r", offset=offset, shape=(n,))
+        # mmap duplicates the descriptor: the map stays on this very file (inode)
+        target = self._held if self._paths is None and self._held is not None else file_path
+        return np.memmap(target, dtype=self._st, mode="r", offset=offset, shape=(n,))
 
     def full(self) -> np.ndarray:
-        if self._map is not None and self._paths is None and self._path is not None:
+        if self._map is not None and self._paths is None and self._held is not None:
             # The whole section: read() into one array rather than copying out of the map,
             # whose file pages would count in the resident set next to the copy.
-            with open(self._path, "rb") as f:
-                f.seek(self._data_start or 0)
-                return read_untiled(self.core, f, None, self.policy, source=self.source)
+            with self._lock:
+                self._held.seek(self._data_start or 0)
+                return read_untiled(self.core, self._held, None, self.policy,
+                                    source=self.source)
         if self._map is not None:
             flat = np.array(self._map)
             if self.core.type_name != "bfloat16" and not flat.dtype.isnative \
@@ -316,7 +329,7 @@ class UntiledData:
             return to_user(flat, self.core.type_name,
                            self.policy.bfloat16).reshape(self.shape, order="F")
         if self._array is None:
-            f = self._f
+            f = self._f if self._held is None else self._held
             owned = None
             if self._paths is None and f is None:
                 owned = f = open(self._path, "rb")
@@ -349,6 +362,22 @@ class UntiledData:
     def close(self) -> None:
         self._map = None
         self._array = None
+        if self._held is not None:
+            self._held.close()
+            self._held = None
+
+
+class _Borrowed:
+    """A context manager over a file that must stay open (no close on exit)."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self.f = f
+
+    def __enter__(self) -> IO[bytes]:
+        return self.f
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
 
 def _seekable(f: IO[bytes]) -> bool:

@@ -13,7 +13,7 @@ import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
 import numpy as np
@@ -44,13 +44,24 @@ def _pool() -> ThreadPoolExecutor:
 
 
 def run_parallel(tasks: Sequence[Callable[[], None]]) -> None:
-    """Run small closures on the shared pool (inline when there is only one)."""
+    """Run small closures on the shared pool (inline when there is only one).
+
+    On the first failure the tasks not yet started are cancelled and the running ones are
+    waited for, so nothing of a failed read still runs (or reads its source) afterwards.
+    """
     if len(tasks) <= 1:
         for t in tasks:
             t()
         return
-    for f in [_pool().submit(t) for t in tasks]:
-        f.result()
+    futures = [_pool().submit(t) for t in tasks]
+    done, pending = wait(futures, return_when=FIRST_EXCEPTION)
+    if pending:
+        for f in pending:
+            f.cancel()
+        wait(pending)
+    for f in futures:
+        if not f.cancelled():
+            f.result()
 
 
 class _TileDecoder:

@@ -72,9 +72,6 @@ print("SEEN", sorted(seen.items()), flush=True)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="api.py:160 _volume hands InternalSource the path, "
-                   "which opens the file a second time: a file replaced between the header "
-                   "read and that open is read with the old header's tables")
 def test_open_reads_tiles_from_the_file_whose_header_it_parsed(tmp_path, monkeypatch):
     """Regression (found by the replacing-writer test below): ``open`` must read the tiles
     from the same file (inode) as the header, even if the path is replaced in between."""
@@ -99,10 +96,7 @@ def test_open_reads_tiles_from_the_file_whose_header_it_parsed(tmp_path, monkeyp
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", [
-    # A race: it fails in most runs until the strict regression test above is fixed.
-    pytest.param("internal", id="internal", marks=pytest.mark.xfail(
-        strict=False, reason="api.py:160 _volume reopens the path for the tiles (see "
-        "test_open_reads_tiles_from_the_file_whose_header_it_parsed)")),
+    pytest.param("internal", id="internal"),
     pytest.param("attached", id="attached"),
 ])
 def test_readers_see_whole_versions_while_a_writer_replaces_the_file(tmp_path, kind):

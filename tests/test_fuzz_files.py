@@ -39,25 +39,12 @@ def seeds():
         print("\nfuzz examples:", dict(sorted(COUNTS.items())))
 
 
-#: Text data sections reserve ``max_bytes`` before reading (datasection.py, see
-#: test_fuzz_regressions.test_text_data_read_reserves_only_the_file_size): their memory bound
-#: waits for that fix; time and exception checks still apply.
-_TEXT_ENCODINGS = (b'"ascii"', b'"hex"', b'"txt"', b'"text"')
-
-
-def _max_peak(case: fz.Case) -> int:
-    head = case.files.get(fz.HEADER, b"")[:4096]
-    if any(t in head for t in _TEXT_ENCODINGS):
-        return 1 << 40
-    return MAX_PEAK
-
-
 def _run(case: fz.Case, counter: str) -> None:
     COUNTS[counter] += 1
     with tempfile.TemporaryDirectory(prefix="jnrrd-fuzz-") as d:
         path = fz.materialize(case, d)
         try:
-            with fz.bounded(DEADLINE_S, _max_peak(case)):
+            with fz.bounded(DEADLINE_S, MAX_PEAK):
                 done = fz.exercise(path)
         except fz.Deadline as exc:
             raise AssertionError(f"{case.kind} after [{case.what}]: {exc}") from None

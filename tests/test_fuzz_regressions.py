@@ -98,9 +98,6 @@ def test_bad_offset_table_closes_the_file(tmp_path):
         gc.collect()
 
 
-@pytest.mark.xfail(strict=True, reason="volume.py:53 run_parallel re-raises the first failed "
-                   "future while the pool still decodes the other tiles of the failed read "
-                   "(and may read its source after close())")
 def test_failed_read_leaves_no_decode_running(tmp_path, monkeypatch):
     """Found by test_fuzz_external_tiles: a read that fails on one tile returned while pool
     threads kept decoding the rest (under tracemalloc this crashed the interpreter)."""

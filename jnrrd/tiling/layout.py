@@ -106,6 +106,7 @@ class InternalSource:
         prefix: str,
         source: Any = None,
         map_reads: bool = True,
+        owned: bool = False,
     ) -> None:
         self._source = source
         self._lock = threading.Lock()
@@ -120,6 +121,8 @@ class InternalSource:
         if isinstance(file, (str, os.PathLike)):
             self._owned = open(file, "rb")
             self._file = self._owned
+        elif owned:
+            self._owned = file  # handed over by the opener: closed by close()
         try:
             self.file_size = _size_of(self._file)
             self._map()
