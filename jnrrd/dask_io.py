@@ -34,7 +34,6 @@ from typing import Any
 import numpy as np
 
 from .atomic import atomic_file, fresh_token, remove_leftovers, tmp_marker
-from .dtypes import from_user
 from .errors import DataError, UnsupportedError, where
 from .policy import Policy
 from .writer import (
@@ -43,11 +42,14 @@ from .writer import (
     _copy,
     _Encoder,
     _fill_for,
-    _fixed_point,
     _quality_by_region,
     _Sink,
+    _Tables,
     _tile_dtype,
+    header_space,
+    internal_layout,
     stale_patterns,
+    values,
 )
 
 __all__ = ["volume_to_dask", "write_dask"]
@@ -384,9 +386,14 @@ def _level_array(src: Any, spec: _LevelSpec, grid: Any) -> Any:
 
 @dataclass
 class TileJob:
-    """What every tile task shares: the plan (without callbacks), codecs, fill, output."""
+    """What every tile task shares: the plan (without callbacks), codecs, fill, output.
+
+    ``dtype`` is that of the values tiles are cut from (bfloat16 stays a float type);
+    ``chain_dtype`` the codecs' (bfloat16 as its words: the encoder converts).
+    """
 
     plan: TilePlan
+    dtype: np.dtype
     chain_dtype: np.dtype
     fill: Any
     out_dir: str
@@ -428,7 +435,7 @@ def encode_tile(job: TileJob, level: int, coords: tuple[int, ...], bounds: list[
     grid = lv.grid
     sb = grid.stored_bounds(coords)
     inside = all(lo >= 0 and hi <= n for (lo, hi), n in zip(sb, grid.shape, strict=True))
-    tile = _assemble([b[0] for b in sb], [b[1] for b in sb], bounds, arrays, job.chain_dtype,
+    tile = _assemble([b[0] for b in sb], [b[1] for b in sb], bounds, arrays, job.dtype,
                      None if inside else job.fill)
     tile = np.asfortranarray(tile)
     core = tile[grid.stored_from_core(coords)]
@@ -444,22 +451,15 @@ def encode_tile(job: TileJob, level: int, coords: tuple[int, ...], bounds: list[
     return g, len(data), enc.metadata(core, data)
 
 
-class _Tables:
-    """Sizes and metadata per stored tile, as ``_fixed_point`` reads them from a sink."""
-
-    def __init__(self, n: int) -> None:
-        self.sizes: list[int | None] = [None] * n
-        self.meta: list[dict[str, Any]] = [{} for _ in range(n)]
-
-
 def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes], *,
                index_order: str) -> None:
     """Write a Dask array as a tiled dataset, computing and encoding tiles on the active
     Dask scheduler (CONVENTIONS §1.2 layout and atomicity).
 
     External tiles are written by the task that encodes them into a fresh tile directory,
-    the header last. Internal tiles are spooled one file per tile beside the target and
-    assembled after the header with the fixed-point offsets of digest 2.7.
+    the header last. Internal tiles are spooled one file per tile beside the target, then
+    laid out after the header exactly as the NumPy writer lays them out (``header_space`` and
+    ``internal_layout`` of :mod:`jnrrd.writer`: the same bytes for the same data).
     """
     from dask.base import tokenize
 
@@ -468,15 +468,16 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
         raise UnsupportedError(f"{where(path)}array shape {x.shape} does not match the plan's "
                                f"{plan.shape}")
     chain_dtype = np.dtype(np.uint16) if plan.type_name == "bfloat16" else _tile_dtype(plan, x)
-    if x.dtype != chain_dtype:
-        # The stored element values (bfloat16 as its words), as the NumPy writer's read0.
-        x = x.map_blocks(from_user, plan.type_name, dtype=chain_dtype)
+    # The values the file stores, as the NumPy writer's read0 (pyramids average values).
+    vdtype = values(np.empty(0, dtype=x.dtype), plan.type_name).dtype
+    if x.dtype != vdtype:
+        x = x.map_blocks(values, plan.type_name, dtype=vdtype)
     stored = [lv for lv in plan.levels if lv.stored]
     if len(stored) > 1 or plan.quality:
         from .pyramid.blocks import check_dtype
         from .pyramid.region import check_method
 
-        check_dtype(chain_dtype)
+        check_dtype(vdtype)
         check_method(plan.method)
     token = fresh_token()
     remove_leftovers(path, patterns=[])
@@ -489,12 +490,12 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
         sink = None
         out_dir = f"{tmp_marker(path)}{token}.tiles"
         os.makedirs(out_dir)
-        tables = _Tables(plan.nstored)
+        tables = _Tables([None] * plan.nstored, [{} for _ in range(plan.nstored)])
     failed = True
     try:
-        job = TileJob(work, chain_dtype, _fill_for(plan, chain_dtype), out_dir,
+        job = TileJob(work, vdtype, chain_dtype, _fill_for(plan, chain_dtype), out_dir,
                       "jnrrd-" + token + tokenize(path))
-        arrays = _level_arrays(x, plan, chain_dtype)
+        arrays = _level_arrays(x, plan, vdtype)
         for g, size, meta in _run(job, arrays, plan.progress):
             tables.sizes[g] = size
             tables.meta[g] = meta
@@ -507,11 +508,13 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
                 sink.fsync_all()
                 out.write(build(plan, tables.sizes, [], tables.meta, sink.dir_name, quality))
             else:
-                header, offsets = _fixed_point(plan, tables, build, quality)
+                exact = (_encoder(job).fixed_size and not plan.tile_stats and not plan.quality
+                         and not plan.sparse)
+                start = header_space(plan, build, chain_dtype.itemsize, exact)
+                header, offsets, fits = internal_layout(plan, tables, build, quality, start)
+                first = start if fits else next((o for o in offsets if o >= 0), len(header))
                 out.write(header)
-                gap = offsets[0] - len(header) if offsets else 0
-                if gap > 0:
-                    out.write(b"\0" * gap)
+                out.write(b"\0" * (first - len(header)))
                 for g, size in enumerate(tables.sizes):
                     if size is not None:
                         with open(os.path.join(out_dir, str(g)), "rb") as f:

@@ -382,9 +382,6 @@ def test_level_tasks_stay_bounded(tmp_path, monkeypatch):
     assert len(calls) > tiles
 
 
-@pytest.mark.xfail(strict=True, reason="jnrrd/writer.py builds bfloat16 pyramids from the "
-                   "stored uint16 words (from_user before the pyramid), not from the values; "
-                   "write_dask mirrors it to stay identical to the NumPy writer")
 @pytest.mark.parametrize("kind", ["numpy", "dask"])
 def test_bfloat16_pyramid_averages_values(tmp_path, kind):
     ml = pytest.importorskip("ml_dtypes")
