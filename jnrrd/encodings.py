@@ -99,7 +99,11 @@ def _parse_complex(tokens: list[bytes], count: int, dt: np.dtype, what: str) -> 
         flat = np.array([_float_token(t) for t in tokens[: 2 * count]], dtype=np.float64)
     except ValueError as exc:
         raise DataError(f"{what}ascii value is not a number: {exc}") from None
-    return (flat[0::2] + 1j * flat[1::2]).astype(dt)
+    out = np.empty(count, dtype=dt)
+    # assign the parts: re + 1j*im would turn an infinite imaginary part into NaN + inf j
+    out.real = flat[0::2]
+    out.imag = flat[1::2]
+    return out
 
 
 def format_ascii(values: np.ndarray, per_line: int = 0) -> bytes:

@@ -396,7 +396,8 @@ def _exact_sign_dist(r: np.ndarray, other: np.ndarray, x: np.ndarray, src: np.dt
         with np.errstate(invalid="ignore", over="ignore"):
             d1 = np.abs(r.astype(np.float64) - x)
             d2 = np.abs(other.astype(np.float64) - x)
-        return np.sign(d1 - d2)
+            # inf - inf (both neighbours overflowed) is NaN: not a tie, and not a fault
+            return np.sign(d1 - d2)
     out = np.zeros(x.shape, dtype=np.int8)
     xf = x.astype(np.float64)
     small = np.abs(xf) < 2.0**53
