@@ -31,6 +31,8 @@ from .tiling.spec import Tiling
 __all__ = ["LevelView", "Volume"]
 
 _POOL: ThreadPoolExecutor | None = None
+#: raw selections up to this size are copied in the calling thread
+_INLINE_RAW_BYTES = 8 << 20
 _POOL_LOCK = threading.Lock()
 
 
@@ -428,7 +430,13 @@ class Volume(LevelView):
                     out[piece.dst] = tile[piece.src]
             return run
 
-        run_parallel([task(p) for p in pieces])
+        tasks = [task(p) for p in pieces]
+        if dec.raw and out.nbytes <= _INLINE_RAW_BYTES:
+            # Small raw reads are memory copies: the pool's hand-offs would cost more.
+            for t in tasks:
+                t()
+        else:
+            run_parallel(tasks)
         return out
 
     def _fill_value(self) -> Any:

@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import sys
+import threading
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -301,6 +302,42 @@ def internal_layout(plan: TilePlan, tables: Any, build: Callable[..., bytes],
     return header, offsets, False
 
 
+#: start writing level-0 data back to disk every this many bytes, while encoding goes on
+_SYNC_EVERY = 64 << 20
+
+
+class _Flusher:
+    """Overlaps the disk write-back the final ``fsync`` needs with the encoding still to do.
+
+    ``kick`` starts an ``fdatasync`` of what was written so far in a background thread (at
+    most one at a time; a kick while one runs is dropped), so the closing ``fsync`` finds
+    little left to flush. Correctness never depends on it: ``finish`` still fsyncs.
+    """
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+
+    def kick(self, f: IO[bytes]) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        f.flush()
+        fd = f.fileno()
+
+        def run() -> None:
+            try:
+                os.fdatasync(fd)
+            except (OSError, ValueError):  # best effort: the final fsync reports real errors
+                pass
+
+        self._thread = threading.Thread(target=run, name="jnrrd-flush", daemon=True)
+        self._thread.start()
+
+    def join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+
 class _DirectSink:
     """Internal storage without a second copy of level 0.
 
@@ -329,6 +366,8 @@ class _DirectSink:
                 self._spools[lv.index] = open(path, "w+b")
         self.start = header_space(plan, build, itemsize, exact)
         self.f.seek(self.start)
+        self._unsynced = 0
+        self._flusher = _Flusher()
 
     def put(self, level: Level, coords: tuple[int, ...], data: Any,
             meta: dict[str, Any]) -> None:
@@ -338,7 +377,14 @@ class _DirectSink:
         if data is None:
             return
         self.sizes[g] = len(data)
-        (self.f if level.index == 0 else self._spools[level.index]).write(data)
+        if level.index:
+            self._spools[level.index].write(data)
+            return
+        self.f.write(data)
+        self._unsynced += len(data)
+        if self._unsynced >= _SYNC_EVERY:
+            self._unsynced = 0
+            self._flusher.kick(self.f)
 
     def fsync_all(self) -> None:
         """Everything is flushed in :meth:`finish`."""
@@ -365,6 +411,7 @@ class _DirectSink:
         f.write(header)
         f.write(b"\0" * (self.start - len(header)))
         f.flush()
+        self._flusher.join()
         os.fsync(f.fileno())
         return self.tmp
 
@@ -384,6 +431,7 @@ class _DirectSink:
         return fresh
 
     def close(self, *, failed: bool, keep: str | None = None) -> None:
+        self._flusher.join()
         self.f.close()
         for f in self._spools.values():
             f.close()
