@@ -61,6 +61,10 @@ def write(target: Any, data: Any, header: Mapping[str, Any] | None = None, *,
         return
     if not hasattr(data, "shape") or not hasattr(data, "dtype"):
         data = np.asarray(data)
+    if any(not isinstance(n, (int, np.integer)) for n in data.shape):
+        # e.g. a Dask array after boolean indexing: its chunk sizes are unknown (NaN)
+        raise UnsupportedError(f"the array's shape {tuple(data.shape)} is not known; compute "
+                               "it first (for Dask: x.compute_chunk_sizes())")
     src = FileOrder(data, index_order)
     out = Header(header or {})
     out.pop("jnrrd", None)

@@ -60,3 +60,11 @@ def test_legacy_c_order_refuses_tiled_files(tmp_path):
     jnrrd.write(path, np.zeros((4, 4), np.uint8), tile=2)
     with pytest.raises(jnrrd.UnsupportedError, match="legacy_c_order"):
         jnrrd.open(path, legacy_c_order=True)
+
+
+def test_dask_array_with_unknown_chunk_sizes_is_refused_clearly(tmp_path):
+    da = pytest.importorskip("dask.array")
+    x = da.from_array(np.arange(10), chunks=5)
+    masked = x[x > 3]  # unknown (NaN) chunk sizes
+    with pytest.raises(jnrrd.UnsupportedError, match="compute_chunk_sizes"):
+        jnrrd.write(tmp_path / "d.jnrrd", masked)
