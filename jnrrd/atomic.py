@@ -14,11 +14,13 @@ import os
 import re
 import secrets
 import shutil
+import threading
 from collections.abc import Iterable, Iterator
 from typing import IO
 
 __all__ = [
     "atomic_file",
+    "replace",
     "fresh_token",
     "fsync_dir",
     "remove_leftovers",
@@ -53,6 +55,30 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def replace(tmp: str, target: str) -> None:
+    """``os.replace(tmp, target)`` and flush the directory entry.
+
+    Freeing a large old file's blocks can take a good part of a second (ext4 with ``discard``
+    frees them synchronously on unlink); a descriptor held across the replace keeps the old
+    inode alive, and closing it on a background thread moves that cost off the caller.
+    """
+    old = None
+    try:
+        old = os.open(target, os.O_RDONLY)
+    except OSError:
+        pass
+    try:
+        os.replace(tmp, target)
+    except BaseException:
+        if old is not None:
+            os.close(old)
+        raise
+    fsync_dir(os.path.dirname(os.path.abspath(target)))
+    if old is not None:
+        threading.Thread(target=os.close, args=(old,), name="jnrrd-release",
+                         daemon=True).start()
+
+
 @contextlib.contextmanager
 def atomic_file(target: str) -> Iterator[IO[bytes]]:
     """Write ``target`` atomically: yields a temporary file beside it, replaced on success."""
@@ -64,8 +90,7 @@ def atomic_file(target: str) -> Iterator[IO[bytes]]:
         f.flush()
         os.fsync(f.fileno())
         f.close()
-        os.replace(tmp, target)
-        fsync_dir(os.path.dirname(target))
+        replace(tmp, target)
     except BaseException:
         f.close()
         with contextlib.suppress(OSError):

@@ -23,7 +23,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from .atomic import atomic_file, fresh_token, fsync_dir, remove_leftovers, tmp_marker
+from .atomic import atomic_file, fresh_token, remove_leftovers, replace, tmp_marker
 from .compress import compress
 from .dtypes import from_user, storage_dtype
 from .errors import SecurityError, UnsupportedError
@@ -641,8 +641,7 @@ def write_tiled(target: str, data: FileOrder, plan: TilePlan,
                 quality = _quality_by_region(plan, read0)
         if plan.storage == "internal":
             finished = sink.finish(quality)
-            os.replace(finished, target)
-            fsync_dir(os.path.dirname(os.path.abspath(target)))
+            replace(finished, target)
         else:
             sink.fsync_all()
             with atomic_file(target) as out:
