@@ -1,0 +1,364 @@
+"""Where a tiled write's encoded tiles go, and how an internal file is laid out.
+
+Internal files (:class:`_DirectSink`): level-0 tiles straight into the output after reserved
+header space (:func:`header_space`), coarser levels spooled and appended, the header written
+last with the offsets of digest 2.7 (:func:`internal_layout`, :func:`_fixed_point`). External
+datasets (:class:`_Sink`): one file per tile in a fresh directory (CONVENTIONS §1.2).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import threading
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, Any
+
+import numpy as np
+
+from .atomic import tmp_marker
+from .errors import UnsupportedError
+from .tiling.layout import expand_pattern
+from .tiling.levels import Level
+
+if TYPE_CHECKING:
+    from .writer import TilePlan
+
+__all__ = ["header_space", "internal_layout", "stale_patterns"]
+
+class _Sink:
+    """Where encoded tiles go: per-level spool files (internal) or tile files (external)."""
+
+    def __init__(self, plan: TilePlan, target: str, token: str) -> None:
+        self.plan = plan
+        self.target = target
+        self.sizes: list[int | None] = [None] * plan.nstored
+        self.meta: list[dict[str, Any]] = [{} for _ in range(plan.nstored)]
+        self._spools: dict[int, IO[bytes]] = {}
+        self._paths: list[str] = []
+        d = os.path.dirname(os.path.abspath(target))
+        if plan.storage == "internal":
+            for lv in plan.levels:
+                if lv.stored:
+                    p = f"{tmp_marker(target)}{token}.level{lv.index}"
+                    self._paths.append(p)
+                    self._spools[lv.index] = open(p, "w+b")
+        else:
+            stem = _stem(target)
+            self.dir_name = f"{stem}.{token}.tiles"
+            self.dir = os.path.join(d, self.dir_name)
+            os.makedirs(self.dir)
+
+    def put(self, level: Level, coords: tuple[int, ...], data: bytes | None,
+            meta: dict[str, Any]) -> None:
+        """Store one encoded tile (``None``: sparse). Calls arrive in linear order per level."""
+        g = level.first + level.grid.index(coords)
+        self.meta[g] = meta
+        if data is None:
+            return
+        self.sizes[g] = len(data)
+        if self.plan.storage == "internal":
+            self._spools[level.index].write(data)
+        else:
+            rel = expand_pattern(self.plan.pattern or "", coords, level.index,
+                                 level.grid.index(coords))
+            path = os.path.join(self.dir, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+
+    def fsync_all(self) -> None:
+        if self.plan.storage == "external":
+            for root, _, files in os.walk(self.dir):
+                for name in files:
+                    fd = os.open(os.path.join(root, name), os.O_RDONLY)
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
+
+    def copy_levels(self, out: IO[bytes]) -> None:
+        for lv in self.plan.levels:
+            if lv.stored:
+                spool = self._spools[lv.index]
+                spool.flush()
+                size = spool.seek(0, os.SEEK_END)
+                _copy(spool, out, size)
+
+    def close(self, *, failed: bool) -> None:
+        for f in self._spools.values():
+            f.close()
+        for p in self._paths:
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+        if failed and self.plan.storage == "external":
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class _Tables:
+    """Sizes and metadata per stored tile (what :func:`_fixed_point` reads)."""
+
+    def __init__(self, sizes: list[int | None], meta: list[dict[str, Any]]) -> None:
+        self.sizes, self.meta = sizes, meta
+
+
+#: widest JSON numbers a tile statistic or quality figure can take (for the header bound)
+_WIDE_FLOAT = -2.2250738585072014e-308
+
+
+def header_space(plan: TilePlan, build: Callable[..., bytes], itemsize: int, exact: bool
+                 ) -> int:
+    """Where the first tile of an internal file starts (bytes reserved for the header).
+
+    ``exact``: every tile's size follows from the geometry (raw tiles, no statistics), so this
+    is the fixed point of digest 2.7 and tiles follow the header with no gap. Otherwise it is
+    the length of the header rendered with the widest values the tables can hold (each tile at
+    most its raw size + 1/32 + 4 KiB), so the real header always fits. Deterministic in the
+    plan alone: every writer (NumPy or Dask) lays a file out the same way.
+    """
+    n = plan.nstored
+    raw = np.concatenate([lv.grid.stored_voxels() * itemsize for lv in plan.levels
+                          if lv.stored])
+    check = {"crc32": "crc32:00000000", "crc32c": "crc32c:00000000"}.get(plan.checksum or "")
+    meta: list[dict[str, Any]] = [{"checksum": check} if check else {} for _ in range(n)]
+    if exact:
+        header, offsets = _fixed_point(plan, _Tables(raw.tolist(), meta), build, None)
+        return offsets[0] if offsets else len(header)
+    bound = (raw + raw // 32 + 4096).tolist()
+    total = int(sum(bound))
+    if plan.tile_stats:
+        meta = [{"min": _WIDE_FLOAT, "max": _WIDE_FLOAT, **m} for m in meta]
+    quality = ([{"rmse": _WIDE_FLOAT, "psnr": _WIDE_FLOAT}] * len(plan.levels)
+               if plan.quality else None)
+    start = 0
+    for _ in range(16):
+        need = len(build(plan, bound, [start + total] * n, meta, None, quality))
+        if plan.align:
+            need = -(-need // plan.align) * plan.align
+        if need <= start:
+            return start
+        start = need
+    raise UnsupportedError("could not bound the header size")
+
+
+def internal_layout(plan: TilePlan, tables: Any, build: Callable[..., bytes],
+                    quality: list[Any] | None, start: int) -> tuple[bytes, list[int], bool]:
+    """``(header, offsets, fits)`` for tiles laid out from ``start`` in global order; when the
+    header does not fit before ``start`` (a tile outgrew its bound), the exact fixed point of
+    digest 2.7 instead, with ``fits`` False (the caller must move the tiles)."""
+    offsets, at = [], start
+    for s in tables.sizes:
+        offsets.append(-1 if s is None else at)
+        at += s or 0
+    header = build(plan, tables.sizes, offsets, tables.meta, None, quality)
+    if len(header) <= start:
+        return header, offsets, True
+    header, offsets = _fixed_point(plan, tables, build, quality)
+    return header, offsets, False
+
+
+#: start writing level-0 data back to disk every this many bytes, while encoding goes on
+_SYNC_EVERY = 64 << 20
+
+
+class _Flusher:
+    """Overlaps the disk write-back the final ``fsync`` needs with the encoding still to do.
+
+    ``kick`` starts an ``fdatasync`` of what was written so far in a background thread (at
+    most one at a time; a kick while one runs is dropped), so the closing ``fsync`` finds
+    little left to flush. Correctness never depends on it: ``finish`` still fsyncs.
+    """
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+
+    def kick(self, f: IO[bytes]) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        f.flush()
+        fd = f.fileno()
+
+        def run() -> None:
+            try:
+                os.fdatasync(fd)
+            except (OSError, ValueError):  # best effort: the final fsync reports real errors
+                pass
+
+        self._thread = threading.Thread(target=run, name="jnrrd-flush", daemon=True)
+        self._thread.start()
+
+    def join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+
+class _DirectSink:
+    """Internal storage without a second copy of level 0.
+
+    Level-0 tiles go straight into the output file after space reserved for the header;
+    coarser levels (an eighth of the data, or less) are spooled and appended; the header is
+    written into its space last. When every tile size is known in advance (raw tiles, no
+    statistics) the reservation is the exact fixed point of digest 2.7, so tiles follow the
+    header without a gap. Otherwise the space is an upper bound and the gap is zero-filled
+    (digest 2.7 allows a gap; it is never read). Should a tile ever outgrow the bound, the
+    file is rewritten with the exact layout.
+    """
+
+    def __init__(self, plan: TilePlan, target: str, token: str, build: Callable[..., bytes],
+                 itemsize: int, exact: bool) -> None:
+        self.plan, self.build = plan, build
+        self.sizes: list[int | None] = [None] * plan.nstored
+        self.meta: list[dict[str, Any]] = [{} for _ in range(plan.nstored)]
+        self.tmp = f"{tmp_marker(target)}{token}"
+        self._spools: dict[int, IO[bytes]] = {}
+        self._paths = [self.tmp]
+        self.f: IO[bytes] = open(self.tmp, "w+b")
+        for lv in plan.levels[1:]:
+            if lv.stored:
+                path = f"{self.tmp}.level{lv.index}"
+                self._paths.append(path)
+                self._spools[lv.index] = open(path, "w+b")
+        self.start = header_space(plan, build, itemsize, exact)
+        self.f.seek(self.start)
+        self._unsynced = 0
+        self._flusher = _Flusher()
+
+    def put(self, level: Level, coords: tuple[int, ...], data: Any,
+            meta: dict[str, Any]) -> None:
+        """Store one encoded tile (``None``: sparse). Calls arrive in linear order per level."""
+        g = level.first + level.grid.index(coords)
+        self.meta[g] = meta
+        if data is None:
+            return
+        self.sizes[g] = len(data)
+        if level.index:
+            self._spools[level.index].write(data)
+            return
+        self.f.write(data)
+        self._unsynced += len(data)
+        if self._unsynced >= _SYNC_EVERY:
+            self._unsynced = 0
+            self._flusher.kick(self.f)
+
+    def fsync_all(self) -> None:
+        """Everything is flushed in :meth:`finish`."""
+
+    def finish(self, quality: list[Any] | None) -> str:
+        """Append the spooled levels, write the header; returns the finished temporary file."""
+        f = self.f
+        pos = f.seek(0, os.SEEK_END)
+        pos = max(pos, self.start)
+        for lv in self.plan.levels[1:]:
+            if lv.stored:
+                spool = self._spools[lv.index]
+                spool.flush()
+                size = spool.seek(0, os.SEEK_END)
+                f.seek(pos)
+                _copy(spool, f, size)
+                pos += size
+        header, offsets, fits = internal_layout(self.plan, self, self.build, quality,
+                                                self.start)
+        if not fits:
+            f.flush()
+            return self._rewrite(header, offsets)
+        f.seek(0)
+        f.write(header)
+        f.write(b"\0" * (self.start - len(header)))
+        f.flush()
+        self._flusher.join()
+        os.fsync(f.fileno())
+        return self.tmp
+
+    def _rewrite(self, header: bytes, offsets: list[int]) -> str:
+        """A tile outgrew the reserved header bound: lay the file out again, exactly."""
+        fresh = self.tmp + ".exact"
+        self._paths.append(fresh)
+        first = next((o for o in offsets if o >= 0), len(header))
+        with open(fresh, "wb") as out, open(self.tmp, "rb") as tail:
+            out.write(header)
+            out.write(b"\0" * (first - len(header)))
+            tail.seek(self.start)
+            shutil.copyfileobj(tail, out, 8 << 20)
+            out.flush()
+            os.fsync(out.fileno())
+        self._paths.remove(fresh)
+        return fresh
+
+    def close(self, *, failed: bool, keep: str | None = None) -> None:
+        self._flusher.join()
+        self.f.close()
+        for f in self._spools.values():
+            f.close()
+        for p in self._paths:
+            if p != keep:
+                try:
+                    os.unlink(p)
+                except OSError:
+                    pass
+
+
+def _copy(src: IO[bytes], dst: IO[bytes], size: int) -> None:
+    src.seek(0)
+    dst.flush()
+    if hasattr(os, "copy_file_range"):
+        try:
+            done = 0
+            out_pos = dst.tell()
+            while done < size:
+                n = os.copy_file_range(src.fileno(), dst.fileno(), size - done,
+                                       done, out_pos + done)
+                if n == 0:
+                    break
+                done += n
+            if done == size:
+                dst.seek(out_pos + size)
+                return
+            src.seek(done)
+            dst.seek(out_pos + done)
+            size -= done
+        except OSError:
+            src.seek(0)
+    shutil.copyfileobj(src, dst, 8 << 20)
+
+
+def _stem(target: str) -> str:
+    name = os.path.basename(target)
+    return name[: -len(".jnrrd")] if name.endswith(".jnrrd") else name
+
+
+def stale_patterns(target: str) -> list[str]:
+    """Names of fresh data files / tile directories that earlier writes of ``target`` made."""
+    stem = re.escape(_stem(target))
+    return [rf"{stem}\.[0-9a-f]{{8}}\.tiles", rf"{stem}\.[0-9a-f]{{8}}\.data(\.[a-z0-9]+)?"]
+
+
+def _fixed_point(plan: TilePlan, sink: _Sink, build: Callable[..., bytes],
+                 quality: list[Any] | None) -> tuple[bytes, list[int]]:
+    """Offsets depend on the header length, which depends on the offsets' digits: iterate
+    from a guess until the header fits before the first tile (digest 2.7)."""
+    start = 0
+    for _ in range(16):
+        offsets: list[int] = []
+        pos = start
+        for s in sink.sizes:
+            if s is None:
+                offsets.append(-1)
+            else:
+                offsets.append(pos)
+                pos += s
+        header = build(plan, sink.sizes, offsets, sink.meta, None, quality)
+        need = len(header)
+        if plan.align:
+            need = -(-need // plan.align) * plan.align
+        if need == start:
+            return header, [o for o in offsets if o >= 0] or [start]
+        if need < start and not plan.align:
+            # Shorter than assumed: shrink and retry (converges: lengths are monotone).
+            start = need
+            continue
+        start = max(need, start)
+    raise UnsupportedError("header offsets did not reach a fixed point")
