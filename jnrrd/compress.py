@@ -12,6 +12,7 @@ frame header claims, so a decompression bomb costs at most the caller's expected
 from __future__ import annotations
 
 import bz2
+import os
 import threading
 import warnings
 import zlib
@@ -350,6 +351,8 @@ def decompress_stream_into(
     out = memoryview(out).cast("B")
     need = skip + len(out)
     if name == "zstd":
+        if not skip and _zstd_frames_into(fileobj, out, what):
+            return
         _zstd_stream_into(fileobj, out, skip, need, what, chunk_size)
         return
     pos = 0  # decompressed bytes produced so far (including skipped ones)
@@ -413,6 +416,100 @@ def _finish_member(d: Any, pending_in: bytes, fileobj: BinaryIO, chunk_size: int
         pending_in = b""
         if extra > budget:
             return
+
+
+_ZSTD_MAGIC = 0xFD2FB528
+#: a data section is decoded frame-parallel when it holds at least this many frames
+_PARALLEL_FRAMES = 2
+
+
+def _zstd_frame_index(fd: int, start: int, size: int, need: int
+                      ) -> list[tuple[int, int, int]] | None:
+    """``(offset, compressed length, content size)`` of the zstd frames from ``start`` that
+    hold the first ``need`` bytes, found by walking frame and block headers (RFC 8878 §3.1)
+    with small ``pread`` calls; ``None`` when the layout does not allow parallel decoding
+    (a frame without a content size, skippable frames, anything unexpected)."""
+    frames: list[tuple[int, int, int]] = []
+    pos, total = start, 0
+    while total < need:
+        head = os.pread(fd, 18, pos)
+        if len(head) < 6 or int.from_bytes(head[:4], "little") != _ZSTD_MAGIC:
+            return None
+        try:
+            params = zstandard.get_frame_parameters(head)
+            hsize = zstandard.frame_header_size(head)
+        except zstandard.ZstdError:
+            return None
+        content = params.content_size
+        if content <= 0 or content >= 2**62:  # unknown size: sequential decoding
+            return None
+        p = pos + hsize
+        while True:
+            b = os.pread(fd, 3, p)
+            if len(b) < 3:
+                return None
+            word = int.from_bytes(b, "little")
+            last, kind, bsize = word & 1, (word >> 1) & 3, word >> 3
+            if kind == 3:
+                return None  # reserved block type: let the decoder report it
+            p += 3 + (1 if kind == 1 else bsize)
+            if last:
+                break
+            if p > start + size:
+                return None
+        if params.has_checksum:
+            p += 4
+        if p > start + size:
+            return None
+        frames.append((pos, p - pos, content))
+        total += content
+        pos = p
+    return frames if len(frames) >= _PARALLEL_FRAMES else None
+
+
+def _zstd_frames_into(fileobj: BinaryIO, out: memoryview, what: str) -> bool:
+    """Decode a multi-frame zstd data section on two threads, each frame straight into its
+    place in ``out``. False when this path does not apply (then decode sequentially)."""
+    try:
+        fd = fileobj.fileno()
+        start = fileobj.tell()
+        size = os.fstat(fd).st_size - start
+    except (AttributeError, OSError, ValueError):
+        return False
+    if not hasattr(os, "pread"):
+        return False
+    frames = _zstd_frame_index(fd, start, size, len(out))
+    if frames is None:
+        return False
+    from concurrent.futures import ThreadPoolExecutor
+
+    places, at = [], 0
+    for off, length, content in frames:
+        places.append((off, length, at, min(content, len(out) - at)))
+        at += content
+
+    def one(place: tuple[int, int, int, int]) -> None:
+        off, length, lo, n = place
+        data = os.pread(fd, length, off)
+        try:
+            reader = _zstd_decompressor().stream_reader(data)
+            got = 0
+            view = out[lo : lo + n]
+            while got < n:
+                k = reader.readinto(view[got:])
+                if not k:
+                    break
+                got += k
+        except zstandard.ZstdError as exc:
+            raise _corrupt("zstd", what, exc) from None
+        if got < n:
+            raise DataError(f"{what}zstd frame at byte {off} is short: {got} of {n} bytes")
+
+    with ThreadPoolExecutor(2, thread_name_prefix="jnrrd-zstd") as pool:
+        for f in [pool.submit(one, pl) for pl in places]:
+            f.result()
+    fileobj.seek(frames[-1][0] + frames[-1][1])
+    return True
 
 
 def _zstd_stream_into(

@@ -16,7 +16,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from .compress import decompress_stream_into
+from .compress import decompress_stream_into, zstd_compress
 from .dtypes import from_user, storage_dtype, to_user, user_dtype
 from .encodings import (
     COMPRESSED,
@@ -33,6 +33,8 @@ from .tiling.grid import AxisSel
 __all__ = ["UntiledData", "data_paths", "encode_chunks", "read_untiled"]
 
 _SLAB_BYTES = 64 << 20
+#: untiled zstd data is written as frames of this many bytes (decoded in parallel on read)
+_ZSTD_FRAME_BYTES = 16 << 20
 
 
 def data_paths(core: Any, header_dir: str | None, policy: Policy, source: Any = None
@@ -421,7 +423,8 @@ def encode_chunks(data: Any, *, type_name: str, endian: str, encoding: str,
     from .encodings import stream_compressor
 
     st = storage_dtype(type_name, endian, None if type_name != "block" else data.dtype.itemsize)
-    comp = stream_compressor(encoding, level) if encoding in COMPRESSED else None
+    comp = (stream_compressor(encoding, level)
+            if encoding in COMPRESSED and encoding != "zstd" else None)
     per_line = int(data.shape[0 if index_order == "F" else -1]) if data.shape else 1
     # the slab size is read at call time (not bound as a default) so tests can shrink it
     for slab in file_order_slabs(data, index_order, _SLAB_BYTES):
@@ -435,6 +438,11 @@ def encode_chunks(data: Any, *, type_name: str, endian: str, encoding: str,
         raw = np.asarray(values, dtype=st).tobytes(order="F")
         if encoding == "hex":
             yield format_hex(raw)
+        elif encoding == "zstd":
+            # one frame (with its content size) per 16 MiB: readers decode frames in parallel
+            for k in range(0, len(raw), _ZSTD_FRAME_BYTES):
+                yield zstd_compress(raw[k : k + _ZSTD_FRAME_BYTES],
+                                    level=3 if level is None else level, checksum=False)
         elif comp is not None:
             out = comp.compress(raw)
             if out:
