@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import struct
 from pathlib import Path
 
@@ -21,7 +22,7 @@ TIFF_110 = base64.b64decode(
     "AQAAABEBBAABAAAAbgAAABYBAwABAAAAAAEAABcBBAABAAAAAAACAAAAAAA="
 )
 N5_HEADER = b"\x00\x00\x00\x02\x00\x00\x00\x40\x00\x00\x00\x40"
-VECTORS = Path(__file__).resolve().parents[2] / "shared" / "vectors"
+VECTORS = Path(os.environ.get("JNRRD_VECTORS", Path(__file__).resolve().parent / "vectors"))
 
 
 def image(width: int, height: int, seed: int = 0) -> np.ndarray:

@@ -1,8 +1,9 @@
 """The shared codec vectors (``../shared/vectors``) as the conformance suite (CONVENTIONS §2).
 
-The vector files are read from the shared folder at test time (``JNRRD_VECTORS`` overrides the
-location). Arrays are zarr (C-order) arrays; each is mapped onto jnrrd's axis order as
-CONVENTIONS §2 says: ``tile = data.reshape(shape).T`` and transpose orders remapped.
+The vector files are read from ``tests/vectors`` (a copy of the shared vectors;
+``JNRRD_VECTORS`` overrides the location). Arrays are zarr (C-order) arrays; each is mapped
+onto jnrrd's axis order as CONVENTIONS §2 says: ``tile = data.reshape(shape).T`` and
+transpose orders remapped.
 Every case runs; none is skipped.
 """
 
@@ -29,9 +30,8 @@ from jnrrd.codecs import (
 )
 from jnrrd.errors import CodecError, DataError
 
-VECTORS = Path(
-    os.environ.get("JNRRD_VECTORS", Path(__file__).resolve().parents[2] / "shared" / "vectors")
-)
+# A copy of the shared vectors lives in tests/vectors (see its README)
+VECTORS = Path(os.environ.get("JNRRD_VECTORS", Path(__file__).resolve().parent / "vectors"))
 _SPECIAL = {"NaN": math.nan, "Infinity": math.inf, "+Infinity": math.inf,
             "-Infinity": -math.inf}
 
