@@ -1,7 +1,8 @@
 """Peak resident memory of whole-file reads (issue: foundation; performance: zstd read).
 
-Each measurement runs in a fresh subprocess and reports the peak resident set (``VmHWM``, reset at the start)
-of ``jnrrd.read`` on a 1 GiB uint16 file, raw and zstd, against the size of the output array.
+Each measurement runs in a fresh subprocess and reports the peak resident set (``VmHWM``,
+reset at the start) of ``jnrrd.read`` on a 1 GiB uint16 file (raw, zstd and gzip) against
+the size of the output array.
 Run: ``python benchmarks/memory.py [--gib 1.0] [--dir /tmp]``.
 """
 
