@@ -18,6 +18,7 @@ from .errors import HeaderError, JnrrdWarning, UnsupportedError, where
 
 __all__ = [
     "TYPES",
+    "bfloat16_words",
     "canonical_type",
     "from_user",
     "has_ml_dtypes",
@@ -185,21 +186,39 @@ def from_user(data: np.ndarray, type_name: str) -> np.ndarray:
             return data.view(np.uint16)
         if data.dtype.kind in "ui" and data.dtype.itemsize == 2:
             return data.astype(np.uint16, copy=False)
-        f = np.asarray(data, dtype=np.float32)
-        u = f.view(np.uint32)
-        rounded = ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))
-                   >> np.uint32(16)).astype(np.uint16)
-        nan = np.isnan(f)
-        if nan.any():
-            sign = ((u >> np.uint32(16)) & np.uint32(0x8000)).astype(np.uint16)
-            rounded = np.where(nan, np.uint16(0x7FC0) | sign, rounded)
-        return rounded
+        return bfloat16_words(data)
     if type_name == "block":
         return data
     target = np.dtype(TYPES[type_name])
     if data.dtype == target:
         return data
     return data.astype(target)
+
+
+def bfloat16_words(values: Any) -> np.ndarray:
+    """Round float64 values to bfloat16 words (nearest even, NaN kept as a quiet NaN).
+
+    Rounding float64 → float32 → bfloat16 could round twice; rounding to float32 *to odd*
+    first (truncate, then set the last bit when inexact) makes the second rounding exact.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = v.astype(np.float32)
+        back = f.astype(np.float64)
+        inexact = (back != v) & np.isfinite(v)
+        away = inexact & (np.abs(back) > np.abs(v))
+    u = f.view(np.uint32).copy()
+    u[away] -= np.uint32(1)  # one float32 ulp toward zero: the truncated value
+    u[inexact] |= np.uint32(1)
+    f = u.view(np.float32)
+    # float32 → bfloat16, nearest even (digest 1.8)
+    rounded = ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))
+               >> np.uint32(16)).astype(np.uint16)
+    nan = np.isnan(f)
+    if nan.any():
+        sign = ((u >> np.uint32(16)) & np.uint32(0x8000)).astype(np.uint16)
+        rounded = np.where(nan, np.uint16(0x7FC0) | sign, rounded)
+    return rounded
 
 
 def type_name_for(dtype: Any) -> str:

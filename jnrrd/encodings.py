@@ -14,6 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
+from .dtypes import bfloat16_words
 from .errors import DataError
 
 __all__ = [
@@ -129,30 +130,6 @@ def format_ascii(values: np.ndarray, per_line: int = 0) -> bytes:
     return ("\n".join(lines) + "\n").encode("ascii") if lines else b""
 
 
-def bfloat16_words(values: np.ndarray) -> np.ndarray:
-    """Round float64 values to bfloat16 words (nearest even, NaN kept as a quiet NaN).
-
-    Rounding float64 → float32 → bfloat16 could round twice; rounding to float32 *to odd*
-    first (truncate, then set the last bit when inexact) makes the second rounding exact.
-    """
-    v = np.asarray(values, dtype=np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        f = v.astype(np.float32)
-        back = f.astype(np.float64)
-        inexact = (back != v) & np.isfinite(v)
-        away = inexact & (np.abs(back) > np.abs(v))
-    u = f.view(np.uint32).copy()
-    u[away] -= np.uint32(1)  # one float32 ulp toward zero: the truncated value
-    u[inexact] |= np.uint32(1)
-    f = u.view(np.float32)
-    # float32 → bfloat16, nearest even (digest 1.8)
-    rounded = ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))
-               >> np.uint32(16)).astype(np.uint16)
-    nan = np.isnan(f)
-    if nan.any():
-        sign = ((u >> np.uint32(16)) & np.uint32(0x8000)).astype(np.uint16)
-        rounded = np.where(nan, np.uint16(0x7FC0) | sign, rounded)
-    return rounded
 
 
 def parse_hex(text: bytes, nbytes: int, *, what: str = "") -> bytes:
