@@ -68,3 +68,13 @@ def test_dask_array_with_unknown_chunk_sizes_is_refused_clearly(tmp_path):
     masked = x[x > 3]  # unknown (NaN) chunk sizes
     with pytest.raises(jnrrd.UnsupportedError, match="compute_chunk_sizes"):
         jnrrd.write(tmp_path / "d.jnrrd", masked)
+
+
+def test_float64_to_bfloat16_rounds_once(tmp_path):
+    """1 + 2^-8 + 2^-30 lies above the midpoint between the bfloat16 neighbours 1 and
+    1 + 2^-7: rounding through float32 first would land on the midpoint and round to 1."""
+    v = np.array([1 + 2**-8 + 2**-30, 1 + 2**-8, 1 + 3 * 2**-8], dtype=np.float64)
+    path = tmp_path / "b.jnrrd"
+    jnrrd.write(path, v, header={"type": "bfloat16"})
+    got, _ = jnrrd.read(path, bfloat16="float32")
+    assert got.tolist() == [1 + 2**-7, 1.0, 1 + 2**-6]
