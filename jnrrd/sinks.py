@@ -27,82 +27,58 @@ if TYPE_CHECKING:
 
 __all__ = ["header_space", "internal_layout", "stale_patterns"]
 
-class _Sink:
-    """Where encoded tiles go: per-level spool files (internal) or tile files (external)."""
-
-    def __init__(self, plan: TilePlan, target: str, token: str) -> None:
-        self.plan = plan
-        self.target = target
-        self.sizes: list[int | None] = [None] * plan.nstored
-        self.meta: list[dict[str, Any]] = [{} for _ in range(plan.nstored)]
-        self._spools: dict[int, IO[bytes]] = {}
-        self._paths: list[str] = []
-        d = os.path.dirname(os.path.abspath(target))
-        if plan.storage == "internal":
-            for lv in plan.levels:
-                if lv.stored:
-                    p = f"{tmp_marker(target)}{token}.level{lv.index}"
-                    self._paths.append(p)
-                    self._spools[lv.index] = open(p, "w+b")
-        else:
-            stem = _stem(target)
-            self.dir_name = f"{stem}.{token}.tiles"
-            self.dir = os.path.join(d, self.dir_name)
-            os.makedirs(self.dir)
-
-    def put(self, level: Level, coords: tuple[int, ...], data: bytes | None,
-            meta: dict[str, Any]) -> None:
-        """Store one encoded tile (``None``: sparse). Calls arrive in linear order per level."""
-        g = level.first + level.grid.index(coords)
-        self.meta[g] = meta
-        if data is None:
-            return
-        self.sizes[g] = len(data)
-        if self.plan.storage == "internal":
-            self._spools[level.index].write(data)
-        else:
-            rel = expand_pattern(self.plan.pattern or "", coords, level.index,
-                                 level.grid.index(coords))
-            path = os.path.join(self.dir, rel)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
-                f.write(data)
-
-    def fsync_all(self) -> None:
-        if self.plan.storage == "external":
-            for root, _, files in os.walk(self.dir):
-                for name in files:
-                    fd = os.open(os.path.join(root, name), os.O_RDONLY)
-                    try:
-                        os.fsync(fd)
-                    finally:
-                        os.close(fd)
-
-    def copy_levels(self, out: IO[bytes]) -> None:
-        for lv in self.plan.levels:
-            if lv.stored:
-                spool = self._spools[lv.index]
-                spool.flush()
-                size = spool.seek(0, os.SEEK_END)
-                _copy(spool, out, size)
-
-    def close(self, *, failed: bool) -> None:
-        for f in self._spools.values():
-            f.close()
-        for p in self._paths:
-            try:
-                os.unlink(p)
-            except OSError:
-                pass
-        if failed and self.plan.storage == "external":
-            shutil.rmtree(self.dir, ignore_errors=True)
-
-
 class _Tables:
     """Sizes and metadata per stored tile (what :func:`_fixed_point` reads)."""
 
     def __init__(self, sizes: list[int | None], meta: list[dict[str, Any]]) -> None:
         self.sizes, self.meta = sizes, meta
+
+    def record(self, level: Level, coords: tuple[int, ...], data: Any,
+               meta: dict[str, Any]) -> bool:
+        """Note a tile's size and metadata; False for a sparse tile (nothing to store)."""
+        g = level.first + level.grid.index(coords)
+        self.meta[g] = meta
+        if data is None:
+            return False
+        self.sizes[g] = len(data)
+        return True
+
+
+class _Sink(_Tables):
+    """External storage: one file per tile in a fresh directory beside the header."""
+
+    def __init__(self, plan: TilePlan, target: str, token: str) -> None:
+        super().__init__([None] * plan.nstored, [{} for _ in range(plan.nstored)])
+        self.plan = plan
+        self.target = target
+        self.dir_name = f"{_stem(target)}.{token}.tiles"
+        self.dir = os.path.join(os.path.dirname(os.path.abspath(target)), self.dir_name)
+        os.makedirs(self.dir)
+
+    def put(self, level: Level, coords: tuple[int, ...], data: Any,
+            meta: dict[str, Any]) -> None:
+        """Store one encoded tile (``None``: sparse)."""
+        if not self.record(level, coords, data, meta):
+            return
+        rel = expand_pattern(self.plan.pattern or "", coords, level.index,
+                             level.grid.index(coords))
+        path = os.path.join(self.dir, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+
+    def fsync_all(self) -> None:
+        for root, _, files in os.walk(self.dir):
+            for name in files:
+                fd = os.open(os.path.join(root, name), os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+
+    def close(self, *, failed: bool) -> None:
+        if failed:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 #: widest JSON numbers a tile statistic or quality figure can take (for the header bound)
@@ -196,7 +172,7 @@ class _Flusher:
             self._thread = None
 
 
-class _DirectSink:
+class _DirectSink(_Tables):
     """Internal storage without a second copy of level 0.
 
     Level-0 tiles go straight into the output file after space reserved for the header;
@@ -210,9 +186,8 @@ class _DirectSink:
 
     def __init__(self, plan: TilePlan, target: str, token: str, build: Callable[..., bytes],
                  itemsize: int, exact: bool) -> None:
+        super().__init__([None] * plan.nstored, [{} for _ in range(plan.nstored)])
         self.plan, self.build = plan, build
-        self.sizes: list[int | None] = [None] * plan.nstored
-        self.meta: list[dict[str, Any]] = [{} for _ in range(plan.nstored)]
         self.tmp = f"{tmp_marker(target)}{token}"
         self._spools: dict[int, IO[bytes]] = {}
         self._paths = [self.tmp]
@@ -230,11 +205,8 @@ class _DirectSink:
     def put(self, level: Level, coords: tuple[int, ...], data: Any,
             meta: dict[str, Any]) -> None:
         """Store one encoded tile (``None``: sparse). Calls arrive in linear order per level."""
-        g = level.first + level.grid.index(coords)
-        self.meta[g] = meta
-        if data is None:
+        if not self.record(level, coords, data, meta):
             return
-        self.sizes[g] = len(data)
         if level.index:
             self._spools[level.index].write(data)
             return
