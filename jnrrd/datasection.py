@@ -175,12 +175,19 @@ def read_untiled(core: Any, f: IO[bytes] | None, paths: list[str] | None, policy
     return arr.reshape(tuple(core.sizes), order="F")
 
 
+#: generous upper bounds of how many output bytes one input byte can become: deflate 1032:1;
+#: a zstd RLE block is 4 bytes for 128 KiB; an LZ4 byte copies at most 255 more; bzip2's
+#: run-length stages reach millions to one
+_MAX_RATIO = {"gzip": 1100, "zstd": 40_000, "lz4": 300, "bzip2": 50_000_000}
+
+
 def _check_room(encoding: str, f: IO[bytes], count: int, itemsize: int, what: str) -> None:
     """Refuse a part too short for its data before anything is allocated (CONVENTIONS §3).
 
     raw needs ``count·itemsize`` bytes; hex two digits per byte; ascii at least one character
-    and one separator per value. Compressed sizes are unknown until decoded (their decoders
-    stop at the expected size instead).
+    and one separator per value. A compressed stream cannot expand beyond its format's largest
+    ratio (:data:`_MAX_RATIO`), so a few bytes claiming gigabytes fail here too; within that
+    bound the decoders stop at the expected size.
     """
     if encoding == "raw":
         need, unit = count * itemsize, "bytes"
@@ -188,6 +195,9 @@ def _check_room(encoding: str, f: IO[bytes], count: int, itemsize: int, what: st
         need, unit = 2 * count * itemsize, "hex digits"
     elif encoding == "ascii":
         need, unit = 2 * count - 1, "characters (one value and a separator each)"
+    elif encoding in _MAX_RATIO:
+        need = -(-count * itemsize // _MAX_RATIO[encoding])
+        unit = f"bytes of {encoding} data (its largest expansion is {_MAX_RATIO[encoding]}:1)"
     else:
         return
     rem = _remaining(f)
