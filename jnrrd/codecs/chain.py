@@ -89,6 +89,9 @@ class CodecChain:
         #: The stored tile size when every codec is fixed-size, else None.
         self.encoded_size = size
         self._simple = not self._aa and not self._bb
+        # Decoding walks the codecs backwards: prepare the order once, not per tile.
+        self._bb_back = tuple(zip(reversed(self._bb), reversed(self._sizes), strict=True))
+        self._aa_back = tuple(zip(reversed(self._aa), reversed(self._specs), strict=True))
 
     def _fill(self, fill_value: Any) -> Any:
         if fill_value is None:
@@ -151,10 +154,10 @@ class CodecChain:
         """
         if self._simple:
             return self._ab.decode(data, self._ab_spec)
-        for c, (size, bound) in zip(reversed(self._bb), reversed(self._sizes), strict=True):
+        for c, (size, bound) in self._bb_back:
             data = c.decode(data, size=size, limit=bound)
         array = self._ab.decode(data, self._ab_spec)
-        for c, spec in zip(reversed(self._aa), reversed(self._specs), strict=True):
+        for c, spec in self._aa_back:
             array = c.decode(array, spec)
         if array.dtype != self.dtype:
             array = array.astype(self.dtype)
