@@ -25,7 +25,7 @@ _NRRD_MAGIC = b"NRRD000"
 
 
 @contextlib.contextmanager
-def _opened(source: Any) -> Iterator[tuple[IO[bytes], str | None, bool]]:
+def opened_source(source: Any) -> Iterator[tuple[IO[bytes], str | None, bool]]:
     """(binary stream at the start, header directory or None, owned?)."""
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
@@ -63,7 +63,7 @@ def _is_nrrd(f: IO[bytes]) -> bool:
 def read_header(source: Any, **policy: Any) -> Header:
     """Read only the header of a JNRRD (or classic NRRD) file."""
     pol = Policy.from_kwargs(**policy)
-    with _opened(source) as (f, _, _):
+    with opened_source(source) as (f, _, _):
         if _is_nrrd(f):
             from .nrrd import read_nrrd_header
 

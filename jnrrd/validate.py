@@ -19,14 +19,14 @@ A file is valid when no problem has severity ``"error"``.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import IO, Any, TextIO
 
+from .api import opened_source
 from .errors import FormatError, JnrrdError, ValidationError, VersionError, describe_source
 from .header.model import CORE_FIELDS, TILE_FIELDS, TILE_URI_PREFIX, build_header, find_prefix
 from .header.wire import read_entries
@@ -69,7 +69,7 @@ def validate(
             report.note("", "deep checks need a file: only the header was checked")
     else:
         name = describe_source(source_or_header) or None
-        with _opened(source_or_header) as (f, header_dir):
+        with opened_source(source_or_header) as (f, header_dir, _):
             _check_file(f, header_dir, pol, report, deep, progress)
     problems = report.finish()
     if strict:
@@ -82,23 +82,6 @@ def validate(
                 problems,
             )
     return problems
-
-
-@contextlib.contextmanager
-def _opened(source: Any) -> Iterator[tuple[IO[bytes], str | None]]:
-    if isinstance(source, (str, os.PathLike)):
-        path = os.fspath(source)
-        with open(path, "rb") as f:
-            yield f, os.path.dirname(os.path.abspath(path))
-        return
-    if not hasattr(source, "read"):
-        raise TypeError(f"validate() takes a path, a binary file object or a header mapping, "
-                        f"not {type(source).__name__}")
-    nm = getattr(source, "name", None)
-    header_dir = None
-    if isinstance(nm, (str, os.PathLike)) and os.path.exists(nm):
-        header_dir = os.path.dirname(os.path.abspath(nm))
-    yield source, header_dir
 
 
 def _file_size(f: IO[bytes]) -> int | None:
