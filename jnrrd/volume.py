@@ -45,6 +45,32 @@ def _pool() -> ThreadPoolExecutor:
         return _POOL
 
 
+class Running:
+    """Closures started on the shared pool; :meth:`wait` joins them (the first failure cancels
+    what has not started and is raised once everything else has stopped)."""
+
+    def __init__(self, tasks: Sequence[Callable[[], None]]) -> None:
+        self._inline = list(tasks) if len(tasks) <= 1 else []
+        self._futures = [] if self._inline else [_pool().submit(t) for t in tasks]
+
+    def wait(self, *, raise_errors: bool = True) -> None:
+        for t in self._inline:
+            t()
+        self._inline = []
+        if not self._futures:
+            return
+        _, pending = wait(self._futures, return_when=FIRST_EXCEPTION)
+        if pending:
+            for f in pending:
+                f.cancel()
+            wait(pending)
+        futures, self._futures = self._futures, []
+        if raise_errors:
+            for f in futures:
+                if not f.cancelled():
+                    f.result()
+
+
 def run_parallel(tasks: Sequence[Callable[[], None]]) -> None:
     """Run small closures on the shared pool (inline when there is only one).
 

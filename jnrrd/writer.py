@@ -38,7 +38,7 @@ from .sinks import (  # noqa: F401 - re-exported: the Dask writer uses these pie
 from .tiling.grid import TileGrid
 from .tiling.layout import check_pattern, expand_pattern
 from .tiling.levels import Level, level_shape
-from .volume import run_parallel
+from .volume import Running
 
 __all__ = ["TilePlan", "write_tiled"]
 
@@ -263,15 +263,22 @@ def write_row(plan: TilePlan, enc: _Encoder, sink: _Sink, level: Level, t: int, 
             results[i] = (data, enc.metadata(core, data))
         return run
 
-    run_parallel([job(i, c) for i, c in enumerate(coords)])
-    for c, (data, meta) in zip(coords, results, strict=True):
-        sink.put(level, c, data, meta)
+    running = Running([job(i, c) for i, c in enumerate(coords)])
     if on_core_slab is not None:
+        # The pyramid consumes this row (NumPy reductions release the GIL) while the pool
+        # encodes its tiles: both cores stay busy.
         size = grid.tile[-1]
         core_lo, core_hi = t * size, min((t + 1) * size, grid.shape[axis])
         sl = tuple(slice(core_lo - lo, core_hi - lo) if a == axis else slice(None)
                    for a in range(slab.ndim))
-        on_core_slab(slab[sl])
+        try:
+            on_core_slab(slab[sl])
+        except BaseException:
+            running.wait(raise_errors=False)
+            raise
+    running.wait()
+    for c, (data, meta) in zip(coords, results, strict=True):
+        sink.put(level, c, data, meta)
     if tick is not None:
         tick(len(coords))
 
