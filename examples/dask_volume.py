@@ -7,12 +7,11 @@ Needs ``pip install "jnrrd[dask]"``; without Dask the example says so and exits 
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-import tempfile
 
 import numpy as np
+from _runner import run  # examples/_runner.py: the shared --out handling
 
 import jnrrd
 
@@ -52,11 +51,4 @@ def main(out_dir: str) -> int:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", help="directory to write into (default: a temporary one)")
-    args = parser.parse_args()
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        sys.exit(main(args.out))
-    with tempfile.TemporaryDirectory() as tmp:
-        sys.exit(main(tmp))
+    sys.exit(run(lambda out, args: main(out), __doc__))

@@ -8,14 +8,13 @@ can show that a region read costs exactly the stored bytes of the tiles under it
 
 from __future__ import annotations
 
-import argparse
 import io
 import itertools
 import os
-import tempfile
 import time
 
 import numpy as np
+from _runner import run  # examples/_runner.py: the shared --out handling
 
 import jnrrd
 
@@ -88,13 +87,6 @@ def main(out_dir: str, n: int) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", help="directory to write into (default: a temporary one)")
-    parser.add_argument("--size", type=int, default=192, help="edge length N (default 192)")
-    args = parser.parse_args()
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        main(args.out, args.size)
-    else:
-        with tempfile.TemporaryDirectory() as tmp:
-            main(tmp, args.size)
+    run(lambda out, args: main(out, args.size), __doc__,
+        lambda p: p.add_argument("--size", type=int, default=192,
+                                 help="edge length N (default 192)"))

@@ -8,11 +8,10 @@ conversion on the command line: ``jnrrd convert IN.nrrd OUT.jnrrd --tile 32 --le
 
 from __future__ import annotations
 
-import argparse
 import os
-import tempfile
 
 import numpy as np
+from _runner import run  # examples/_runner.py: the shared --out handling
 
 import jnrrd
 
@@ -60,13 +59,6 @@ def main(source: str | None, out_dir: str) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("input", nargs="?", help="a .nrrd or .nhdr file (default: generate one)")
-    parser.add_argument("--out", help="directory to write into (default: a temporary one)")
-    args = parser.parse_args()
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        main(args.input, args.out)
-    else:
-        with tempfile.TemporaryDirectory() as tmp:
-            main(args.input, tmp)
+    run(lambda out, args: main(args.input, out), __doc__,
+        lambda p: p.add_argument("input", nargs="?",
+                                 help="a .nrrd or .nhdr file (default: generate one)"))

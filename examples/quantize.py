@@ -9,11 +9,10 @@ scale 10 the values 0.0 .. 25.4 map to 1 .. 255, so the error is at most half a 
 
 from __future__ import annotations
 
-import argparse
 import os
-import tempfile
 
 import numpy as np
+from _runner import run  # examples/_runner.py: the shared --out handling
 
 import jnrrd
 
@@ -52,12 +51,4 @@ def main(out_dir: str) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", help="directory to write into (default: a temporary one)")
-    args = parser.parse_args()
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        main(args.out)
-    else:
-        with tempfile.TemporaryDirectory() as tmp:
-            main(tmp)
+    run(lambda out, args: main(out), __doc__)
