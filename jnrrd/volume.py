@@ -92,6 +92,24 @@ def run_parallel(tasks: Sequence[Callable[[], None]]) -> None:
             f.result()
 
 
+def fork_join(first: Callable[[], Any], second: Callable[[], Any]) -> tuple[Any, Any]:
+    """``(first(), second())`` with ``second`` offered to the shared pool meanwhile.
+
+    The calling thread runs ``first``; if no pool thread has picked ``second`` up by then, the
+    caller runs it too. Safe to call from a pool thread (it never waits for a queued task).
+    """
+    future = _pool().submit(second)
+    try:
+        a = first()
+    except BaseException:
+        if not future.cancel():
+            wait([future])
+        raise
+    if future.cancel():
+        return a, second()
+    return a, future.result()
+
+
 class _TileDecoder:
     """Decodes the stored tiles of one file: chain per tile shape, checksums, sources."""
 

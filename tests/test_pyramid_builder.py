@@ -176,3 +176,18 @@ def test_builder_handles_trailing_rows_and_short_axes():
         for lv, s in zip(got, scales, strict=True):
             np.testing.assert_array_equal(lv, downsample(a, s, method), err_msg=method)
     assert math.prod(level_shape(a.shape, (8, 4, 8))) == 2
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_rows_computed_in_two_halves_equal_one_pass(method, monkeypatch):
+    from jnrrd.pyramid import builder as builder_module
+
+    monkeypatch.setattr(builder_module, "_PARALLEL_VOXELS", 1)
+    rng = np.random.default_rng(3)
+    shape = (9, 7, 40)
+    a = rng.integers(0, 4 if method == "mode" else 900, size=shape).astype(np.uint16)
+    scales = [(2, 2, 2), (4, 4, 4), (8, 8, 8)]
+    b = PyramidBuilder(shape, a.dtype, scales, method)
+    got = _assemble(_run(b, a, [8, 24]), [level_shape(shape, s) for s in scales], a.dtype)
+    for level, s in enumerate(scales):
+        np.testing.assert_array_equal(got[level], downsample(a, s, method), err_msg=str(s))

@@ -8,13 +8,15 @@ Where the result is provably identical (CONVENTIONS §3), a level is computed fr
 finer level whose blocks tile its own (``b_L % b_P == 0`` on every axis) instead of from level
 0: ``max``/``min`` from the finer maxima/minima, integer ``average`` from the finer *unrounded*
 integer sums, and ``mode`` uses the finer block minima/maxima only to skip uniform blocks (its
-counts always come from level-0 voxels). Float ``average``, ``gaussian`` and ``lanczos`` are
+counts always come from level-0 voxels; a uniform finer block counts as its value repeated,
+without reading level 0). Float ``average``, ``gaussian`` and ``lanczos`` are
 always computed from level 0 (float sums in another order would differ in the last bit).
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +35,8 @@ __all__ = ["Piece", "PyramidBuilder"]
 Piece = tuple[int, Region, np.ndarray]
 
 _CASCADE = ("max", "min", "mode")
+#: level rows whose level-0 input holds at least this many voxels are computed in two halves
+_PARALLEL_VOXELS = 1 << 21
 
 
 class _Rows:
@@ -260,27 +264,46 @@ class PyramidBuilder:
             return []
         b = lv.block
         region = (*(slice(0, n) for n in lv.shape[:-1]), slice(j0, j1))
-        x0 = None
-        if self._direct_method():
-            data = self._direct(lv, j0, j1)
+        work = math.prod(self.shape0[:-1]) * (j1 - j0) * b[-1]
+        if j1 - j0 >= 2 and work >= _PARALLEL_VOXELS and (os.cpu_count() or 1) > 1:
+            # Two halves of the rows at once (NumPy releases the GIL in the kernels).
+            from ..volume import fork_join
+
+            jm = (j0 + j1) // 2
+            (s1, d1), (s2, d2) = fork_join(lambda: self._rows(lv, j0, jm),
+                                           lambda: self._rows(lv, jm, j1))
+            data = np.concatenate([d1, d2], axis=-1)
+            state = None if s1 is None else tuple(
+                np.concatenate(parts, axis=-1) for parts in zip(s1, s2, strict=True))
         else:
-            if lv.source is None or self.method == "mode":
-                x0 = self._l0.get(j0 * b[-1], j1 * b[-1])[0]
-            if lv.source is None:
-                state = self._state_from0(x0, lv.rel)
-            else:
-                src = self._levels[lv.source]
-                k = lv.rel[-1]
-                state = self._state_from(src, src.state.get(j0 * k, j1 * k), lv.rel)
-            if lv.state is not None:
-                lv.state.append(state)
-            data = self._finish_state(lv, state, x0)
+            state, data = self._rows(lv, j0, j1)
+        if lv.state is not None:
+            lv.state.append(state)
         if lv.quality is not None:
-            if x0 is None:
-                x0 = self._l0.get(j0 * b[-1], j1 * b[-1])[0]
-            lv.quality.add(x0, data)
+            lv.quality.add(self._l0.get(j0 * b[-1], j1 * b[-1])[0], data)
         lv.row = j1
         return [(lv.index, region, data)]
+
+    def _rows(self, lv: _Level, j0: int, j1: int
+              ) -> tuple[tuple[np.ndarray, ...] | None, np.ndarray]:
+        """Rows ``[j0, j1)`` of ``lv``: (cascade state or None, level voxels). No side effects."""
+        if self._direct_method():
+            return None, self._direct(lv, j0, j1)
+        b = lv.block
+        x0 = None
+        if lv.source is None or self.method == "mode":
+            x0 = self._l0.get(j0 * b[-1], j1 * b[-1])[0]
+        children = None
+        if lv.source is None:
+            state = self._state_from0(x0, lv.rel)
+        else:
+            src = self._levels[lv.source]
+            k = lv.rel[-1]
+            st = src.state.get(j0 * k, j1 * k)
+            state = self._state_from(src, st, lv.rel)
+            if self.method == "mode":
+                children = (lv.rel, st[0], st[1])
+        return state, self._finish_state(lv, state, x0, children)
 
     def _direct(self, lv: _Level, j0: int, j1: int) -> np.ndarray:
         s, b, cropped = lv.scale, lv.block, self._cropped[lv.index]
@@ -313,12 +336,12 @@ class PyramidBuilder:
             return (blocks.block_min(st[0], rel),)
         return (blocks.block_min(st[0], rel), blocks.block_max(st[1], rel))
 
-    def _finish_state(self, lv: _Level, state: tuple[np.ndarray, ...],
-                      x0: np.ndarray | None) -> np.ndarray:
+    def _finish_state(self, lv: _Level, state: tuple[np.ndarray, ...], x0: np.ndarray | None,
+                      children: tuple | None = None) -> np.ndarray:
         if self.method == "average":
             return blocks.finish_mean(blocks.Sums(state, math.prod(lv.block), self.dtype))
         if self.method == "mode":
-            return blocks.block_mode(x0, lv.block, state[0], state[1])
+            return blocks.block_mode(x0, lv.block, state[0], state[1], children=children)
         # max/min: hand out a copy when the array is also kept as cascade state
         return np.array(state[0], copy=True) if lv.state is not None else state[0]
 
