@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jnrrd.pyramid.blocks import block_max, block_min
-from jnrrd.pyramid.mode import block_mode
+from jnrrd.pyramid.mode import block_mode, block_mode_tally
 
 
 def brute_mode(x: np.ndarray, block: tuple[int, ...]) -> np.ndarray:
@@ -30,6 +30,15 @@ def brute_mode(x: np.ndarray, block: tuple[int, ...]) -> np.ndarray:
             if n > best_n:
                 best, best_n = v, n
         out[idx] = best
+    return out
+
+
+def brute_count(x: np.ndarray, block: tuple[int, ...], ref: np.ndarray) -> np.ndarray:
+    """How many members of each block equal ``ref`` at that block."""
+    out = np.zeros(ref.shape, np.int64)
+    for idx in np.ndindex(*ref.shape):
+        vals = x[tuple(slice(i * b, (i + 1) * b) for i, b in zip(idx, block, strict=True))]
+        out[idx] = np.count_nonzero(vals == ref[idx])
     return out
 
 
@@ -76,8 +85,20 @@ def test_block_mode_equals_brute_force(case):
     np.testing.assert_array_equal(block_mode(a, block), expected)
     lo, hi = block_min(a, block), block_max(a, block)
     np.testing.assert_array_equal(block_mode(a, block, lo, hi), expected)
-    children = (rel, block_min(a, sub), block_max(a, sub))
+    children = (rel, (block_min(a, sub), block_max(a, sub)))
     np.testing.assert_array_equal(block_mode(a, block, lo, hi, children=children), expected)
+    # the tally of the finer level (uniform and two-valued children need no level-0 reads)
+    _, *stats = block_mode_tally(a, sub)
+    got, *tally = block_mode_tally(a, block, lo, hi, children=(rel, stats))
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(tally[0], lo)
+    np.testing.assert_array_equal(tally[1], hi)
+    np.testing.assert_array_equal(tally[2], brute_count(a, block, lo))
+    np.testing.assert_array_equal(tally[3], brute_count(a, block, hi))
+    # a stats-free tally agrees
+    _, *plain = block_mode_tally(a, block)
+    for p, t in zip(plain, tally, strict=True):
+        np.testing.assert_array_equal(p, t)
 
 
 @pytest.mark.parametrize("block", [(2, 2, 2), (4, 4, 4), (2, 4, 3)])
@@ -94,5 +115,5 @@ def test_tie_between_uniform_children_goes_to_the_smallest():
     a = np.zeros((4, 2), np.int32)
     a[:2] = 9  # child (0, 0) uniform 9, child (1, 0) uniform 0: a 4-4 tie
     lo, hi = block_min(a, (4, 2)), block_max(a, (4, 2))
-    children = ((2, 1), block_min(a, (2, 2)), block_max(a, (2, 2)))
+    children = ((2, 1), (block_min(a, (2, 2)), block_max(a, (2, 2))))
     assert block_mode(a, (4, 2), lo, hi, children=children).tolist() == [[0]]

@@ -276,4 +276,5 @@ def round_to_dtype(v: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return v.astype(dtype)
 
 
-from .mode import block_mode  # noqa: E402  (the mode kernels use block_min/block_max)
+# the mode kernels use block_min/block_max
+from .mode import block_mode, block_mode_tally  # noqa: E402

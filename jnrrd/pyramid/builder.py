@@ -8,8 +8,8 @@ Where the result is provably identical (CONVENTIONS §3), a level is computed fr
 finer level whose blocks tile its own (``b_L % b_P == 0`` on every axis) instead of from level
 0: ``max``/``min`` from the finer maxima/minima, integer ``average`` from the finer *unrounded*
 integer sums, and ``mode`` uses the finer block minima/maxima only to skip uniform blocks (its
-counts always come from level-0 voxels; a uniform finer block counts as its value repeated,
-without reading level 0). Float ``average``, ``gaussian`` and ``lanczos`` are
+counts are exact level-0 counts: a finer block that is uniform, or holds only its minimum and
+maximum, is counted from its statistics without reading level 0). Float ``average``, ``gaussian`` and ``lanczos`` are
 always computed from level 0 (float sums in another order would differ in the last bit).
 """
 
@@ -293,7 +293,7 @@ class PyramidBuilder:
         x0 = None
         if lv.source is None or self.method == "mode":
             x0 = self._l0.get(j0 * b[-1], j1 * b[-1])[0]
-        children = None
+        st = None
         if lv.source is None:
             state = self._state_from0(x0, lv.rel)
         else:
@@ -301,9 +301,13 @@ class PyramidBuilder:
             k = lv.rel[-1]
             st = src.state.get(j0 * k, j1 * k)
             state = self._state_from(src, st, lv.rel)
-            if self.method == "mode":
-                children = (lv.rel, st[0], st[1])
-        return state, self._finish_state(lv, state, x0, children)
+        if self.method == "mode":
+            # state: (lo, hi, nlo, nhi), what a coarser level's mode needs of its children
+            children = None if st is None else (lv.rel, st)
+            data, *state = blocks.block_mode_tally(x0, b, state[0], state[1], children=children,
+                                                   tally=lv.state is not None)
+            return (tuple(state) if lv.state is not None else None), data
+        return state, self._finish_state(lv, state, x0)
 
     def _direct(self, lv: _Level, j0: int, j1: int) -> np.ndarray:
         s, b, cropped = lv.scale, lv.block, self._cropped[lv.index]
@@ -336,12 +340,10 @@ class PyramidBuilder:
             return (blocks.block_min(st[0], rel),)
         return (blocks.block_min(st[0], rel), blocks.block_max(st[1], rel))
 
-    def _finish_state(self, lv: _Level, state: tuple[np.ndarray, ...], x0: np.ndarray | None,
-                      children: tuple | None = None) -> np.ndarray:
+    def _finish_state(self, lv: _Level, state: tuple[np.ndarray, ...],
+                      x0: np.ndarray | None) -> np.ndarray:
         if self.method == "average":
             return blocks.finish_mean(blocks.Sums(state, math.prod(lv.block), self.dtype))
-        if self.method == "mode":
-            return blocks.block_mode(x0, lv.block, state[0], state[1], children=children)
         # max/min: hand out a copy when the array is also kept as cascade state
         return np.array(state[0], copy=True) if lv.state is not None else state[0]
 

@@ -22,8 +22,10 @@ from itertools import product
 
 import numpy as np
 
-__all__ = ["block_mode"]
+__all__ = ["block_mode", "block_mode_tally"]
 
+#: level-0 members handled per batch of mixed blocks
+_BATCH = 1 << 18
 #: largest block counted pairwise (m * (m - 1) / 2 comparisons per mixed block)
 _PAIRWISE = 8
 
@@ -100,9 +102,16 @@ def _gather(flat: np.ndarray, base: np.ndarray, offsets: Sequence[int],
         out[:, c] = col
 
 
-def _mixed_modes(x: np.ndarray, block: tuple[int, ...], where: tuple[np.ndarray, ...]
-                 ) -> np.ndarray:
-    """Modes of the blocks at level indices ``where``, counted from all their members."""
+def _tally_rows(rows: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, ...]:
+    """How often each row holds its minimum ``lo`` and its maximum ``hi``."""
+    return (np.count_nonzero(rows == lo[:, None], axis=1),
+            np.count_nonzero(rows == hi[:, None], axis=1))
+
+
+def _mixed_modes(x: np.ndarray, block: tuple[int, ...], where: tuple[np.ndarray, ...],
+                 lo: np.ndarray, hi: np.ndarray, tally: bool) -> tuple[np.ndarray, ...]:
+    """Modes of the blocks at level indices ``where`` (minima ``lo``, maxima ``hi``), counted
+    from all their members; with ``tally``, also how often each holds ``lo`` and ``hi``."""
     flat, strides = _flat(x)
     base = _bases(where, strides * np.array(block, np.intp))
     offsets = _offsets(block, strides)
@@ -110,119 +119,193 @@ def _mixed_modes(x: np.ndarray, block: tuple[int, ...], where: tuple[np.ndarray,
     if m <= _PAIRWISE and x.dtype.kind in "iub":
         cols = np.empty((m, n), x.dtype)
         _gather(flat, base, offsets, cols.T)
-        return _mode_pairwise(cols)
+        modes = _mode_pairwise(cols)
+        if not tally:
+            return (modes,)
+        nlo, nhi = np.zeros(n, np.uint8), np.zeros(n, np.uint8)
+        eq = np.empty(n, bool)
+        for c in cols:
+            nlo += np.equal(c, lo, out=eq)
+            nhi += np.equal(c, hi, out=eq)
+        return modes, nlo, nhi
     rows = np.empty((n, m), x.dtype)
     _gather(flat, base, offsets, rows)
-    return _mode_sorted(np.sort(rows, axis=1))
+    rows.sort(axis=1)
+    return (_mode_sorted(rows), *(_tally_rows(rows, lo, hi) if tally else ()))
 
 
 #: widest value range (max - min + 1) of a mixed block counted by histogram
 _HISTOGRAM = 64
 
 
-def _children(x: np.ndarray, block: tuple[int, ...], where: tuple[np.ndarray, ...],
-              rel: tuple[int, ...], child_lo: np.ndarray, child_hi: np.ndarray):
-    """Per child of the blocks at ``where``: its minimum, whether it is uniform, and a function
-    gathering the level-0 members of some of those children as ``(k, child members)`` rows."""
-    sub = tuple(b // r for b, r in zip(block, rel, strict=True))
-    flat, strides = _flat(x)
-    clo, cstrides = _flat(np.ascontiguousarray(child_lo))
-    chi = np.ascontiguousarray(child_hi).reshape(-1)
-    base = _bases(where, strides * np.array(block, np.intp))
-    cbase = _bases(where, cstrides * np.array(rel, np.intp))
-    offsets = _offsets(sub, strides)
-    idx = np.empty_like(cbase)
-    for r in product(*(range(k) for k in rel)):
-        np.add(cbase, int(np.dot(r, cstrides)), out=idx)
-        lo = clo.take(idx, mode="clip")
-        uniform = lo == chi.take(idx, mode="clip")
-        shift = int(np.dot(np.multiply(r, sub), strides))
+class _Children:
+    """The children of the blocks at ``where``, as ``(n, children)`` arrays: minimum ``lo``,
+    maximum ``hi``, how often each holds them (``nlo``/``nhi``), and the kind of child:
+    ``uniform``, ``two``-valued (every member is ``lo`` or ``hi``), or neither, whose level-0
+    members :meth:`members` gathers."""
 
-        def members(sel: np.ndarray, shift: int = shift) -> np.ndarray:
-            part = np.empty((sel.size, len(offsets)), x.dtype)
-            _gather(flat, base[sel] + shift, offsets, part)
-            return part
+    def __init__(self, x: np.ndarray, block: tuple[int, ...], where: tuple[np.ndarray, ...],
+                 rel: tuple[int, ...], stats: Sequence[np.ndarray]) -> None:
+        sub = tuple(b // r for b, r in zip(block, rel, strict=True))
+        self.size = math.prod(sub)
+        self.flat, strides = _flat(x)
+        flats = [np.ascontiguousarray(a) for a in stats]
+        cstrides = _flat(flats[0])[1]
+        grid = list(product(*(range(k) for k in rel)))
+        cidx = _bases(where, cstrides * np.array(rel, np.intp))[:, None] + np.array(
+            [int(np.dot(r, cstrides)) for r in grid], np.intp)
+        self.lo, self.hi, *counts = (a.reshape(-1).take(cidx, mode="clip") for a in flats)
+        self.uniform = self.lo == self.hi
+        if counts:
+            self.nlo, self.nhi = counts
+            self.two = ~self.uniform & (self.nlo + self.nhi == self.size)
+        else:
+            self.nlo = self.nhi = np.zeros(cidx.shape, np.int64)
+            self.two = np.zeros(cidx.shape, bool)
+        self.base = _bases(where, strides * np.array(block, np.intp))
+        self.shift = np.array([int(np.dot(np.multiply(r, sub), strides)) for r in grid], np.intp)
+        self.offsets = _offsets(sub, strides)
 
-        yield lo, uniform, members
+    def members(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(block row, child, level-0 members) of every child neither uniform nor two-valued."""
+        pick = np.flatnonzero(~(self.uniform | self.two))
+        blk, child = np.divmod(pick, self.uniform.shape[1])
+        part = np.empty((blk.size, len(self.offsets)), self.flat.dtype)
+        if blk.size:
+            _gather(self.flat, self.base[blk] + self.shift[child], self.offsets, part)
+        return blk, child, part
 
 
 def _mixed_modes_children(x: np.ndarray, block: tuple[int, ...], where: tuple[np.ndarray, ...],
-                          rel: tuple[int, ...], child_lo: np.ndarray, child_hi: np.ndarray,
-                          lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Like :func:`_mixed_modes`, reading level 0 only for the mixed children.
+                          rel: tuple[int, ...], stats: Sequence[np.ndarray],
+                          lo: np.ndarray, hi: np.ndarray, tally: bool
+                          ) -> tuple[np.ndarray, ...]:
+    """Like :func:`_mixed_modes`, from the children's statistics where they suffice.
 
-    ``lo``/``hi`` are the minima/maxima of the blocks at ``where``. Small-range integer blocks
-    are counted in a ``(block, value - minimum)`` histogram where a uniform child adds its
-    member count in one step; others are sorted row by row.
+    ``stats`` are the finer level's ``(lo, hi[, nlo, nhi])``. A uniform child counts as its
+    value, a two-valued one as its minimum and maximum with their counts; only the others are
+    read from level 0. Small-range integer blocks are counted in a ``(block, value - minimum)``
+    histogram; others are rebuilt as rows and sorted.
     """
     n = len(where[0])
-    msub = math.prod(block) // math.prod(rel)
+    kids = _Children(x, block, where, rel, stats)
+    blk, child, part = kids.members()
     small = x.dtype.kind in "iub" and x.dtype.itemsize <= 4
     if small:
         lo64 = lo.astype(np.int64)
         width = int((hi.astype(np.int64) - lo64).max()) + 1
         small = width <= _HISTOGRAM
     if small:
-        counts = np.zeros(n * width, np.float64)
         row = np.arange(n, dtype=np.int64) * width - lo64  # key = row + value
-        for clo, uniform, members in _children(x, block, where, rel, child_lo, child_hi):
-            counts += np.bincount(row + clo, weights=uniform * float(msub), minlength=n * width)
-            sel = np.flatnonzero(~uniform)
-            if sel.size:
-                keys = members(sel).astype(np.int64)
-                keys += row[sel, None]
-                counts += np.bincount(keys.reshape(-1), minlength=n * width)
+        size = n * width
+        w_lo = np.where(kids.uniform, kids.size, np.where(kids.two, kids.nlo, 0))
+        counts = np.bincount((row[:, None] + kids.lo).reshape(-1),
+                             weights=w_lo.reshape(-1).astype(np.float64), minlength=size)
+        w_hi = np.where(kids.two, kids.nhi, 0)
+        counts += np.bincount((row[:, None] + kids.hi).reshape(-1),
+                              weights=w_hi.reshape(-1).astype(np.float64), minlength=size)
+        keys = part.astype(np.int64)
+        keys += row[blk, None]
+        counts += np.bincount(keys.reshape(-1), minlength=size)
+        hist = counts.reshape(n, width)
         # argmax takes the first of equal counts: the smallest value
-        return (lo64 + counts.reshape(n, width).argmax(axis=1)).astype(x.dtype)
-    rows = np.empty((n, math.prod(rel), msub), x.dtype)
-    for c, (clo, uniform, members) in enumerate(
-            _children(x, block, where, rel, child_lo, child_hi)):
-        rows[:, c, :] = clo[:, None]
-        sel = np.flatnonzero(~uniform)
-        if sel.size:
-            rows[sel, c, :] = members(sel)
-    return _mode_rows(rows.reshape(n, -1))
+        modes = (lo64 + hist.argmax(axis=1)).astype(x.dtype)
+        if not tally:
+            return (modes,)
+        top = hist[np.arange(n), hi.astype(np.int64) - lo64]
+        return modes, hist[:, 0], top
+    # rows: a child's members as nlo copies of its minimum, then its maximum (uniform: all lo)
+    nlo = np.where(kids.uniform, kids.size, kids.nlo)
+    rows = np.where(np.arange(kids.size) < nlo[:, :, None], kids.lo[:, :, None],
+                    kids.hi[:, :, None])
+    rows[blk, child] = part
+    rows = rows.reshape(n, -1)
+    rows.sort(axis=1)
+    return (_mode_sorted(rows), *(_tally_rows(rows, lo, hi) if tally else ()))
+
+
+def _at(a: np.ndarray, order: list[int], pick: np.ndarray, where: tuple[np.ndarray, ...]
+        ) -> np.ndarray:
+    """``a.transpose(order)`` at flat C-order positions ``pick`` (multi-index ``where``)."""
+    t = a.transpose(order)
+    return t.reshape(-1).take(pick) if t.flags.c_contiguous else t[where]
+
+
+def _put(a: np.ndarray, order: list[int], pick: np.ndarray, where: tuple[np.ndarray, ...],
+         values: np.ndarray) -> None:
+    """``a.transpose(order)[pick] = values`` (see :func:`_at`)."""
+    t = a.transpose(order)
+    if t.flags.c_contiguous:
+        t.reshape(-1)[pick] = values
+    else:
+        t[where] = values
 
 
 def block_mode(x: np.ndarray, block: Sequence[int], lo: np.ndarray | None = None,
                hi: np.ndarray | None = None, *,
-               children: tuple[Sequence[int], np.ndarray, np.ndarray] | None = None
+               children: tuple[Sequence[int], Sequence[np.ndarray]] | None = None
                ) -> np.ndarray:
     """Most frequent value of each block, ties to the smallest (CONVENTIONS §3).
 
     ``x`` starts on a block boundary; the result has ``x.shape // block`` voxels. ``lo``/``hi``
     are the block minima/maxima when already known: blocks with ``lo == hi`` are uniform and
-    need no counting. ``children = (rel, child_lo, child_hi)`` gives the minima/maxima of a
-    finer level whose blocks tile these ones ``rel`` times per axis, so that uniform children
-    are counted without reading level 0. The result only holds values of ``x``.
+    need no counting. ``children = (rel, stats)`` describes a finer level whose blocks tile
+    these ones ``rel`` times per axis: ``stats`` are its ``(lo, hi)`` or the
+    ``(lo, hi, nlo, nhi)`` of :func:`block_mode_tally`, so that children that are uniform (or
+    two-valued) are counted without reading level 0. The result only holds values of ``x``.
     """
+    return block_mode_tally(x, block, lo, hi, children=children, tally=False)[0]
+
+
+def block_mode_tally(x: np.ndarray, block: Sequence[int], lo: np.ndarray | None = None,
+                     hi: np.ndarray | None = None, *,
+                     children: tuple[Sequence[int], Sequence[np.ndarray]] | None = None,
+                     tally: bool = True) -> tuple[np.ndarray, ...]:
+    """:func:`block_mode` plus, with ``tally``, ``(lo, hi, nlo, nhi)``: the block minima and
+    maxima and how many members equal them (the statistics a coarser level's ``children``
+    takes)."""
     from .blocks import block_max, block_min
 
     block = tuple(int(b) for b in block)
-    if math.prod(block) == 1:
-        return np.array(x[tuple(slice(0, n) for n in x.shape)], copy=True)
+    m = math.prod(block)
     if lo is None or hi is None:
         lo, hi = block_min(x, block), block_max(x, block)
+    if m == 1:
+        out = np.array(x[tuple(slice(0, n) for n in x.shape)], copy=True)
+        ones = (out == lo).astype(np.int32)  # 0 for NaN
+        return (out, lo, hi, ones, ones) if tally else (out,)
     # NaN blocks compare unequal and are counted (each NaN is its own run: never the mode
     # unless every value is NaN).
     mixed = lo != hi
     out = np.array(lo, copy=True)
-    if not mixed.any():
-        return out
-    # Work with the axes in memory order (largest stride first) so that the mixed blocks are
-    # visited, and their members gathered, nearly sequentially.
-    if not (x.flags.c_contiguous or x.flags.f_contiguous):
-        x = np.ascontiguousarray(x)
-    order = sorted(range(x.ndim), key=lambda d: -x.strides[d])
-    xp, mp = x.transpose(order), mixed.transpose(order)
-    bp = tuple(block[d] for d in order)
-    where = np.nonzero(mp)
-    if children is not None:
-        rel = tuple(int(children[0][d]) for d in order)
-        modes = _mixed_modes_children(xp, bp, where, rel, children[1].transpose(order),
-                                      children[2].transpose(order),
-                                      lo.transpose(order)[where], hi.transpose(order)[where])
-    else:
-        modes = _mixed_modes(xp, bp, where)
-    out.transpose(order)[where] = modes
-    return out
+    count = np.int32 if m < 2**31 else np.int64
+    # same memory layout as lo: a coarser level reads these along with lo and hi
+    nlo = np.full_like(lo, m, dtype=count) if tally else None
+    nhi = np.full_like(lo, m, dtype=count) if tally else None
+    if mixed.any():
+        # Work with the axes in memory order (largest stride first) so that the mixed blocks
+        # are visited, and their members gathered, nearly sequentially.
+        if not (x.flags.c_contiguous or x.flags.f_contiguous):
+            x = np.ascontiguousarray(x)
+        order = sorted(range(x.ndim), key=lambda d: -x.strides[d])
+        xp = x.transpose(order)
+        bp = tuple(block[d] for d in order)
+        mp = np.ascontiguousarray(mixed.transpose(order))
+        if children is not None:
+            rel = tuple(int(children[0][d]) for d in order)
+            stats = [a.transpose(order) for a in children[1]]
+        picked = np.flatnonzero(mp)  # mixed blocks in memory order
+        # In batches: the temporaries stay small enough to be reused instead of page-faulted.
+        per_block = math.prod(block) if children is None else 4 * math.prod(children[0])
+        step = max(1, _BATCH // per_block)
+        for k in range(0, picked.size, step):
+            pick = picked[k:k + step]
+            where = np.unravel_index(pick, mp.shape)
+            lo_m, hi_m = _at(lo, order, pick, where), _at(hi, order, pick, where)
+            if children is not None:
+                res = _mixed_modes_children(xp, bp, where, rel, stats, lo_m, hi_m, tally)
+            else:
+                res = _mixed_modes(xp, bp, where, lo_m, hi_m, tally)
+            for arr, values in zip((out, nlo, nhi), res, strict=False):
+                _put(arr, order, pick, where, values)
+    return (out, lo, hi, nlo, nhi) if tally else (out,)
