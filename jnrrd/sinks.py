@@ -32,6 +32,8 @@ class _Tables:
 
     def __init__(self, sizes: list[int | None], meta: list[dict[str, Any]]) -> None:
         self.sizes, self.meta = sizes, meta
+        #: where rows are stored in the background (set by the writer); None: in the caller
+        self.later: Deferred | None = None
 
     def record(self, level: Level, coords: tuple[int, ...], data: Any,
                meta: dict[str, Any]) -> bool:
@@ -79,6 +81,38 @@ class _Sink(_Tables):
     def close(self, *, failed: bool) -> None:
         if failed:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Deferred:
+    """Runs callables in order on one background thread, at most ``depth`` waiting.
+
+    The writer stores a finished row of tiles here while the calling thread goes on with the
+    next row (and its pyramid). :meth:`drain` waits for everything and raises the first error;
+    :meth:`close` also stops the thread (pending work is dropped when ``failed``).
+    """
+
+    def __init__(self, depth: int = 1) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="jnrrd-store")
+        self._pending: list[Any] = []
+        self._depth = depth
+
+    def submit(self, fn: Callable[[], None]) -> None:
+        while len(self._pending) > self._depth:
+            self._pending.pop(0).result()
+        self._pending.append(self._pool.submit(fn))
+
+    def drain(self) -> None:
+        while self._pending:
+            self._pending.pop(0).result()
+
+    def close(self, *, failed: bool) -> None:
+        if failed:
+            for f in self._pending:
+                f.cancel()
+        self._pool.shutdown(wait=True)
+        self._pending = []
 
 
 #: widest JSON numbers a tile statistic or quality figure can take (for the header bound)

@@ -26,6 +26,7 @@ from .compress import compress
 from .dtypes import from_user, storage_dtype
 from .errors import SecurityError
 from .sinks import (  # noqa: F401 - re-exported: the Dask writer uses these pieces
+    Deferred,
     _copy,
     _DirectSink,
     _fixed_point,
@@ -277,8 +278,16 @@ def write_row(plan: TilePlan, enc: _Encoder, sink: _Sink, level: Level, t: int, 
             running.wait(raise_errors=False)
             raise
     running.wait()
-    for c, (data, meta) in zip(coords, results, strict=True):
-        sink.put(level, c, data, meta)
+
+    def store() -> None:
+        for c, (data, meta) in zip(coords, results, strict=True):
+            sink.put(level, c, data, meta)
+
+    later: Deferred | None = sink.later
+    if later is None:
+        store()
+    else:
+        later.submit(store)
     if tick is not None:
         tick(len(coords))
 
@@ -329,6 +338,9 @@ def write_tiled(target: str, data: FileOrder, plan: TilePlan,
     def read0(key: tuple[slice, ...]) -> np.ndarray:
         return values(np.asarray(data[key]), plan.type_name)
 
+    # Rows are stored on a background thread while the next row is encoded (and its pyramid
+    # computed); puts stay in order, one thread at a time.
+    sink.later = later = Deferred()
     failed = True
     finished: str | None = None
     quality: list[Any] | None = None
@@ -345,6 +357,7 @@ def write_tiled(target: str, data: FileOrder, plan: TilePlan,
                             tick=tick)
             if plan.quality:
                 quality = _quality_by_region(plan, read0)
+        later.drain()
         if plan.storage == "internal":
             finished = sink.finish(quality)
             replace(finished, target)
@@ -355,6 +368,7 @@ def write_tiled(target: str, data: FileOrder, plan: TilePlan,
                                        quality))
         failed = False
     finally:
+        later.close(failed=failed)
         if plan.storage == "internal":
             sink.close(failed=failed, keep=None if failed else finished)
         else:

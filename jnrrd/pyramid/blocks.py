@@ -23,6 +23,7 @@ __all__ = [
     "block_max",
     "block_min",
     "block_mode",
+    "block_mode_tally",
     "block_sums",
     "effective_block",
     "finish_mean",

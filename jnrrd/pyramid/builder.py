@@ -7,10 +7,10 @@ and the per-level intermediate state are buffered only while some level still ne
 Where the result is provably identical (CONVENTIONS §3), a level is computed from the nearest
 finer level whose blocks tile its own (``b_L % b_P == 0`` on every axis) instead of from level
 0: ``max``/``min`` from the finer maxima/minima, integer ``average`` from the finer *unrounded*
-integer sums, and ``mode`` uses the finer block minima/maxima only to skip uniform blocks (its
-counts are exact level-0 counts: a finer block that is uniform, or holds only its minimum and
-maximum, is counted from its statistics without reading level 0). Float ``average``, ``gaussian`` and ``lanczos`` are
-always computed from level 0 (float sums in another order would differ in the last bit).
+integer sums, and ``mode`` from exact level-0 counts, where a finer block that is uniform, or
+holds only its minimum and maximum, is counted from its statistics (minimum, maximum and their
+counts) without reading level 0. Float ``average``, ``gaussian`` and ``lanczos`` are always
+computed from level 0 (float sums in another order would differ in the last bit).
 """
 
 from __future__ import annotations

@@ -119,15 +119,17 @@ def _mixed_modes(x: np.ndarray, block: tuple[int, ...], where: tuple[np.ndarray,
     if m <= _PAIRWISE and x.dtype.kind in "iub":
         cols = np.empty((m, n), x.dtype)
         _gather(flat, base, offsets, cols.T)
-        modes = _mode_pairwise(cols)
-        if not tally:
-            return (modes,)
+        # Most mixed blocks hold two values: the more frequent of lo and hi (lo on a tie).
         nlo, nhi = np.zeros(n, np.uint8), np.zeros(n, np.uint8)
         eq = np.empty(n, bool)
         for c in cols:
             nlo += np.equal(c, lo, out=eq)
             nhi += np.equal(c, hi, out=eq)
-        return modes, nlo, nhi
+        modes = np.where(nlo >= nhi, lo, hi)
+        more = np.flatnonzero(nlo + nhi < m)  # three values or more: count pairwise
+        if more.size:
+            modes[more] = _mode_pairwise(cols[:, more])
+        return (modes, nlo, nhi) if tally else (modes,)
     rows = np.empty((n, m), x.dtype)
     _gather(flat, base, offsets, rows)
     rows.sort(axis=1)
