@@ -101,11 +101,13 @@ class Jnrrd(System):
     ZSTD3 = [{"name": "bytes", "configuration": {"endian": "little"}},
              {"name": "zstd", "configuration": {"level": 3}}]
 
-    def __init__(self, tiled: bool = True) -> None:
+    def __init__(self, tiled: bool = True, durable: bool = True) -> None:
         self.tiled = tiled
         self.jnrrd = _import("jnrrd")
+        # durable=False: no fsync before the atomic replace (what zarr and tensorstore do)
+        self.options = {} if durable else {"durable": False}
         if tiled:
-            self.name = "jnrrd"
+            self.name = "jnrrd" if durable else "jnrrd durable=False"
         else:
             self.name = "jnrrd untiled"
             self.codecs = ("raw", "zstd", "gzip")
@@ -126,6 +128,7 @@ class Jnrrd(System):
         """Write with ``tile=(64,)*3`` (or untiled with ``encoding=codec``)."""
         self.check_codec(codec)
         data = self.view(arr)
+        options = {**self.options, **options}
         if not self.tiled:
             self.jnrrd.write(path, data, encoding=codec, **options)
             return
@@ -379,6 +382,7 @@ def make(name: str, codec: str | None = None) -> System:
     factories = {
         "jnrrd": lambda: Jnrrd(tiled=True),
         "jnrrd-untiled": lambda: Jnrrd(tiled=False),
+        "jnrrd-nosync": lambda: Jnrrd(tiled=True, durable=False),
         "zarr": ZarrPython,
         "tensorstore": TensorStore,
         "pynrrd": PyNrrd,

@@ -10,6 +10,7 @@ target can remove leftovers of an interrupted one.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import re
 import secrets
@@ -20,6 +21,8 @@ from typing import IO
 
 __all__ = [
     "atomic_file",
+    "durability",
+    "durable",
     "replace",
     "fresh_token",
     "fsync_dir",
@@ -41,8 +44,33 @@ def tmp_marker(target: str) -> str:
     return os.path.join(d, f".{name}{_MARK}")
 
 
+_DURABLE: contextvars.ContextVar[bool] = contextvars.ContextVar("jnrrd_durable", default=True)
+
+
+def durable() -> bool:
+    """Whether writes in this context ``fsync`` (``jnrrd.write(..., durable=False)``: no)."""
+    return _DURABLE.get()
+
+
+@contextlib.contextmanager
+def durability(on: bool) -> Iterator[None]:
+    """Writes inside the block ``fsync`` (``on``) or only replace atomically (not ``on``).
+
+    Background threads do not inherit this: whatever syncs from one reads :func:`durable`
+    when its writer is set up, in the calling thread.
+    """
+    token = _DURABLE.set(bool(on))
+    try:
+        yield
+    finally:
+        _DURABLE.reset(token)
+
+
 def fsync_dir(path: str) -> None:
-    """Flush a directory entry change to disk (no-op where directories cannot be opened)."""
+    """Flush a directory entry change to disk (no-op where directories cannot be opened, or
+    when writes are not :func:`durable`)."""
+    if not durable():
+        return
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -88,7 +116,8 @@ def atomic_file(target: str) -> Iterator[IO[bytes]]:
     try:
         yield f
         f.flush()
-        os.fsync(f.fileno())
+        if durable():
+            os.fsync(f.fileno())
         f.close()
         replace(tmp, target)
     except BaseException:

@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
-from .atomic import tmp_marker
+from .atomic import durable, tmp_marker
 from .errors import UnsupportedError
 from .tiling.layout import expand_pattern
 from .tiling.levels import Level
@@ -34,6 +34,8 @@ class _Tables:
         self.sizes, self.meta = sizes, meta
         #: where rows are stored in the background (set by the writer); None: in the caller
         self.later: Deferred | None = None
+        #: fsync before the replace; read here because puts may run on another thread
+        self.durable = durable()
 
     def record(self, level: Level, coords: tuple[int, ...], data: Any,
                meta: dict[str, Any]) -> bool:
@@ -44,6 +46,24 @@ class _Tables:
             return False
         self.sizes[g] = len(data)
         return True
+
+    def tile_offsets(self, level: Level) -> np.ndarray | None:
+        """File offsets of ``level``'s tiles when known before they are encoded (then tiles
+        are written in place by :func:`pwrite_all` on :attr:`fd` and noted with
+        :meth:`written`); None: tiles go through :meth:`put`, in order."""
+        return None
+
+    def written(self, level: Level, coords: tuple[int, ...], nbytes: int,
+                meta: dict[str, Any]) -> None:
+        """Note a tile of ``nbytes`` written in place at its :meth:`tile_offsets` offset."""
+        raise AssertionError("this sink has no positional tiles")
+
+
+def pwrite_all(fd: int, data: memoryview, offset: int) -> None:
+    """Write all of ``data`` at ``offset`` of ``fd`` (positional, thread-safe)."""
+    done = 0
+    while done < len(data):
+        done += os.pwrite(fd, data[done:], offset + done)
 
 
 class _Sink(_Tables):
@@ -70,6 +90,8 @@ class _Sink(_Tables):
             f.write(data)
 
     def fsync_all(self) -> None:
+        if not self.durable:
+            return
         for root, _, files in os.walk(self.dir):
             for name in files:
                 fd = os.open(os.path.join(root, name), os.O_RDONLY)
@@ -233,8 +255,27 @@ class _DirectSink(_Tables):
                 self._spools[lv.index] = open(path, "w+b")
         self.start = header_space(plan, build, itemsize, exact)
         self.f.seek(self.start)
+        self.fd = self.f.fileno()
         self._unsynced = 0
         self._flusher = _Flusher()
+        self._level0_at: np.ndarray | None = None
+        if exact:
+            # exact layout: level-0 tiles are contiguous from start, in global order
+            sizes = plan.levels[0].grid.stored_voxels() * itemsize
+            self._level0_at = self.start + np.concatenate([[0], np.cumsum(sizes)[:-1]])
+
+    def tile_offsets(self, level: Level) -> np.ndarray | None:
+        return self._level0_at if level.index == 0 else None
+
+    def written(self, level: Level, coords: tuple[int, ...], nbytes: int,
+                meta: dict[str, Any]) -> None:
+        g = level.first + level.grid.index(coords)
+        self.meta[g] = meta
+        self.sizes[g] = nbytes
+        self._unsynced += nbytes
+        if self._unsynced >= _SYNC_EVERY and self.durable:
+            self._unsynced = 0
+            self._flusher.kick(self.f)
 
     def put(self, level: Level, coords: tuple[int, ...], data: Any,
             meta: dict[str, Any]) -> None:
@@ -246,7 +287,7 @@ class _DirectSink(_Tables):
             return
         self.f.write(data)
         self._unsynced += len(data)
-        if self._unsynced >= _SYNC_EVERY:
+        if self._unsynced >= _SYNC_EVERY and self.durable:
             self._unsynced = 0
             self._flusher.kick(self.f)
 
@@ -276,7 +317,8 @@ class _DirectSink(_Tables):
         f.write(b"\0" * (self.start - len(header)))
         f.flush()
         self._flusher.join()
-        os.fsync(f.fileno())
+        if self.durable:
+            os.fsync(f.fileno())
         return self.tmp
 
     def _rewrite(self, header: bytes, offsets: list[int]) -> str:
@@ -290,7 +332,8 @@ class _DirectSink(_Tables):
             tail.seek(self.start)
             shutil.copyfileobj(tail, out, 8 << 20)
             out.flush()
-            os.fsync(out.fileno())
+            if self.durable:
+                os.fsync(out.fileno())
         self._paths.remove(fresh)
         return fresh
 

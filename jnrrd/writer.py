@@ -14,6 +14,7 @@ import math
 import os
 import re
 import sys
+import threading
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from .sinks import (  # noqa: F401 - re-exported: the Dask writer uses these pie
     _Tables,
     header_space,
     internal_layout,
+    pwrite_all,
     stale_patterns,
 )
 from .tiling.grid import TileGrid
@@ -125,6 +127,11 @@ class _Encoder:
             return flat if name is None else compress(name, flat, level=level)
         return self.chain(tile.shape).encode(tile, tile_index=index)
 
+    def raw_native(self, dtype: np.dtype) -> bool:
+        """Tiles of ``dtype`` are stored as their F-ordered memory (raw, native order)."""
+        return (self._simple == (None, None) and dtype == self._dtype
+                and self.plan.type_name != "bfloat16")
+
     def metadata(self, core: np.ndarray, data: bytes | None) -> dict[str, Any]:
         meta: dict[str, Any] = {}
         if self.plan.tile_stats:
@@ -194,10 +201,22 @@ class FileOrder:
         return np.asarray(self.data[key])
 
 
+_BUFFERS = threading.local()
+
+
+def _tile_buffer(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """This thread's reusable F-ordered tile buffer (no page faults on every tile)."""
+    key = (shape, dtype)
+    buf = getattr(_BUFFERS, "tile", None)
+    if buf is None or buf[0] != key:
+        buf = _BUFFERS.tile = (key, np.empty(shape, dtype, order="F"))
+    return buf[1]
+
+
 def _stored_tile(slab: np.ndarray, slab_lo: int, axis: int, grid: TileGrid,
-                 coords: tuple[int, ...], fill: Any) -> np.ndarray:
+                 coords: tuple[int, ...], fill: Any, reuse: bool = False) -> np.ndarray:
     """Cut one stored tile (F order, stored extent, padding filled) out of a slab whose
-    ``axis`` starts at volume index ``slab_lo``."""
+    ``axis`` starts at volume index ``slab_lo`` (into this thread's buffer with ``reuse``)."""
     bounds = grid.stored_bounds(coords)
     shape = tuple(hi - lo for lo, hi in bounds)
     src, dst, partial = [], [], False
@@ -208,9 +227,14 @@ def _stored_tile(slab: np.ndarray, slab_lo: int, axis: int, grid: TileGrid,
         src.append(slice(vlo - off, vhi - off))
         dst.append(slice(vlo - lo, vhi - lo))
         partial |= (vlo, vhi) != (lo, hi)
-    if not partial:
+    if not partial and not reuse:
         return np.asfortranarray(slab[tuple(src)])
-    tile = np.full(shape, fill, dtype=slab.dtype, order="F")
+    if reuse:
+        tile = _tile_buffer(shape, slab.dtype)
+        if partial:
+            tile.fill(fill)
+    else:
+        tile = np.full(shape, fill, dtype=slab.dtype, order="F")
     tile[tuple(dst)] = slab[tuple(src)]
     return tile
 
@@ -251,8 +275,12 @@ def write_row(plan: TilePlan, enc: _Encoder, sink: _Sink, level: Level, t: int, 
     axis = grid.axes[-1]
     coords = _row_coords(grid, t)
     results: list[Any] = [None] * len(coords)
+    at = sink.tile_offsets(level) if enc.raw_native(slab.dtype) else None
 
     def job(i: int, c: tuple[int, ...]) -> Callable[[], None]:
+        if at is not None:
+            return positional(i, c)
+
         def run() -> None:
             tile = _stored_tile(slab, lo, axis, grid, c, fill)
             core = tile[grid.stored_from_core(c)]
@@ -262,6 +290,15 @@ def write_row(plan: TilePlan, enc: _Encoder, sink: _Sink, level: Level, t: int, 
                 return
             data = enc.encode(tile, g)
             results[i] = (data, enc.metadata(core, data))
+        return run
+
+    def positional(i: int, c: tuple[int, ...]) -> Callable[[], None]:
+        # Raw tiles at offsets known in advance: cut into a reused buffer, written in place.
+        def run() -> None:
+            tile = _stored_tile(slab, lo, axis, grid, c, fill, reuse=True)
+            data = memoryview(tile.T).cast("B")
+            pwrite_all(sink.fd, data, int(at[grid.index(c)]))
+            results[i] = (len(data), enc.metadata(tile[grid.stored_from_core(c)], data))
         return run
 
     running = Running([job(i, c) for i, c in enumerate(coords)])
@@ -281,7 +318,10 @@ def write_row(plan: TilePlan, enc: _Encoder, sink: _Sink, level: Level, t: int, 
 
     def store() -> None:
         for c, (data, meta) in zip(coords, results, strict=True):
-            sink.put(level, c, data, meta)
+            if at is not None:
+                sink.written(level, c, data, meta)
+            else:
+                sink.put(level, c, data, meta)
 
     later: Deferred | None = sink.later
     if later is None:

@@ -8,7 +8,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from .atomic import atomic_file, fresh_token, remove_leftovers
+from .atomic import atomic_file, durability, fresh_token, remove_leftovers
 from .datasection import encode_chunks
 from .dtypes import type_name_for
 from .errors import HeaderError, UnsupportedError
@@ -36,7 +36,7 @@ def write(target: Any, data: Any, header: Mapping[str, Any] | None = None, *,
           index_order: str = "F", encoding: str | None = None, tile: Any = None,
           compression: str | None = None, codecs: Sequence[Any] | None = None,
           levels: Any = None, downsample: str | None = None, detached: bool = False,
-          **options: Any) -> None:
+          durable: bool = True, **options: Any) -> None:
     """Write ``data`` to ``target`` (JNRRD; classic NRRD for ``.nrrd``/``.nhdr`` paths).
 
     Everything the format can say can be asked through ``header`` fields; the keywords are
@@ -46,8 +46,21 @@ def write(target: Any, data: Any, header: Mapping[str, Any] | None = None, *,
     ``tile_stats``, ``checksum``, ``quality``, ``progress``, ``align`` (e.g. 4096),
     ``compression_level``, ``overlap``, ``edge`` ("pad"/"variable"), ``padding_value``,
     ``storage`` ("internal"/"external"), ``pattern``, ``format``.
-    The write is atomic: a crash leaves the previous file (or dataset) intact.
+    The write is atomic: a crash leaves the previous file (or dataset) intact. With
+    ``durable=False`` the new files are not ``fsync``ed before they replace the old ones: still
+    atomic against a crashing process, but a power loss right after the write may lose both
+    versions (the trade-off of scratch data; zarr and tensorstore never ``fsync``).
     """
+    with durability(durable):
+        _write(target, data, header, index_order=index_order, encoding=encoding, tile=tile,
+               compression=compression, codecs=codecs, levels=levels, downsample=downsample,
+               detached=detached, **options)
+
+
+def _write(target: Any, data: Any, header: Mapping[str, Any] | None, *, index_order: str,
+           encoding: str | None, tile: Any, compression: str | None,
+           codecs: Sequence[Any] | None, levels: Any, downsample: str | None, detached: bool,
+           **options: Any) -> None:
     unknown = set(options) - set(_OPTIONS)
     if unknown:
         raise TypeError(f"write() got unexpected keyword argument(s): {sorted(unknown)}")

@@ -167,3 +167,40 @@ def test_readers_see_old_or_new_never_half(tmp_path: Path, monkeypatch) -> None:
     assert len(seen) == 1
     np.testing.assert_array_equal(seen[0], OLD)
     np.testing.assert_array_equal(jnrrd.read(p)[0], OLD * 3)
+
+
+# --- durable=False: atomic, without fsync ----------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["untiled", "internal", "internal-zstd-levels", "external",
+                                  "nrrd"])
+def test_durable_false_skips_every_fsync_and_writes_the_same_data(kind, tmp_path, monkeypatch):
+    import threading
+
+    calls = []
+    lock = threading.Lock()
+    real_fsync, real_fdatasync = os.fsync, os.fdatasync
+
+    def counting(real):
+        def f(fd):
+            with lock:
+                calls.append(fd)
+            return real(fd)
+        return f
+
+    monkeypatch.setattr(os, "fsync", counting(real_fsync))
+    monkeypatch.setattr(os, "fdatasync", counting(real_fdatasync))
+    a = np.arange(40 * 30 * 20, dtype=np.uint16).reshape(40, 30, 20)
+    opts = {"untiled": {}, "internal": {"tile": (16, 16, 8)},
+            "internal-zstd-levels": {"tile": (16, 16, 8), "compression": "zstd", "levels": 2},
+            "external": {"tile": (16, 16, 8), "storage": "external"}, "nrrd": {}}[kind]
+    name = "v.nrrd" if kind == "nrrd" else "v.jnrrd"
+    for durable in (True, False):
+        path = tmp_path / str(durable) / name
+        path.parent.mkdir()
+        calls.clear()
+        jnrrd.write(path, a, durable=durable, **opts)
+        assert bool(calls) == durable
+        np.testing.assert_array_equal(jnrrd.read(path)[0], a)
+    if kind != "external":
+        assert (tmp_path / "True" / name).read_bytes() == (tmp_path / "False" / name).read_bytes()
