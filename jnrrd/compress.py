@@ -270,6 +270,61 @@ def _zstd_stream(data: Any, limit: int, what: str) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
+def zstd_into(data: bytes | memoryview, out: memoryview, *, exact: bool, what: str = ""
+              ) -> None:
+    """Decompress zstd ``data`` straight into ``out`` (a writable byte view).
+
+    ``exact``: the data must decompress to exactly ``len(out)`` bytes; otherwise decoding
+    stops once ``out`` is full (a prefix read). Short (or, exact, long) data is a
+    ``DataError``; nothing past ``len(out) + 1`` bytes is ever produced.
+    """
+    need = len(out)
+    n = 0
+    try:
+        reader = _zstd_decompressor().stream_reader(data, read_across_frames=True)
+        while n < need:
+            got = reader.readinto(out[n:])
+            if not got:
+                break
+            n += got
+        extra = exact and n == need and reader.read(1)
+    except zstandard.ZstdError as exc:
+        raise _corrupt("zstd", what, exc) from None
+    if n < need:
+        raise DataError(f"{what}zstd data is short: decompresses to {n} bytes; expected "
+                        f"{'' if exact else 'at least '}{need}")
+    if extra:
+        raise _oversized(what, "zstd", need)
+
+
+def decompress_prefix(name: str, data: bytes | memoryview, need: int, *, what: str = "",
+                      out: Any = None) -> Any:
+    """The first ``need`` bytes ``data`` decompresses to, decoding no further than that.
+
+    For a tile whose selection ends early along its slowest axis. ``name`` is ``zstd`` or
+    ``lz4`` (others decode fully and are cut); fewer than ``need`` bytes is a ``DataError``.
+    ``out``: a writable buffer of ``need`` bytes zstd decodes into (and returns).
+    """
+    if name == "zstd":
+        if out is None:
+            out = bytearray(need)
+        zstd_into(data, memoryview(out), exact=False, what=what)
+        n = need
+    elif name == "lz4":
+        try:
+            d = lz4.frame.LZ4FrameDecompressor()
+            out = d.decompress(data, max_length=need)
+        except RuntimeError as exc:
+            raise _corrupt("lz4", what, exc) from None
+        n = len(out)
+    else:
+        return decompress(name, data, need, exact=False, what=what)
+    if n < need:
+        raise DataError(f"{what}{name} data is short: decompresses to {n} bytes; expected at "
+                        f"least {need}")
+    return out
+
+
 def decompress_at_most(
     name: str, data: bytes | memoryview, limit: int, *, what: str = ""
 ) -> bytes:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .compress import decompress
+from .compress import decompress, decompress_prefix
 from .dtypes import storage_dtype, to_user, user_dtype
 from .errors import DataError, MissingDependencyError, where
 from .header import Header
@@ -110,6 +110,39 @@ def fork_join(first: Callable[[], Any], second: Callable[[], Any]) -> tuple[Any,
     return a, future.result()
 
 
+#: tile compressors that can stop decoding after a prefix of the tile
+_PREFIX_CODECS = ("zstd", "lz4")
+#: largest decoded tile kept in a thread's scratch buffer between reads
+_SCRATCH_BYTES = 16 << 20
+_SCRATCH = threading.local()
+
+
+def _scratch(n: int) -> np.ndarray:
+    """``n`` bytes of this thread's reusable decode buffer (fresh memory above the cap):
+    decoding every tile into new memory costs page faults and unmaps."""
+    if n > _SCRATCH_BYTES:
+        return np.empty(n, np.uint8)
+    buf = getattr(_SCRATCH, "buf", None)
+    if buf is None or buf.size < n:
+        buf = _SCRATCH.buf = np.empty(n, np.uint8)
+    return buf[:n]
+
+
+def _planes(last: Any) -> int | None:
+    """How many leading indices of a tile's last axis the selection ``last`` reads."""
+    if isinstance(last, slice):
+        start, stop, step = last.start, last.stop, last.step
+        if (step is None or step > 0) and stop is not None and stop >= 0 and (
+                start is None or start >= 0):
+            return stop
+        if step is not None and step < 0 and start is not None and start >= 0:
+            return start + 1
+        return None
+    if isinstance(last, (int, np.integer)) and last >= 0:
+        return int(last) + 1
+    return None
+
+
 class _TileDecoder:
     """Decodes the stored tiles of one file: chain per tile shape, checksums, sources."""
 
@@ -167,14 +200,34 @@ class _TileDecoder:
         limit = self.policy.max_tile_bytes + (1 << 20)
         return self.source.read(level, coords, local, limit)
 
-    def decode(self, level: Level, coords: tuple[int, ...]) -> np.ndarray | None:
-        """The stored tile (stored extent, user dtype, F order), or None when sparse."""
+    def decode(self, level: Level, coords: tuple[int, ...], planes: int | None = None,
+               scratch: bool = False) -> np.ndarray | None:
+        """The stored tile (stored extent, user dtype, F order), or None when sparse.
+
+        ``planes``: only the first ``planes`` indices along the last (slowest) axis are
+        needed; a ``zstd``/``lz4`` tile then stops decoding there (the result is that prefix).
+        ``scratch``: the result may live in this thread's scratch buffer, valid until its next
+        ``scratch`` decode (for callers that copy it out at once).
+        """
         shape = level.grid.stored_shape(coords)
         data = self.stored_bytes(level, coords)
         if data is None:
             return None
         index = level.first + level.grid.index(coords)
         self._verify(index, data)
+        prefix = (planes is not None and 0 < planes < shape[-1]
+                  and self.simple in _PREFIX_CODECS)
+        if prefix:
+            if prefix:
+                shape = (*shape[:-1], planes)
+            need = int(np.prod(shape)) * self.stored_dtype.itemsize
+            what = f"{where(self.name)}tile {index}: "
+            buf = _scratch(need) if scratch and self.simple == "zstd" else None
+            data = decompress_prefix(self.simple, data, need, what=what, out=buf)
+            arr = np.frombuffer(data, self.stored_dtype).reshape(shape, order="F")
+            if self.type_name == "bfloat16" or not arr.dtype.isnative:
+                arr = to_user(arr, self.type_name, self.bf16)
+            return arr
         count = int(np.prod(shape))
         if self.raw or self.simple:
             need = count * self.stored_dtype.itemsize
@@ -466,8 +519,10 @@ class Volume(LevelView):
         pieces = list(grid.pieces(sel))
 
         def task(piece: Any) -> Callable[[], None]:
+            planes = _planes(piece.src[-1])
+
             def run() -> None:
-                tile = dec.decode(level, piece.coords)
+                tile = dec.decode(level, piece.coords, planes, scratch=True)
                 if tile is None:
                     out[piece.dst] = fill
                 else:

@@ -294,3 +294,36 @@ def test_threads_share_nothing() -> None:
     for t in threads:
         t.join()
     assert not errors
+
+
+# --- decoding into a buffer, and prefixes -----------------------------------------------------
+
+
+def test_zstd_into_fills_the_buffer_and_checks_the_size():
+    from jnrrd.compress import zstd_into
+
+    payload = bytes(range(256)) * 4096
+    frame = zstandard.ZstdCompressor(level=3).compress(payload)
+    out = bytearray(len(payload))
+    zstd_into(frame, memoryview(out), exact=True)
+    assert bytes(out) == payload
+    with pytest.raises(DataError, match="more than"):
+        zstd_into(frame, memoryview(bytearray(len(payload) - 1)), exact=True)
+    with pytest.raises(DataError, match="short"):
+        zstd_into(frame, memoryview(bytearray(len(payload) + 1)), exact=True)
+    head = bytearray(1000)
+    zstd_into(frame, memoryview(head), exact=False)
+    assert bytes(head) == payload[:1000]
+    with pytest.raises(DataError, match="corrupt"):
+        zstd_into(b"\x28\xb5\x2f\xfd" + b"\xff" * 20, memoryview(bytearray(10)), exact=False)
+
+
+@pytest.mark.parametrize("name", ["zstd", "lz4", "gzip", "bz2"])
+def test_decompress_prefix_returns_the_first_bytes(name):
+    from jnrrd.compress import decompress_prefix
+
+    payload = bytes(b % 4 for b in os.urandom(300_000))
+    data = compress(name, payload)
+    assert bytes(decompress_prefix(name, data, 12_345)) == payload[:12_345]
+    with pytest.raises(DataError, match="short"):
+        decompress_prefix(name, data, len(payload) + 1)

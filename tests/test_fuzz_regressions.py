@@ -112,13 +112,13 @@ def test_failed_read_leaves_no_decode_running(tmp_path, monkeypatch):
     raised = threading.Event()
     late = []
 
-    def decode(self, level, coords):
+    def decode(self, level, coords, *args, **kwargs):
         if coords == (0, 0):
             raise jnrrd.DataError("tile 0: corrupt (injected)")
         time.sleep(0.002)
         if raised.is_set():
             late.append(coords)
-        return original(self, level, coords)
+        return original(self, level, coords, *args, **kwargs)
 
     monkeypatch.setattr(volume._TileDecoder, "decode", decode)
     with jnrrd.open(path) as vol:

@@ -92,9 +92,9 @@ def _counting(monkeypatch):
     real_decode = volume_mod._TileDecoder.decode
     real_read = layout.InternalSource.read
 
-    def decode(self, level, coords):
+    def decode(self, level, coords, *args, **kwargs):
         calls["tiles"] += 1
-        return real_decode(self, level, coords)
+        return real_decode(self, level, coords, *args, **kwargs)
 
     def read(self, index):
         calls["internal"] += 1
@@ -118,6 +118,50 @@ def test_reads_decode_only_the_tiles_a_region_touches(tmp_path, monkeypatch, com
         assert calls["tiles"] == 1 and calls["internal"] == 1
         vol[60:68, 60:68, 60:68]  # straddles 2×2×2 tiles
         assert calls["tiles"] == 1 + 8
+
+
+@pytest.mark.parametrize("compression", ["zstd", "lz4", "gzip"])
+@pytest.mark.parametrize("order", ["F", "C"])
+def test_regions_ending_early_in_a_tile_decode_only_its_prefix(tmp_path, monkeypatch,
+                                                              compression, order):
+    from jnrrd import compress
+
+    x = np.random.default_rng(4).integers(0, 9, size=(24, 20, 40), dtype=np.int16)
+    path = str(tmp_path / "p.jnrrd")
+    jnrrd.write(path, x, tile=(8, 8, 16), compression=compression)
+    needs = []
+    real = compress.decompress_prefix
+
+    def spy(name, data, need, **kw):
+        needs.append(need)
+        return real(name, data, need, **kw)
+
+    monkeypatch.setattr(volume_mod, "decompress_prefix", spy)
+    with jnrrd.open(path, index_order=order) as vol:
+        for key in [(slice(None), slice(None), slice(3, 21)), (5, slice(2, 19), 17),
+                    (slice(None), 4, slice(18, 3, -2)), (slice(1, 23, 5), slice(None), 31)]:
+            ckey = key if order == "F" else key[::-1]
+            want = x[key] if order == "F" else x[key].T
+            np.testing.assert_array_equal(vol[ckey], want)
+    # last z read per tile: 20 (tile 1: 5 of 16 planes), 17 (2), 18 (3) and 14 (tile 0: 15);
+    # 31 reads all of tile 1. gzip streams are decoded whole.
+    plane = 8 * 8 * 2
+    expected = {5 * plane, 2 * plane, 3 * plane, 15 * plane}
+    assert set(needs) == (set() if compression == "gzip" else expected)
+
+
+def test_prefix_reads_stop_before_a_damaged_tail(tmp_path):
+    # one 512 KiB tile: lz4 frames hold 64 KiB blocks, the damage is in the last one
+    x = np.random.default_rng(5).integers(0, 9, size=(64, 64, 64), dtype=np.uint16)
+    path = tmp_path / "d.jnrrd"
+    jnrrd.write(path, x, tile=(64, 64, 64), compression="lz4")
+    raw = bytearray(path.read_bytes())
+    raw[-40:-12] = b"\xff" * 28
+    path.write_bytes(bytes(raw))
+    with jnrrd.open(path) as vol:
+        np.testing.assert_array_equal(vol[:, :, :4], x[:, :, :4])  # never reaches the tail
+        with pytest.raises(jnrrd.JnrrdError):
+            vol[:, :, :]
 
 
 def test_external_reads_open_only_the_touched_files(tmp_path, monkeypatch):
