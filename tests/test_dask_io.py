@@ -161,9 +161,9 @@ def test_to_dask_slicing_reads_only_touched_tiles(tmp_path, monkeypatch):
     calls = []
     original = _TileDecoder.decode
 
-    def counting(self, level, coords):
+    def counting(self, level, coords, *args, **kwargs):
         calls.append(coords)
-        return original(self, level, coords)
+        return original(self, level, coords, *args, **kwargs)
 
     monkeypatch.setattr(_TileDecoder, "decode", counting)
     with jnrrd.open(p) as vol:

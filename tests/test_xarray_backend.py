@@ -32,9 +32,9 @@ def decodes(monkeypatch):
     calls: list[tuple[int, tuple[int, ...]]] = []
     original = _TileDecoder.decode
 
-    def counting(self, level, coords):
+    def counting(self, level, coords, *args, **kwargs):
         calls.append((level.index, tuple(coords)))
-        return original(self, level, coords)
+        return original(self, level, coords, *args, **kwargs)
 
     monkeypatch.setattr(_TileDecoder, "decode", counting)
     return calls
