@@ -71,25 +71,43 @@ class Running:
                     f.result()
 
 
-def run_parallel(tasks: Sequence[Callable[[], None]]) -> None:
-    """Run small closures on the shared pool (inline when there is only one).
+def run_parallel(tasks: Sequence[Callable[[], None]], *, helpers: int | None = None) -> None:
+    """Run small closures on the shared pool and in the calling thread.
 
-    On the first failure the tasks not yet started are cancelled and the running ones are
-    waited for, so nothing of a failed read still runs (or reads its source) afterwards.
+    The calling thread and up to ``helpers`` pool threads (default: the pool's size minus
+    one, i.e. one thread per core with the caller) take tasks from one shared list until it
+    is empty: a task costs no hand-off of its own. On the first failure no further task
+    starts; the running ones finish, then that failure is raised.
     """
     if len(tasks) <= 1:
         for t in tasks:
             t()
         return
-    futures = [_pool().submit(t) for t in tasks]
-    done, pending = wait(futures, return_when=FIRST_EXCEPTION)
-    if pending:
-        for f in pending:
-            f.cancel()
-        wait(pending)
-    for f in futures:
-        if not f.cancelled():
-            f.result()
+    lock = threading.Lock()
+    state = {"next": 0}
+    errors: list[BaseException] = []
+
+    def drain() -> None:
+        while True:
+            with lock:
+                i = state["next"]
+                if errors or i >= len(tasks):
+                    return
+                state["next"] = i + 1
+            try:
+                tasks[i]()
+            except BaseException as exc:
+                with lock:
+                    errors.append(exc)
+                return
+
+    pool = _pool()
+    n = pool._max_workers - 1 if helpers is None else helpers
+    futures = [pool.submit(drain) for _ in range(max(0, min(n, len(tasks) - 1)))]
+    drain()
+    wait(futures)
+    if errors:
+        raise errors[0]
 
 
 def fork_join(first: Callable[[], Any], second: Callable[[], Any]) -> tuple[Any, Any]:
