@@ -258,14 +258,17 @@ class _DirectSink(_Tables):
         self.fd = self.f.fileno()
         self._unsynced = 0
         self._flusher = _Flusher()
-        self._level0_at: np.ndarray | None = None
+        self._at: np.ndarray | None = None
         if exact:
-            # exact layout: level-0 tiles are contiguous from start, in global order
-            sizes = plan.levels[0].grid.stored_voxels() * itemsize
-            self._level0_at = self.start + np.concatenate([[0], np.cumsum(sizes)[:-1]])
+            # exact layout: every stored tile is contiguous from start, in global order
+            sizes = np.concatenate([lv.grid.stored_voxels() * itemsize for lv in plan.levels
+                                    if lv.stored])
+            self._at = self.start + np.concatenate([[0], np.cumsum(sizes)[:-1]])
 
     def tile_offsets(self, level: Level) -> np.ndarray | None:
-        return self._level0_at if level.index == 0 else None
+        if self._at is None or not level.stored:
+            return None
+        return self._at[level.first:level.first + level.grid.ntiles]
 
     def written(self, level: Level, coords: tuple[int, ...], nbytes: int,
                 meta: dict[str, Any]) -> None:

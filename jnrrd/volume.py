@@ -110,13 +110,25 @@ def run_parallel(tasks: Sequence[Callable[[], None]], *, helpers: int | None = N
         raise errors[0]
 
 
-def fork_join(first: Callable[[], Any], second: Callable[[], Any]) -> tuple[Any, Any]:
-    """``(first(), second())`` with ``second`` offered to the shared pool meanwhile.
+_HELPER: ThreadPoolExecutor | None = None
 
-    The calling thread runs ``first``; if no pool thread has picked ``second`` up by then, the
-    caller runs it too. Safe to call from a pool thread (it never waits for a queued task).
+
+def _helper() -> ThreadPoolExecutor:
+    global _HELPER
+    with _POOL_LOCK:
+        if _HELPER is None:
+            _HELPER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jnrrd-helper")
+        return _HELPER
+
+
+def fork_join(first: Callable[[], Any], second: Callable[[], Any]) -> tuple[Any, Any]:
+    """``(first(), second())`` with ``second`` offered to a helper thread meanwhile.
+
+    The calling thread runs ``first``; if the helper has not picked ``second`` up by then,
+    the caller runs it too (it never waits for a queued task). The helper is not the shared
+    pool, so tile encoding queued there does not hold ``second`` back.
     """
-    future = _pool().submit(second)
+    future = _helper().submit(second)
     try:
         a = first()
     except BaseException:

@@ -182,3 +182,19 @@ def test_pyramid_of_a_1gib_memmap_under_300mb(tmp_path):
         assert lv3.shape == (128, 128, 64)
         want = downsample(np.asarray(src[:64, :64, :64]), (8, 8, 8), "average")
         np.testing.assert_array_equal(lv3[:8, :8, :8], want)
+
+
+@pytest.mark.parametrize("levels", [1, 3])
+def test_raw_tiles_written_in_place_give_the_same_file_as_in_order(tmp_path, monkeypatch,
+                                                                   levels):
+    from jnrrd import sinks
+
+    a = np.random.default_rng(8).integers(0, 5, size=(40, 36, 50), dtype=np.uint16)
+    placed = tmp_path / "placed.jnrrd"
+    jnrrd.write(placed, a, tile=(16, 16, 16), levels=levels, downsample="mode")
+    monkeypatch.setattr(sinks._DirectSink, "tile_offsets", lambda self, level: None)
+    ordered = tmp_path / "ordered.jnrrd"
+    jnrrd.write(ordered, a, tile=(16, 16, 16), levels=levels, downsample="mode")
+    assert placed.read_bytes() == ordered.read_bytes()
+    with jnrrd.open(placed) as vol:
+        np.testing.assert_array_equal(vol[...], a)
