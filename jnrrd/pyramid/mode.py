@@ -95,11 +95,16 @@ def _gather(flat: np.ndarray, base: np.ndarray, offsets: Sequence[int],
             out: np.ndarray) -> None:
     """``out[:, c] = flat[base + offsets[c]]`` (``out`` is ``(len(base), len(offsets))``)."""
     idx = np.empty_like(base)
-    col = np.empty(base.shape, flat.dtype)
+    direct = out[:, 0].flags.c_contiguous if len(offsets) else False
+    col = None if direct else np.empty(base.shape, flat.dtype)
     for c, off in enumerate(offsets):
         np.add(base, off, out=idx)
-        np.take(flat, idx, out=col, mode="clip")  # in range by construction; no buffering
-        out[:, c] = col
+        # indices are in range by construction: mode="clip" skips the buffered bounds check
+        if direct:
+            np.take(flat, idx, out=out[:, c], mode="clip")
+        else:
+            np.take(flat, idx, out=col, mode="clip")
+            out[:, c] = col
 
 
 def _tally_rows(rows: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, ...]:
