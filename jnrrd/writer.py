@@ -517,28 +517,40 @@ class _RowBuffer:
         g = level.grid
         self.axis = g.axes[-1]
         self.size, self.o, self.n = g.tile[-1], g.overlap[-1], g.shape[self.axis]
-        self.start = 0  # volume index of buf[..., 0]
-        self.buf: np.ndarray | None = None
+        self.start = 0  # volume index of the first buffered row
+        self.parts: list[np.ndarray] = []  # joined only when a tile row is complete
+        self.have = 0  # volume index after the last buffered row
         self.next_t = 0
 
+    @property
+    def buf(self) -> np.ndarray | None:
+        if len(self.parts) > 1:
+            self.parts = [np.concatenate(self.parts, axis=self.axis)]
+        return self.parts[0] if self.parts else None
+
+    @buf.setter
+    def buf(self, value: np.ndarray) -> None:
+        self.parts = [value]
+
     def add(self, lo: int, arr: np.ndarray) -> None:
-        if self.buf is None:
-            self.start, self.buf = lo, arr
+        if not self.parts:
+            self.start = lo
         else:
-            assert lo == self.start + self.buf.shape[self.axis], "rows must arrive in order"
-            self.buf = np.concatenate([self.buf, arr], axis=self.axis)
+            assert lo == self.have, "rows must arrive in order"
+        self.parts.append(arr)
+        self.have = lo + arr.shape[self.axis]
 
     def ready(self) -> Iterator[tuple[int, int, np.ndarray]]:
         """Yield (t, lo, slab) for each tile row whose rows (with halo) are all present."""
-        while self.buf is not None and self.next_t < self.level.grid.grid[-1]:
+        while self.parts and self.next_t < self.level.grid.grid[-1]:
             t = self.next_t
             lo, hi = max(0, t * self.size - self.o), min(self.n, (t + 1) * self.size + self.o)
-            have = self.start + self.buf.shape[self.axis]
-            if have < hi:
+            if self.have < hi:
                 return
+            buf = self.buf
             sl = tuple(slice(lo - self.start, hi - self.start) if a == self.axis
-                       else slice(None) for a in range(self.buf.ndim))
-            slab = self.buf[sl]
+                       else slice(None) for a in range(buf.ndim))
+            slab = buf[sl]
             yield t, lo, slab
             self.next_t += 1
             keep_from = max(0, (t + 1) * self.size - self.o)

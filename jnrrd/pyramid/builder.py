@@ -270,19 +270,20 @@ class PyramidBuilder:
             from ..volume import fork_join
 
             jm = (j0 + j1) // 2
-            (s1, d1), (s2, d2) = fork_join(lambda: self._rows(lv, j0, jm),
-                                           lambda: self._rows(lv, jm, j1))
-            data = np.concatenate([d1, d2], axis=-1)
-            state = None if s1 is None else tuple(
-                np.concatenate(parts, axis=-1) for parts in zip(s1, s2, strict=True))
+            halves = fork_join(lambda: self._rows(lv, j0, jm), lambda: self._rows(lv, jm, j1))
+            bounds = [(j0, jm), (jm, j1)]
         else:
-            state, data = self._rows(lv, j0, j1)
-        if lv.state is not None:
-            lv.state.append(state)
-        if lv.quality is not None:
-            lv.quality.add(self._l0.get(j0 * b[-1], j1 * b[-1])[0], data)
+            halves, bounds = [self._rows(lv, j0, j1)], [(j0, j1)]
+        out: list[Piece] = []
+        # the halves stay separate pieces (and state chunks): no copy to join them
+        for (state, data), (ja, jb) in zip(halves, bounds, strict=True):
+            if lv.state is not None:
+                lv.state.append(state)
+            if lv.quality is not None:
+                lv.quality.add(self._l0.get(ja * b[-1], jb * b[-1])[0], data)
+            out.append((lv.index, (*region[:-1], slice(ja, jb)), data))
         lv.row = j1
-        return [(lv.index, region, data)]
+        return out
 
     def _rows(self, lv: _Level, j0: int, j1: int
               ) -> tuple[tuple[np.ndarray, ...] | None, np.ndarray]:
