@@ -204,3 +204,26 @@ def test_durable_false_skips_every_fsync_and_writes_the_same_data(kind, tmp_path
         np.testing.assert_array_equal(jnrrd.read(path)[0], a)
     if kind != "external":
         assert (tmp_path / "True" / name).read_bytes() == (tmp_path / "False" / name).read_bytes()
+
+
+@pytest.mark.parametrize("range_sync", [True, False])
+def test_writeback_is_started_while_tiles_are_written(tmp_path, monkeypatch, range_sync):
+    """Every few MiB the writer starts the write-back the final fsync needs: with
+    sync_file_range on Linux, else an fdatasync on a background thread."""
+    from jnrrd import sinks
+
+    kicked = []
+    if range_sync:
+        monkeypatch.setattr(sinks, "_SYNC_FILE_RANGE", lambda fd, off, n, flags: kicked.append(
+            flags))
+    else:
+        monkeypatch.setattr(sinks, "_SYNC_FILE_RANGE", None)
+        real = os.fdatasync
+        monkeypatch.setattr(os, "fdatasync", lambda fd: (kicked.append(fd), real(fd)))
+    monkeypatch.setattr(sinks, "_SYNC_EVERY", 1 << 16)
+    a = np.arange(64 * 64 * 64, dtype=np.uint16).reshape(64, 64, 64)
+    jnrrd.write(tmp_path / "v.jnrrd", a, tile=(16, 16, 16))
+    assert kicked
+    if range_sync:
+        assert set(kicked) == {sinks._SYNC_FILE_RANGE_WRITE}
+    np.testing.assert_array_equal(jnrrd.read(tmp_path / "v.jnrrd")[0], a)
