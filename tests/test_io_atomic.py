@@ -227,3 +227,44 @@ def test_writeback_is_started_while_tiles_are_written(tmp_path, monkeypatch, ran
     if range_sync:
         assert set(kicked) == {sinks._SYNC_FILE_RANGE_WRITE}
     np.testing.assert_array_equal(jnrrd.read(tmp_path / "v.jnrrd")[0], a)
+
+
+@pytest.mark.parametrize(("where", "compression"), [
+    ("put", None), ("put", "zstd"), ("pwrite_all", None), ("feed", None), ("feed", "zstd")])
+def test_a_failure_while_storing_tiles_keeps_the_old_file(tmp_path, monkeypatch, where,
+                                                          compression):
+    """Rows are stored on a background thread and raw tiles written in place from the pool:
+    an error there (a full disk) reaches the caller and leaves the old file and no leftovers."""
+    from jnrrd import sinks, writer
+    from jnrrd.pyramid import builder
+
+    target = tmp_path / "v.jnrrd"
+    old = np.full((48, 40, 64), 7, np.uint16)
+    jnrrd.write(target, old, tile=(16, 16, 16))
+    before = target.read_bytes()
+    calls = {"n": 0}
+
+    def failing(real):
+        def f(*args, **kwargs):
+            calls["n"] += 1
+            if calls["n"] == 5:
+                raise OSError(28, "No space left on device")
+            return real(*args, **kwargs)
+        return f
+
+    if where == "put":
+        monkeypatch.setattr(sinks._DirectSink, "put", failing(sinks._DirectSink.put))
+        monkeypatch.setattr(sinks._DirectSink, "written", failing(sinks._DirectSink.written))
+    elif where == "pwrite_all":
+        monkeypatch.setattr(writer, "pwrite_all", failing(writer.pwrite_all))
+    else:
+        monkeypatch.setattr(builder, "_PARALLEL_VOXELS", 1)  # halves on the helper thread
+        monkeypatch.setattr(builder.PyramidBuilder, "_rows",
+                            failing(builder.PyramidBuilder._rows))
+    new = np.arange(48 * 40 * 64, dtype=np.uint16).reshape(48, 40, 64)
+    with pytest.raises(OSError, match="No space"):
+        jnrrd.write(target, new, tile=(16, 16, 16), levels=3, downsample="mode",
+                    compression=compression)
+    assert calls["n"] >= 5
+    assert target.read_bytes() == before
+    assert os.listdir(tmp_path) == ["v.jnrrd"]
