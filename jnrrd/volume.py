@@ -245,21 +245,15 @@ class _TileDecoder:
             return None
         index = level.first + level.grid.index(coords)
         self._verify(index, data)
-        prefix = (planes is not None and 0 < planes < shape[-1]
-                  and self.simple in _PREFIX_CODECS)
-        if prefix:
-            if prefix:
-                shape = (*shape[:-1], planes)
+        if planes is not None and 0 < planes < shape[-1] and self.simple in _PREFIX_CODECS:
+            shape = (*shape[:-1], planes)
             need = int(np.prod(shape)) * self.stored_dtype.itemsize
-            what = f"{where(self.name)}tile {index}: "
             buf = _scratch(need) if scratch and self.simple == "zstd" else None
-            data = decompress_prefix(self.simple, data, need, what=what, out=buf)
+            data = decompress_prefix(self.simple, data, need, out=buf,
+                                     what=f"{where(self.name)}tile {index}: ")
             arr = np.frombuffer(data, self.stored_dtype).reshape(shape, order="F")
-            if self.type_name == "bfloat16" or not arr.dtype.isnative:
-                arr = to_user(arr, self.type_name, self.bf16)
-            return arr
-        count = int(np.prod(shape))
-        if self.raw or self.simple:
+        elif self.raw or self.simple:
+            count = int(np.prod(shape))
             need = count * self.stored_dtype.itemsize
             if self.simple:
                 data = decompress(self.simple, data, need,
