@@ -2,16 +2,19 @@
 
 Only *mixed* blocks (minimum != maximum) need counting; the others are their minimum. The
 members of the mixed blocks are gathered with one ``take`` per block position from the flat
-level-0 array, so the cost follows the number of mixed blocks, not the volume:
+level-0 array, in memory order and in batches, so the cost follows the number of mixed blocks,
+not the volume:
 
-- up to 8 members of an integer type: pairwise equality counts, one comparison per member pair
-  over all mixed blocks at once;
+- up to 8 members of an integer type: counting the block's minimum and maximum decides the
+  (common) two-valued blocks; the others get pairwise equality counts;
 - otherwise: each block's members sorted in a row, the longest run wins (the first such run,
   i.e. the smallest value, on a tie).
 
-When a finer level's block minima/maxima are known (``children``), a mixed block is assembled
-child by child: a uniform child contributes its value ``prod(child block)`` times without
-touching level 0, and only the members of mixed children are gathered.
+:func:`block_mode_tally` also returns each block's minimum, maximum and how often they occur.
+Given those statistics of a finer level (``children``), a coarser mixed block is counted child
+by child: a uniform or two-valued child adds its counts without touching level 0, and only the
+members of the other children are gathered. Small value ranges are counted in a per-block
+histogram, others by sorting rebuilt rows. Every count is a count of level-0 voxels.
 """
 
 from __future__ import annotations
@@ -82,13 +85,6 @@ def _mode_pairwise(cols: np.ndarray) -> np.ndarray:
     best = counts.max(axis=0)
     big = np.iinfo(cols.dtype).max
     return np.where(counts == best, cols, big).min(axis=0)
-
-
-def _mode_rows(rows: np.ndarray) -> np.ndarray:
-    """Mode of each row of a ``(n, m)`` array."""
-    if rows.shape[1] <= _PAIRWISE and rows.dtype.kind in "iub":
-        return _mode_pairwise(np.ascontiguousarray(rows.T))
-    return _mode_sorted(np.sort(rows, axis=1))
 
 
 def _gather(flat: np.ndarray, base: np.ndarray, offsets: Sequence[int],
