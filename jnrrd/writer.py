@@ -202,10 +202,15 @@ class FileOrder:
 
 
 _BUFFERS = threading.local()
+#: largest tile kept in a thread's reusable buffer between writes
+_BUFFER_BYTES = 16 << 20
 
 
 def _tile_buffer(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """This thread's reusable F-ordered tile buffer (no page faults on every tile)."""
+    """This thread's reusable F-ordered tile buffer (no page faults on every tile); tiles
+    above ``_BUFFER_BYTES`` get fresh memory instead of being held between writes."""
+    if math.prod(shape) * dtype.itemsize > _BUFFER_BYTES:
+        return np.empty(shape, dtype, order="F")
     key = (shape, dtype)
     buf = getattr(_BUFFERS, "tile", None)
     if buf is None or buf[0] != key:
