@@ -198,3 +198,16 @@ def test_raw_tiles_written_in_place_give_the_same_file_as_in_order(tmp_path, mon
     assert placed.read_bytes() == ordered.read_bytes()
     with jnrrd.open(placed) as vol:
         np.testing.assert_array_equal(vol[...], a)
+
+
+def test_tiles_above_the_buffer_cap_are_written_from_fresh_memory(tmp_path, monkeypatch):
+    from jnrrd import writer
+
+    # 40 x 36 x 50 in 16³ tiles: the edge tiles are padded, so fresh buffers must be filled
+    a = np.random.default_rng(9).integers(0, 5, size=(40, 36, 50), dtype=np.uint16)
+    kept = tmp_path / "kept.jnrrd"
+    jnrrd.write(kept, a, tile=(16, 16, 16), levels=2)
+    monkeypatch.setattr(writer, "_BUFFER_BYTES", 0)
+    fresh = tmp_path / "fresh.jnrrd"
+    jnrrd.write(fresh, a, tile=(16, 16, 16), levels=2)
+    assert fresh.read_bytes() == kept.read_bytes()
