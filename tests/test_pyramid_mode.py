@@ -117,3 +117,22 @@ def test_tie_between_uniform_children_goes_to_the_smallest():
     lo, hi = block_min(a, (4, 2)), block_max(a, (4, 2))
     children = ((2, 1), (block_min(a, (2, 2)), block_max(a, (2, 2))))
     assert block_mode(a, (4, 2), lo, hi, children=children).tolist() == [[0]]
+
+
+@pytest.mark.parametrize("batch", [1, 16, 200])
+def test_mixed_blocks_in_small_batches_give_the_same_modes(batch, monkeypatch):
+    from jnrrd.pyramid import mode
+
+    rng = np.random.default_rng(11)
+    a = rng.integers(0, 3, size=(12, 16, 20)).astype(np.uint16)
+    a[:, :8] = 1  # uniform blocks among the mixed ones
+    finer = block_mode_tally(a, (2, 2, 2))[1:]
+    lo, hi = block_min(a, (4, 4, 4)), block_max(a, (4, 4, 4))
+    expected = [brute_mode(a, (2, 2, 2)), brute_mode(a, (4, 4, 4))]
+    monkeypatch.setattr(mode, "_BATCH", batch)
+    np.testing.assert_array_equal(block_mode(a, (2, 2, 2)), expected[0])
+    np.testing.assert_array_equal(block_mode(a, (4, 4, 4)), expected[1])
+    got = block_mode_tally(a, (4, 4, 4), lo, hi, children=((2, 2, 2), finer))
+    np.testing.assert_array_equal(got[0], expected[1])
+    np.testing.assert_array_equal(got[3], brute_count(a, (4, 4, 4), lo))
+    np.testing.assert_array_equal(got[4], brute_count(a, (4, 4, 4), hi))
