@@ -100,30 +100,6 @@ def zstd_compress(data: bytes | memoryview, *, level: int, checksum: bool) -> by
 # unused_data and whether more output is pending without more input.
 
 
-class _Zlib:
-    """One gzip member (wbits 31) or zlib stream (wbits 15), bounded by max_length."""
-
-    def __init__(self, wbits: int) -> None:
-        self._d = zlib.decompressobj(wbits)
-
-    def feed(self, data: Any, max_length: int) -> bytes:
-        d = self._d
-        out = d.decompress(d.unconsumed_tail + data if d.unconsumed_tail else data, max_length)
-        return out
-
-    @property
-    def eof(self) -> bool:
-        return self._d.eof
-
-    @property
-    def unused_data(self) -> bytes:
-        return self._d.unused_data
-
-    @property
-    def pending(self) -> bool:
-        return bool(self._d.unconsumed_tail)
-
-
 class _Obj:
     """bz2 / lz4 decompressor objects (same max_length/needs_input protocol)."""
 
@@ -144,6 +120,21 @@ class _Obj:
     @property
     def pending(self) -> bool:
         return not self._d.needs_input
+
+
+class _Zlib(_Obj):
+    """One gzip member (wbits 31) or zlib stream (wbits 15), bounded by max_length."""
+
+    def __init__(self, wbits: int) -> None:
+        super().__init__(zlib.decompressobj(wbits))
+
+    def feed(self, data: Any, max_length: int) -> bytes:
+        d = self._d
+        return d.decompress(d.unconsumed_tail + data if d.unconsumed_tail else data, max_length)
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._d.unconsumed_tail)
 
 
 def _factory(name: str, zlib_stream: bool) -> Callable[[], Any]:

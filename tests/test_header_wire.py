@@ -259,11 +259,12 @@ def test_seekable_stream_moved_back_after_non_json_line() -> None:
 
 
 def test_stream_not_at_offset_zero_gives_absolute_offset() -> None:
-    data = b"XXXXX" + BODY + b"\nDATA"
+    before = b"\x00" * 5  # bytes of an enclosing container before the header
+    data = before + BODY + b"\nDATA"
     stream = io.BytesIO(data)
-    stream.seek(5)
+    stream.seek(len(before))
     _, start = parse_header(stream)
-    assert start == 5 + len(BODY) + 1
+    assert start == len(before) + len(BODY) + 1
     assert data[start:] == b"DATA"
 
 

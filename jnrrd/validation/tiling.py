@@ -26,7 +26,7 @@ from ..tiling.grid import TileGrid
 from ..tiling.layout import check_pattern, expand_pattern
 from ..tiling.levels import Level, expand_scale, level_shape
 from ..tiling.spec import CODEC_TO_COMPRESSION, SHORTHAND, compression_chain, typed_padding
-from .core import dimension_of
+from .core import _int, dimension_of
 from .report import Report, pointer
 
 __all__ = ["FileInfo", "check_tiling", "describe_tile"]
@@ -41,16 +41,6 @@ class FileInfo:
     data_start: int | None = None
     file_size: int | None = None
     header_dir: str | None = None
-
-
-def _int(v: Any) -> int | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    return None
 
 
 def _ints(v: Any, minimum: int = 0) -> list[int] | None:
