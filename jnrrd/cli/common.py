@@ -1,0 +1,80 @@
+"""Shared pieces of the command line: the usage error, one-line messages, argument types
+and the file kind by suffix."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, TextIO
+
+__all__ = ["JNRRD", "NPY", "NRRD", "UsageError", "codecs_arg", "file_kind", "int_list",
+           "one_line", "positive_int", "show_warning"]
+
+#: Output/input kinds recognised by ``convert``, by file suffix.
+JNRRD, NRRD, NPY = "jnrrd", "nrrd", "npy"
+
+
+class UsageError(Exception):
+    """A command line that parses but asks for something impossible (exit 2)."""
+
+
+def show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                 file: TextIO | None = None, line: str | None = None) -> None:
+    """``warnings.showwarning`` replacement: one ``jnrrd: warning:`` line on stderr."""
+    print(f"jnrrd: warning: {one_line(message)}", file=sys.stderr)
+
+
+def one_line(e: object) -> str:
+    """An exception (or warning) as one line of text."""
+    if isinstance(e, OSError) and e.filename is not None and e.strerror:
+        return f"{e.filename}: {e.strerror}"
+    text = " ".join(str(e).split())
+    return text or type(e).__name__
+
+
+# -- argument types ------------------------------------------------------------------------
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return n
+
+
+def int_list(text: str) -> list[int]:
+    """argparse type: comma-separated positive integers."""
+    return [positive_int(t.strip()) for t in text.split(",")]
+
+
+def codecs_arg(text: str) -> list[dict[str, Any]]:
+    """argparse type: a Zarr v3 codec list as JSON text, or ``@FILE`` holding it."""
+    if text.startswith("@"):
+        try:
+            with open(text[1:], encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise argparse.ArgumentTypeError(f"cannot read {text[1:]}: {e.strerror}") from None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({e.msg} at {e.pos})") from None
+    if not isinstance(value, list) or not all(
+        isinstance(c, dict) and isinstance(c.get("name"), str) for c in value
+    ):
+        raise argparse.ArgumentTypeError(
+            'expected a JSON list of codec objects, e.g. [{"name": "bytes"}, {"name": "zstd"}]')
+    return value
+
+
+def file_kind(path: str) -> str:
+    """``"npy"``, ``"nrrd"`` (``.nrrd``/``.nhdr``) or ``"jnrrd"`` (anything else)."""
+    low = path.lower()
+    if low.endswith(".npy"):
+        return NPY
+    if low.endswith((".nrrd", ".nhdr")):
+        return NRRD
+    return JNRRD

@@ -1,0 +1,168 @@
+"""``jnrrd convert``: convert between ``.jnrrd``, ``.nrrd``/``.nhdr`` and ``.npy``."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from typing import Any
+
+import numpy as np
+
+from .common import JNRRD, NPY, UsageError, codecs_arg, file_kind, int_list, positive_int
+
+__all__ = ["register"]
+
+_COMPRESSIONS = ("raw", "gzip", "gz", "bzip2", "bz2", "zstd", "lz4")
+_METHODS = ("average", "gaussian", "lanczos", "max", "min", "mode")
+
+
+def register(sub: Any) -> None:
+    """Add the ``convert`` sub-command to the ``add_subparsers`` object ``sub``."""
+    conv = sub.add_parser(
+        "convert", help="convert between .jnrrd, .nrrd/.nhdr and .npy",
+        description="Convert IN to OUT; the formats follow the suffixes (.jnrrd, .nrrd, "
+                    ".nhdr, .npy). Tiling options apply to .jnrrd output.")
+    conv.add_argument("input", metavar="IN")
+    conv.add_argument("output", metavar="OUT")
+    conv.add_argument("--tile", type=int_list, metavar="N[,N...]",
+                      help="tile sizes, one per axis (or one for all), e.g. 64,64,64")
+    conv.add_argument("--compression", choices=_COMPRESSIONS,
+                      help="tile compression (shorthand for a codec chain)")
+    conv.add_argument("--codecs", type=codecs_arg, metavar="JSON",
+                      help="tile codec list as Zarr v3 JSON (or @FILE holding it)")
+    conv.add_argument("--levels", type=positive_int, metavar="N",
+                      help="pyramid levels (scales 1, 2, 4, ... on every tiled axis)")
+    conv.add_argument("--downsample", choices=_METHODS, help="pyramid method (default average)")
+    conv.add_argument("--external", nargs="?", const="", metavar="PATTERN",
+                      help="store tiles as separate files named by PATTERN "
+                           "(e.g. '{z}/{y}_{x}.tile'); without PATTERN the default pattern")
+    conv.add_argument("--index-order", choices=("F", "C"), default="F",
+                      help="how .npy array axes map onto file axes: F (default) keeps "
+                           "shape == sizes, C reverses them")
+    conv.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    conv.set_defaults(run=run)
+
+
+_TILING_OPTIONS = ("tile", "compression", "codecs", "levels", "downsample", "external")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Convert ``args.input`` to ``args.output``; return the exit code."""
+    from ..api import open as jopen
+    from ..writing import write
+
+    src_kind, dst_kind = file_kind(args.input), file_kind(args.output)
+    asked = [o for o in _TILING_OPTIONS if getattr(args, o) is not None]
+    if asked and dst_kind != JNRRD:
+        names = ", ".join("--" + o for o in asked)
+        raise UsageError(f"{names}: tiling options need a .jnrrd output, not {args.output}")
+    if args.compression is not None and args.codecs is not None:
+        raise UsageError("--compression and --codecs exclude each other (a compression name "
+                          "is shorthand for a codec list)")
+    if os.path.abspath(args.input) == os.path.abspath(args.output):
+        raise UsageError("IN and OUT are the same file")
+    order = args.index_order
+    if src_kind == NPY:
+        # A memory map keeps memory bounded by the writer's slabs, not the array.
+        data: Any = np.load(args.input, mmap_mode="r", allow_pickle=False)
+        header: dict[str, Any] = {}
+        vol = None
+    else:
+        vol = jopen(args.input, index_order=order)
+        data, header = vol, dict(vol.header)
+    try:
+        if dst_kind == NPY:
+            _write_npy(args.output, data, fortran=order == "F")
+            return 0
+        header = _carried_header(header, rewrite_tiling=bool(asked))
+        kw: dict[str, Any] = {}
+        if args.tile is not None:
+            kw["tile"] = args.tile[0] if len(args.tile) == 1 else tuple(args.tile)
+        for name in ("compression", "codecs", "levels", "downsample"):
+            if getattr(args, name) is not None:
+                kw[name] = getattr(args, name)
+        if args.external is not None:
+            kw["storage"] = "external"
+            if args.external:
+                kw["pattern"] = args.external
+        if args.codecs is not None:
+            # The chain's `bytes` codec decides the byte order (CONVENTIONS §1.2): the
+            # input's `endian` must not contradict it.
+            header.pop("endian", None)
+        if asked:
+            # `write` tiles when asked for tiles, compression, codecs or levels; an explicit
+            # `tile:enabled` makes --external/--downsample alone tile with the default sizes.
+            header["tile:enabled"] = True
+        tiled = bool(kw) or any(str(k).endswith(":enabled") and v is True
+                                for k, v in header.items())
+        if tiled and dst_kind == JNRRD and not args.quiet:
+            kw["progress"] = True  # the bar itself stays quiet when stderr is not a terminal
+        write(args.output, data, header or None, index_order=order, **kw)
+    finally:
+        if vol is not None:
+            vol.close()
+    return 0
+
+
+# Fields the writer computes (or that describe the input's storage, not the data).
+_COMPUTED = {"jnrrd", "dimension", "sizes", "type", "block_size", "data_file", "data_files",
+             "data_file_pattern", "line_skip", "byte_skip"}
+
+
+def _carried_header(header: dict[str, Any], *, rewrite_tiling: bool) -> dict[str, Any]:
+    """The input's header as ``write`` input: data-location fields dropped; tiling fields
+    dropped too when the command line asks for a new layout (so they cannot override it)."""
+    out = {k: v for k, v in header.items() if k not in _COMPUTED}
+    if rewrite_tiling or not any(str(k).endswith(":enabled") for k in out):
+        tile_prefixes = {p for p, uri in (out.get("extensions") or {}).items()
+                         if isinstance(uri, str) and uri.startswith("https://jnrrd.org/"
+                                                                    "extensions/tile/")}
+        tile_prefixes.add("tile")
+        out = {k: v for k, v in out.items() if str(k).split(":", 1)[0] not in tile_prefixes
+               or ":" not in str(k)}
+        if isinstance(out.get("extensions"), dict):
+            ext = {p: u for p, u in out["extensions"].items() if p not in tile_prefixes}
+            if ext:
+                out["extensions"] = ext
+            else:
+                out.pop("extensions")
+    if out.get("encoding") not in (None, "raw", "gzip", "gz", "bzip2", "bz2", "zstd", "lz4",
+                                   "ascii", "txt", "text", "hex"):
+        out.pop("encoding")
+    return out
+
+
+def _write_npy(path: str, data: Any, *, fortran: bool) -> None:
+    """Write ``data`` (caller axis order) to ``.npy`` one slab at a time.
+
+    Slabs run along the file's slowest axis (the caller's last axis under ``index_order="F"``,
+    its first under ``"C"``), and the ``.npy`` is stored in the matching memory order, so each
+    slab is contiguous, touches each tile once, and memory stays bounded by one slab.
+    """
+    shape = tuple(int(n) for n in data.shape)
+    dtype = np.dtype(data.dtype)
+    fortran = fortran and len(shape) > 1
+    tmp = f"{path}.partial"
+    out = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape,
+                                    fortran_order=fortran)
+    try:
+        axis = len(shape) - 1 if fortran else 0
+        n = shape[axis] if shape else 1
+        row = max(1, dtype.itemsize * math.prod(shape) // max(n, 1))
+        step = max(1, (64 << 20) // row)  # ~64 MiB slabs
+        chunk = getattr(data, "chunks", None)
+        if isinstance(chunk, tuple) and len(chunk) == len(shape) and chunk:
+            step = max(step // chunk[axis], 1) * chunk[axis]
+        for lo in range(0, n, step):
+            key = tuple(slice(lo, min(n, lo + step)) if a == axis else slice(None)
+                        for a in range(len(shape)))
+            out[key] = np.asarray(data[key])
+        out.flush()
+        del out
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+

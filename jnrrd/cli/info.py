@@ -1,0 +1,217 @@
+"""``jnrrd info``: describe a JNRRD or NRRD file as text or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import JnrrdError
+from .common import JNRRD, file_kind, one_line
+
+__all__ = ["register"]
+
+
+def register(sub: Any) -> None:
+    """Add the ``info`` sub-command to the ``add_subparsers`` object ``sub``."""
+    info = sub.add_parser("info", help="describe a file: type, sizes, geometry, tiles, levels",
+                          description="Describe a JNRRD or NRRD file.")
+    info.add_argument("file", metavar="FILE")
+    info.add_argument("--json", action="store_true",
+                      help='print {"header": {...}, "levels": [...]} as JSON')
+    info.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the description of ``args.file``; return the exit code."""
+    from ..api import open as jopen
+
+    with jopen(args.file) as vol:
+        levels = [_level_facts(vol, k) for k in range(len(vol.levels))]
+        if args.json:
+            out = {"header": dict(vol.header),
+                   "levels": [{"shape": lv["shape"], "scale": lv["scale"],
+                               "stored": lv["stored"], "stored_bytes": lv["stored_bytes"]}
+                              for lv in levels]}
+            print(_dump_json(_jsonable(out)))
+            return 0
+        for line in _info_lines(args.file, vol, levels):
+            print(line)
+    return 0
+
+
+def _level_facts(vol: Any, k: int) -> dict[str, Any]:
+    lv = vol.levels[k]
+    stored = bool(lv.stored)
+    nbytes = int(lv.nbytes)
+    stored_bytes = int(lv.stored_bytes) if stored else 0
+    if not vol.tiled and stored_bytes == 0:
+        stored_bytes = _untiled_stored_bytes(vol)
+    tiles = None
+    if vol.tiled:
+        tiles = int(vol.tiling.levels[k].grid.ntiles)
+    return {"index": k, "shape": list(lv.shape), "scale": list(lv.scale), "stored": stored,
+            "stored_bytes": stored_bytes, "nbytes": nbytes, "tiles": tiles}
+
+
+def _untiled_stored_bytes(vol: Any) -> int:
+    """Bytes of an untiled (possibly compressed) data section: the file after the header, or
+    the detached data files."""
+    from ..header import parse_header
+
+    name = vol.name
+    if not isinstance(name, (str, os.PathLike)) or not os.path.exists(name):
+        return 0
+    h = vol.header
+    base = os.path.dirname(os.path.abspath(name))
+    files: list[str] = []
+    if isinstance(h.get("data_file"), str):
+        files = [h["data_file"]]
+    elif isinstance(h.get("data_files"), list):
+        files = [f for f in h["data_files"] if isinstance(f, str)]
+    if files:
+        paths = [os.path.join(base, f) for f in files]
+        return sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
+    with open(name, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if file_kind(os.fspath(name)) == JNRRD:
+            _, start = parse_header(f, source=name)
+        else:  # classic NRRD: the header ends at the first empty line
+            start = _nrrd_data_start(f)
+    return max(0, size - start) if start is not None else 0
+
+
+def _nrrd_data_start(f: Any, limit: int = 64 << 20) -> int | None:
+    """Offset after a classic NRRD header's empty line (``None`` when not found in ``limit``
+    bytes); lines end in LF or CRLF."""
+    pos = 0
+    while pos < limit:
+        line = f.readline(limit - pos)
+        if not line:
+            return None
+        pos += len(line)
+        if line in (b"\n", b"\r\n"):
+            return pos
+    return None
+
+
+def _fmt_shape(shape: Sequence[int]) -> str:
+    return " x ".join(str(int(n)) for n in shape)
+
+
+def _fmt_bytes(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        n /= 1024
+        if n < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}"
+    return f"{n} B"  # unreachable; keeps type checkers calm
+
+
+def _fmt_codec(c: dict[str, Any]) -> str:
+    conf = c.get("configuration") or {}
+    inner = ", ".join(f"{k}={json.dumps(v)}" for k, v in conf.items() if k != "codecs")
+    if "codecs" in conf:
+        nested = " -> ".join(_fmt_codec(n) for n in conf["codecs"])
+        inner = f"{inner + ', ' if inner else ''}codecs=[{nested}]"
+    return f"{c.get('name')}({inner})" if inner else str(c.get("name"))
+
+
+def _info_lines(path: str, vol: Any, levels: list[dict[str, Any]]) -> list[str]:
+    h = vol.header
+    lines = [f"file:        {path}"]
+    typ = str(h.get("type"))
+    if h.get("endian") is not None:
+        typ += f" ({h['endian']}-endian)"
+    lines.append(f"type:        {typ}")
+    lines.append(f"sizes:       {_fmt_shape(h.get('sizes', vol.shape))}  (axis 0 fastest)")
+    for key in ("labels", "kinds", "units", "spacings", "centers"):
+        if h.get(key) is not None:
+            lines.append(f"{key + ':':<13}{json.dumps(h[key], ensure_ascii=False)}")
+    if h.get("space") is not None or h.get("space_dimension") is not None:
+        lines.append(f"space:       {h.get('space') or h.get('space_dimension')}")
+    if h.get("space_origin") is not None:
+        lines.append(f"origin:      {json.dumps(h['space_origin'])}")
+    if h.get("space_directions") is not None:
+        lines.append(f"directions:  {json.dumps(h['space_directions'])}")
+    try:
+        aff = np.asarray(vol.affine)
+        rows = ["[" + ", ".join(f"{v:g}" for v in row) + "]" for row in aff]
+        lines.append(f"affine:      {rows[0]}")
+        lines.extend(f"             {r}" for r in rows[1:])
+    except JnrrdError as e:  # inconsistent geometry fields: report, keep describing
+        lines.append(f"affine:      unavailable ({one_line(e)})")
+    enc = h.get("encoding", "raw")
+    if h.get("data_file") or h.get("data_files") or h.get("data_file_pattern"):
+        enc += "  (detached data)"
+    lines.append(f"encoding:    {enc}")
+    t = vol.tiling
+    if t is None:
+        lines.append("tiling:      none")
+    else:
+        lines.append(
+            f"tiling:      {t.storage}"
+            + (f", {t.format}" if t.storage == "internal" else "")
+            + f"; tiles {_fmt_shape(t.tile)} over axes {list(t.axes)}"
+            + f"; edge {t.edge}"
+            + (f"; overlap {list(t.overlap)}" if any(t.overlap) else "")
+            + (f"; padding {json.dumps(t.padding_value)}" if t.padding_value not in (0, None)
+               else "")
+        )
+        if t.storage == "external":
+            lines.append(f"pattern:     {t.pattern}"
+                         + (f"  (base_dir {t.base_dir})" if t.base_dir else ""))
+        lines.append("codecs:      " + " -> ".join(_fmt_codec(c) for c in t.codecs))
+    lines.append("levels:")
+    lines.append("  level  shape                 scale       tiles   stored        ratio")
+    for lv in levels:
+        if not lv["stored"]:
+            stored, ratio = "virtual", "-"
+        else:
+            stored = _fmt_bytes(lv["stored_bytes"])
+            ratio = (f"{lv['nbytes'] / lv['stored_bytes']:.2f}" if lv["stored_bytes"]
+                     else "-")
+        tiles = "-" if lv["tiles"] is None else str(lv["tiles"])
+        lines.append(f"  {lv['index']:<6} {_fmt_shape(lv['shape']):<21} "
+                     f"{'x'.join(map(str, lv['scale'])):<11} {tiles:<7} {stored:<13} {ratio}")
+    ext = h.get("extensions") or {}
+    used = sorted({k.split(":", 1)[0] for k in h if isinstance(k, str) and ":" in k})
+    if ext or used:
+        lines.append("extensions:")
+        for prefix in sorted(set(ext) | set(used)):
+            uri = ext.get(prefix, "(undeclared)")
+            lines.append(f"  {prefix}: {uri}")
+    return lines
+
+
+def _dump_json(doc: dict[str, Any]) -> str:
+    """``{"header": ..., "levels": ...}`` with one header field or level per line (long
+    tables stay on one line, so the output is both greppable and valid JSON)."""
+    def d(v: Any) -> str:
+        return json.dumps(v, ensure_ascii=False)
+
+    head = ",\n".join(f"    {d(k)}: {d(v)}" for k, v in doc["header"].items())
+    levels = ",\n".join(f"    {d(lv)}" for lv in doc["levels"])
+    return f'{{\n  "header": {{\n{head}\n  }},\n  "levels": [\n{levels}\n  ]\n}}'
+
+
+def _jsonable(v: Any) -> Any:
+    """Header values as strict-enough JSON: NaN becomes null (digest 1.2), NumPy → Python."""
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, np.ndarray):
+        return _jsonable(v.tolist())
+    if isinstance(v, np.generic):
+        return _jsonable(v.item())
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
+
