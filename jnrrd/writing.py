@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
@@ -26,18 +27,28 @@ _EXT = {"raw": "raw", "gzip": "raw.gz", "bzip2": "raw.bz2", "zstd": "raw.zst", "
 _ENC_ALIASES = {"gz": "gzip", "bz2": "bzip2", "txt": "ascii", "text": "ascii"}
 #: options that only mean something for tiled files: asking for one asks for tiles
 _TILE_OPTIONS = ("decision", "sparse", "tile_stats", "checksum", "quality", "align", "overlap",
-                 "edge", "padding_value", "storage", "pattern", "format")
+                 "edge", "padding_value", "storage", "pattern", "tile_format")
 _OPTIONS = ("decision", "sparse", "tile_stats", "checksum", "quality", "progress", "align",
             "compression_level", "overlap", "edge", "padding_value", "storage", "pattern",
-            "format")
+            "tile_format")
+#: file suffix (compared in lower case) -> file format (CONVENTIONS §7)
+SUFFIXES = {".jnrrd": "jnrrd", ".nrrd": "nrrd", ".nhdr": "nrrd"}
+FILE_FORMATS = ("jnrrd", "nrrd")
+_TILE_FORMATS = ("contiguous", "chunked")
 
 
 def write(target: Any, data: Any, header: Mapping[str, Any] | None = None, *,
           index_order: str = "F", encoding: str | None = None, tile: Any = None,
           compression: str | None = None, codecs: Sequence[Any] | None = None,
           levels: Any = None, downsample: str | None = None, detached: bool = False,
-          durable: bool = True, **options: Any) -> None:
-    """Write ``data`` to ``target`` (JNRRD; classic NRRD for ``.nrrd``/``.nhdr`` paths).
+          durable: bool = True, format: str | None = None, **options: Any) -> None:
+    """Write ``data`` to ``target``: JNRRD or classic NRRD, by ``format`` or by suffix.
+
+    ``format="jnrrd"``/``"nrrd"`` names the file format; without it the suffix decides
+    (any case): ``.jnrrd`` JNRRD, ``.nrrd``/``.nhdr`` classic NRRD, anything else is an
+    ``UnsupportedError`` and nothing is written. A file object is written as JNRRD unless
+    ``format="nrrd"``. A header from ``nrrd.read`` (pynrrd's NRRD field spellings) is mapped
+    to JNRRD fields as the NRRD reader maps them (docs/nrrd.md).
 
     Everything the format can say can be asked through ``header`` fields; the keywords are
     shortcuts (CONVENTIONS §3): ``tile=(64, 64, 64)`` or ``{axis: size}``,
@@ -45,32 +56,70 @@ def write(target: Any, data: Any, header: Mapping[str, Any] | None = None, *,
     ``downsample="average"``, ``detached=True``. Further options: ``decision``, ``sparse``,
     ``tile_stats``, ``checksum``, ``quality``, ``progress``, ``align`` (e.g. 4096),
     ``compression_level``, ``overlap``, ``edge`` ("pad"/"variable"), ``padding_value``,
-    ``storage`` ("internal"/"external"), ``pattern``, ``format``.
+    ``storage`` ("internal"/"external"), ``pattern``, ``tile_format``
+    ("contiguous"/"chunked"; ``format="contiguous"|"chunked"`` is its deprecated spelling).
     The write is atomic: a crash leaves the previous file (or dataset) intact. With
     ``durable=False`` the new files are not ``fsync``ed before they replace the old ones: still
     atomic against a crashing process, but a power loss right after the write may lose both
     versions (the trade-off of scratch data; zarr and tensorstore never ``fsync``).
     """
+    file_format = _file_format(target, format, options)
     with durability(durable):
         _write(target, data, header, index_order=index_order, encoding=encoding, tile=tile,
                compression=compression, codecs=codecs, levels=levels, downsample=downsample,
-               detached=detached, **options)
+               detached=detached, file_format=file_format, **options)
+
+
+def _file_format(target: Any, format: str | None, options: dict[str, Any]) -> str:
+    """The file format to write (``"jnrrd"``/``"nrrd"``), from ``format`` or the suffix.
+
+    ``format="contiguous"|"chunked"`` (the tile layout's former keyword) moves to
+    ``options["tile_format"]`` with a ``DeprecationWarning``.
+    """
+    if format in _TILE_FORMATS:
+        warnings.warn("write(format='contiguous'|'chunked') is deprecated: the tile layout "
+                      "is tile_format=...; format= names the file format ('jnrrd'/'nrrd')",
+                      DeprecationWarning, stacklevel=3)
+        given = options.get("tile_format")
+        if given is not None and given != format:
+            raise ValueError(f"format={format!r} (deprecated tile layout) disagrees with "
+                             f"tile_format={given!r}")
+        options["tile_format"] = format
+        format = None
+    if format is not None and format not in FILE_FORMATS:
+        raise ValueError(f"format must be 'jnrrd' or 'nrrd' (the file format), got {format!r}")
+    if not isinstance(target, (str, os.PathLike)):
+        return format or "jnrrd"
+    path = os.fspath(target)
+    suffix = os.path.splitext(path)[1].lower()
+    by_suffix = SUFFIXES.get(suffix)
+    known = ", ".join(SUFFIXES)
+    if format is None:
+        if by_suffix is None:
+            raise UnsupportedError(f"{path}: cannot tell the file format from the suffix "
+                                   f"{suffix or '(none)'!r}; expected one of {known} (any "
+                                   "case), or pass format='jnrrd' or format='nrrd'")
+        return by_suffix
+    if by_suffix is not None and by_suffix != format:
+        raise UnsupportedError(f"{path}: format={format!r} disagrees with the suffix "
+                               f"{suffix!r}, which means {by_suffix}")
+    return format
 
 
 def _write(target: Any, data: Any, header: Mapping[str, Any] | None, *, index_order: str,
            encoding: str | None, tile: Any, compression: str | None,
            codecs: Sequence[Any] | None, levels: Any, downsample: str | None, detached: bool,
-           **options: Any) -> None:
+           file_format: str, **options: Any) -> None:
     unknown = set(options) - set(_OPTIONS)
     if unknown:
         raise TypeError(f"write() got unexpected keyword argument(s): {sorted(unknown)}")
     if index_order not in ("F", "C"):
         raise ValueError(f"index_order must be 'F' or 'C', got {index_order!r}")
-    if isinstance(target, (str, os.PathLike)) and os.fspath(target).endswith((".nrrd", ".nhdr")):
-        from .nrrd import write_nrrd
-
-        write_nrrd(os.fspath(target), data, header, index_order=index_order, encoding=encoding,
-                   detached=detached or os.fspath(target).endswith(".nhdr"))
+    if file_format == "nrrd":
+        _write_nrrd(target, data, header, index_order=index_order, encoding=encoding,
+                    detached=detached, tiling={"tile": tile, "compression": compression,
+                                               "codecs": codecs, "levels": levels,
+                                               "downsample": downsample, **options})
         return
     if not hasattr(data, "shape") or not hasattr(data, "dtype"):
         data = np.asarray(data)
@@ -121,6 +170,28 @@ def _write(target: Any, data: Any, header: Mapping[str, Any] | None, *, index_or
     _write_untiled(target, src, out, type_name, encoding, detached, index_order, options)
 
 
+def _write_nrrd(target: Any, data: Any, header: Mapping[str, Any] | None, *,
+                index_order: str, encoding: str | None, detached: bool,
+                tiling: Mapping[str, Any]) -> None:
+    """Classic NRRD: untiled, so asking for anything tiled is an error, not ignored."""
+    from .nrrd import write_nrrd
+
+    asked = sorted(k for k, v in tiling.items()
+                   if k not in ("progress", "compression_level") and v not in (None, False))
+    if asked:
+        raise UnsupportedError(f"{_name(target)}NRRD files are untiled: the option(s) "
+                               f"{asked} need a JNRRD target (.jnrrd or format='jnrrd')")
+    is_path = isinstance(target, (str, os.PathLike))
+    detached = detached or (is_path and os.fspath(target).lower().endswith(".nhdr"))
+    write_nrrd(os.fspath(target) if is_path else target, data, header,
+               index_order=index_order, encoding=encoding, detached=detached,
+               level=tiling.get("compression_level"))
+
+
+def _name(target: Any) -> str:
+    return f"{os.fspath(target)}: " if isinstance(target, (str, os.PathLike)) else ""
+
+
 def _type_name(out: Header, dtype: np.dtype) -> str:
     given = out.get("type")
     if given is None:
@@ -141,8 +212,6 @@ def _long_space(out: Header) -> Any:
                                         "space_dimension") if k in out})
     probe["encoding"] = "raw"
     try:
-        import warnings
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return core_fields(probe).space or out["space"]
@@ -199,7 +268,7 @@ def _write_untiled(target: Any, src: FileOrder, out: Header, type_name: str,
         return
     # Detached: a fresh data file, then the header, then the old files go (CONVENTIONS §1.2).
     stem = os.path.basename(path)
-    stem = stem[: -len(".jnrrd")] if stem.endswith(".jnrrd") else stem
+    stem = stem[: -len(".jnrrd")] if stem.lower().endswith(".jnrrd") else stem
     name = f"{stem}.{fresh_token()}.data.{_EXT[enc].replace('.', '')}"
     data_path = os.path.join(os.path.dirname(os.path.abspath(path)), name)
     out["data_file"] = name
@@ -343,7 +412,7 @@ def plan_tiled(src: FileOrder, out: Header, prefix: str, type_name: str, *,
     plan = TilePlan(
         prefix=prefix, type_name=type_name, endian=endian, shape=src.shape, axes=axes,
         tile=sizes, overlap=overlap, edge=edge, padding_value=pad_v, storage=storage,
-        fmt=options.get("format") or out.get(p + "format", "contiguous"), scales=scales,
+        fmt=options.get("tile_format") or out.get(p + "format", "contiguous"), scales=scales,
         level_tiles=level_tiles, stored=stored, codecs=chain, method=method, pattern=pattern,
         decision=options.get("decision"), sparse=bool(options.get("sparse", False)),
         tile_stats=bool(options.get("tile_stats", False)), checksum=options.get("checksum"),

@@ -113,7 +113,7 @@ SEEDS: dict[str, Callable[[str], None]] = {
     "detached-raw": _untiled("raw", detached=True),
     "detached-zstd": _untiled("zstd", detached=True),
     "internal-contiguous-raw": _tiled(),
-    "internal-chunked-zstd": _tiled(compression="zstd", format="chunked"),
+    "internal-chunked-zstd": _tiled(compression="zstd", tile_format="chunked"),
     "internal-sparse-gzip": _tiled(compression="gzip", sparse=True),
     "internal-overlap-variable": _tiled(overlap=1, edge="variable", compression="bzip2"),
     "internal-pyramid-stored": _tiled(levels=3, compression="lz4", tile=(2, 2, 2)),

@@ -74,7 +74,7 @@ def test_open_slices_equal_numpy(tmp_path_factory, case, data):
     kw = {"codecs": QUANTIZE} if comp == "quantize" else {"compression": comp}
     fmt = "chunked" if storage == "internal-chunked" else "contiguous"
     jnrrd.write(path, x, tile=tile_map, overlap=ov_full, edge=edge, index_order=order,
-                storage=storage.split("-")[0], format=fmt, **kw)
+                storage=storage.split("-")[0], tile_format=fmt, **kw)
     tol = 0.05 + 1e-12 if comp == "quantize" else 0
     back, header = jnrrd.read(path, index_order=order)
     assert back.shape == x.shape

@@ -61,7 +61,7 @@ def zstd_file(tmp_path: Path) -> Path:
         pytest.param({"tile": (16, 16, 16), "compression": "zstd", "levels": 2,
                       "checksum": "crc32"}, id="internal-zstd-pyramid"),
         pytest.param({"tile": (16, 16, 16), "compression": "gzip", "levels": [1, [2, 2, 1]],
-                      "format": "chunked"}, id="internal-gzip-anisotropic-chunked"),
+                      "tile_format": "chunked"}, id="internal-gzip-anisotropic-chunked"),
         pytest.param({"tile": (16, 16, 16), "storage": "external",
                       "pattern": "t/{l}_{z}_{y}_{x}.raw", "levels": 2},
                      id="external-pyramid"),

@@ -9,11 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from .common import JNRRD, NPY, UsageError, codecs_arg, file_kind, int_list, positive_int
+from .common import JNRRD, NPY, NRRD, UsageError, codecs_arg, file_kind, int_list, positive_int
 
 __all__ = ["register"]
 
 _COMPRESSIONS = ("raw", "gzip", "gz", "bzip2", "bz2", "zstd", "lz4")
+_ENCODINGS = ("raw", "gzip", "gz", "bzip2", "bz2", "zstd", "lz4", "ascii", "hex")
+_FORMATS = (JNRRD, NRRD, NPY)
 _METHODS = ("average", "gaussian", "lanczos", "max", "min", "mode")
 
 
@@ -21,10 +23,17 @@ def register(sub: Any) -> None:
     """Add the ``convert`` sub-command to the ``add_subparsers`` object ``sub``."""
     conv = sub.add_parser(
         "convert", help="convert between .jnrrd, .nrrd/.nhdr and .npy",
-        description="Convert IN to OUT; the formats follow the suffixes (.jnrrd, .nrrd, "
-                    ".nhdr, .npy). Tiling options apply to .jnrrd output.")
+        description="Convert IN to OUT; the output format follows OUT's suffix (.jnrrd, "
+                    ".nrrd, .nhdr, .npy, any case) or --format. Tiling options apply to "
+                    "JNRRD output.")
     conv.add_argument("input", metavar="IN")
     conv.add_argument("output", metavar="OUT")
+    conv.add_argument("--format", choices=_FORMATS, dest="out_format",
+                      help="output file format (default: by OUT's suffix; needed for other "
+                           "suffixes)")
+    conv.add_argument("--encoding", choices=_ENCODINGS,
+                      help="untiled data encoding, e.g. gzip for a compressed NRRD (default: "
+                           "the input's; zstd and lz4 are JNRRD only)")
     conv.add_argument("--tile", type=int_list, metavar="N[,N...]",
                       help="tile sizes, one per axis (or one for all), e.g. 64,64,64")
     conv.add_argument("--compression", choices=_COMPRESSIONS,
@@ -52,11 +61,16 @@ def run(args: argparse.Namespace) -> int:
     from ..api import open as jopen
     from ..writing import write
 
-    src_kind, dst_kind = file_kind(args.input), file_kind(args.output)
+    src_kind, dst_kind = file_kind(args.input), args.out_format or _out_kind(args.output)
     asked = [o for o in _TILING_OPTIONS if getattr(args, o) is not None]
     if asked and dst_kind != JNRRD:
         names = ", ".join("--" + o for o in asked)
-        raise UsageError(f"{names}: tiling options need a .jnrrd output, not {args.output}")
+        raise UsageError(f"{names}: tiling options need a JNRRD output, not {args.output}")
+    if args.encoding is not None and dst_kind == NPY:
+        raise UsageError("--encoding: .npy output has no encoding")
+    if args.encoding in ("zstd", "lz4") and dst_kind == NRRD:
+        raise UsageError(f"--encoding {args.encoding}: NRRD has no {args.encoding} encoding "
+                         "(raw, gzip, bzip2, ascii, hex)")
     if args.compression is not None and args.codecs is not None:
         raise UsageError("--compression and --codecs exclude each other (a compression name "
                           "is shorthand for a codec list)")
@@ -76,7 +90,10 @@ def run(args: argparse.Namespace) -> int:
             _write_npy(args.output, data, fortran=order == "F")
             return 0
         header = _carried_header(header, rewrite_tiling=bool(asked))
-        kw: dict[str, Any] = {}
+        kw: dict[str, Any] = {"format": dst_kind}
+        if args.encoding is not None:
+            header.pop("encoding", None)  # the option replaces the input's encoding
+            kw["encoding"] = args.encoding
         if args.tile is not None:
             kw["tile"] = args.tile[0] if len(args.tile) == 1 else tuple(args.tile)
         for name in ("compression", "codecs", "levels", "downsample"):
@@ -94,8 +111,8 @@ def run(args: argparse.Namespace) -> int:
             # `write` tiles when asked for tiles, compression, codecs or levels; an explicit
             # `tile:enabled` makes --external/--downsample alone tile with the default sizes.
             header["tile:enabled"] = True
-        tiled = bool(kw) or any(str(k).endswith(":enabled") and v is True
-                                for k, v in header.items())
+        tiled = bool(asked) or any(str(k).endswith(":enabled") and v is True
+                                   for k, v in header.items())
         if tiled and dst_kind == JNRRD and not args.quiet:
             kw["progress"] = True  # the bar itself stays quiet when stderr is not a terminal
         write(args.output, data, header or None, index_order=order, **kw)
@@ -108,6 +125,17 @@ def run(args: argparse.Namespace) -> int:
 # Fields the writer computes (or that describe the input's storage, not the data).
 _COMPUTED = {"jnrrd", "dimension", "sizes", "type", "block_size", "data_file", "data_files",
              "data_file_pattern", "line_skip", "byte_skip"}
+
+
+def _out_kind(path: str) -> str:
+    """The output format by suffix (any case); other suffixes need ``--format``."""
+    low = path.lower()
+    for suffix, kind in ((".npy", NPY), (".nrrd", NRRD), (".nhdr", NRRD), (".jnrrd", JNRRD)):
+        if low.endswith(suffix):
+            return kind
+    raise UsageError(f"{path}: cannot tell the output format from its suffix; expected "
+                     ".jnrrd, .nrrd, .nhdr or .npy (any case), or pass --format "
+                     "jnrrd|nrrd|npy")
 
 
 def _carried_header(header: dict[str, Any], *, rewrite_tiling: bool) -> dict[str, Any]:

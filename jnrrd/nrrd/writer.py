@@ -54,20 +54,27 @@ _MAPPED = frozenset({
 _DATA_PLACEMENT = ("line_skip", "byte_skip", "data_file", "data_files", "data_file_pattern")
 
 
-def write_nrrd(path: str, data: Any, header: Mapping[str, Any] | None = None, *,
+def write_nrrd(path: Any, data: Any, header: Mapping[str, Any] | None = None, *,
                index_order: str = "F", encoding: str | None = None,
-               detached: bool = False) -> None:
-    """Write ``data`` as classic NRRD0005 to ``path``.
+               detached: bool = False, level: int | None = None) -> None:
+    """Write ``data`` as classic NRRD0005 to ``path`` (a path, or a binary file object).
 
     ``header`` uses JNRRD field names; ``type``, ``dimension`` and ``sizes`` come from the
     data (a ``type`` in the header converts the data to it). ``encoding``: raw (default),
-    ascii, hex, gzip, bzip2 (zstd and lz4 do not exist in NRRD: ``UnsupportedError``).
-    ``detached=True`` (always for ``.nhdr``) writes the data to a fresh file beside the header.
+    ascii, hex, gzip, bzip2 (zstd and lz4 do not exist in NRRD: ``UnsupportedError``);
+    ``level`` is the gzip/bzip2 compression level. ``detached=True`` (always for ``.nhdr``)
+    writes the data to a fresh file beside the header; a file object gets attached data.
     """
     if index_order not in ("F", "C"):
         raise ValueError(f"index_order must be 'F' or 'C', got {index_order!r}")
-    path = os.fspath(path)
-    detached = detached or path.endswith(".nhdr")
+    stream = None if isinstance(path, (str, os.PathLike)) else path
+    if stream is not None and not hasattr(stream, "write"):
+        raise TypeError(f"target must be a path or a binary file object, not "
+                        f"{type(path).__name__}")
+    path = os.fspath(path) if stream is None else getattr(stream, "name", None)
+    if stream is not None and detached:
+        raise UnsupportedError("detached=True needs a target path")
+    detached = detached or (stream is None and path.lower().endswith(".nhdr"))
     if not hasattr(data, "shape") or not hasattr(data, "dtype"):
         data = np.asarray(data)
     src = FileOrder(data, index_order)
@@ -80,7 +87,12 @@ def write_nrrd(path: str, data: Any, header: Mapping[str, Any] | None = None, *,
     out = _prepared(given, src, type_name, enc, path)
     core = core_fields(out, source=path, nrrd=True)
     chunks = encode_chunks(src, type_name=type_name, endian=core.endian, encoding=enc,
-                           index_order="F")
+                           index_order="F", level=level)
+    if stream is not None:
+        stream.write(render_nrrd_header(out, core, source=path) + b"\n")
+        for c in chunks:
+            stream.write(c)
+        return
     patterns = _stale_patterns(path)
     if not detached:
         with atomic_file(path) as f:
@@ -107,7 +119,7 @@ def write_nrrd(path: str, data: Any, header: Mapping[str, Any] | None = None, *,
 def _stem(path: str) -> str:
     name = os.path.basename(path)
     for ext in (".nhdr", ".nrrd"):
-        if name.endswith(ext):
+        if name.lower().endswith(ext):
             return name[: -len(ext)]
     return name
 
