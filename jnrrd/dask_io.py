@@ -36,12 +36,11 @@ import numpy as np
 from .atomic import atomic_file, fresh_token, remove_leftovers, tmp_marker
 from .errors import DataError, UnsupportedError, where
 from .policy import Policy
+from .tiling.padding import all_padding, value_fill
 from .writer import (
     TilePlan,
-    _all_fill,
     _copy,
     _Encoder,
-    _fill_for,
     _quality_by_region,
     _Sink,
     _Tables,
@@ -441,7 +440,7 @@ def encode_tile(job: TileJob, level: int, coords: tuple[int, ...], bounds: list[
     core = tile[grid.stored_from_core(coords)]
     g = lv.first + grid.index(coords)
     enc = _encoder(job)
-    if job.plan.sparse and _all_fill(core, job.fill):
+    if job.plan.sparse and all_padding(core, job.fill):
         return g, None, enc.metadata(core, None)
     data = enc.encode(tile, g)
     path = job.tile_path(lv, coords)
@@ -493,8 +492,8 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
         tables = _Tables([None] * plan.nstored, [{} for _ in range(plan.nstored)])
     failed = True
     try:
-        job = TileJob(work, vdtype, chain_dtype, _fill_for(plan, chain_dtype), out_dir,
-                      "jnrrd-" + token + tokenize(path))
+        fill = value_fill(plan.padding_value, plan.type_name)
+        job = TileJob(work, vdtype, chain_dtype, fill, out_dir, "jnrrd-" + token + tokenize(path))
         arrays = _level_arrays(x, plan, vdtype)
         for g, size, meta in _run(job, arrays, plan.progress):
             tables.sizes[g] = size

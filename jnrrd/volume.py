@@ -26,6 +26,7 @@ from .policy import Policy
 from .tiling.grid import AxisSel, TileGrid, normalize_selection
 from .tiling.layout import ExternalSource, InternalSource
 from .tiling.levels import Level
+from .tiling.padding import chain_fill
 from .tiling.spec import Tiling
 
 __all__ = ["LevelView", "Volume"]
@@ -213,7 +214,7 @@ class _TileDecoder:
                 if c is None:
                     c = self._chain_cls.from_json(
                         list(self.tiling.codecs), dtype=self.chain_dtype, shape=shape,
-                        fill_value=self.fill,
+                        fill_value=chain_fill(self.fill, self.type_name),
                     )
                     self._chains[shape] = c
         return c
@@ -566,9 +567,7 @@ class Volume(LevelView):
         assert self._tiling is not None
         v = self._tiling.padding_value
         if self._core.type_name == "bfloat16":
-            from .dtypes import from_user
-
-            words = from_user(np.array([v], dtype=np.float32), "bfloat16")
+            words = np.array([chain_fill(v, "bfloat16")], dtype=np.uint16)
             return to_user(words, "bfloat16", self._policy.bfloat16)[0]
         return v
 

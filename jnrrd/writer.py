@@ -41,6 +41,7 @@ from .sinks import (  # noqa: F401 - re-exported: the Dask writer uses these pie
 from .tiling.grid import TileGrid
 from .tiling.layout import check_pattern, expand_pattern
 from .tiling.levels import Level, level_shape
+from .tiling.padding import all_padding, chain_fill, value_fill
 from .volume import Running
 
 __all__ = ["TilePlan", "write_tiled"]
@@ -110,7 +111,8 @@ class _Encoder:
         if c is None:
             c = self._chains[shape] = self._cls.from_json(
                 self.plan.codecs, dtype=self._dtype, shape=shape,
-                fill_value=self.plan.padding_value, decision=self.plan.decision,
+                fill_value=chain_fill(self.plan.padding_value, self.plan.type_name),
+                decision=self.plan.decision,
             )
         return c
 
@@ -290,7 +292,7 @@ def write_row(plan: TilePlan, enc: _Encoder, sink: _Sink, level: Level, t: int, 
             tile = _stored_tile(slab, lo, axis, grid, c, fill)
             core = tile[grid.stored_from_core(c)]
             g = level.first + grid.index(c)
-            if plan.sparse and _all_fill(core, fill):
+            if plan.sparse and all_padding(core, fill):
                 results[i] = (None, enc.metadata(core, None))
                 return
             data = enc.encode(tile, g)
@@ -337,12 +339,6 @@ def write_row(plan: TilePlan, enc: _Encoder, sink: _Sink, level: Level, t: int, 
         tick(len(coords))
 
 
-def _all_fill(core: np.ndarray, fill: Any) -> bool:
-    if isinstance(fill, float) and fill != fill:
-        return bool(np.isnan(core).all())
-    return bool((core == fill).all())
-
-
 def check_write_pattern(pattern: str, plan: TilePlan) -> None:
     """A user pattern must stay inside the fresh tile directory and name tiles apart."""
     check_pattern(pattern, plan.axes, plan.levels, None, field=f"{plan.prefix}:pattern")
@@ -371,7 +367,7 @@ def write_tiled(target: str, data: FileOrder, plan: TilePlan,
                                 exact)
     else:
         sink = _Sink(plan, target, token)
-    fill = _fill_for(plan, chain_dtype)
+    fill = value_fill(plan.padding_value, plan.type_name)
     total = plan.nstored
     done = [0]
 
@@ -439,13 +435,6 @@ def values(a: np.ndarray, type_name: str) -> np.ndarray:
 
     words = from_user(a, "bfloat16")  # round to bfloat16 once, then work on exact values
     return to_user(words, "bfloat16", "ml_dtypes" if has_ml_dtypes() else "float32")
-
-
-def _fill_for(plan: TilePlan, dtype: np.dtype) -> Any:
-    v = plan.padding_value
-    if v is None:
-        return np.nan
-    return v
 
 
 def _level_reader(plan: TilePlan, level: Level, read0: Callable[[tuple[slice, ...]], np.ndarray]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -356,7 +357,7 @@ def plan_tiled(src: FileOrder, out: Header, prefix: str, type_name: str, *,
     from .dtypes import user_dtype
 
     typed_padding(pad_v, user_dtype(type_name, src.dtype.itemsize, "uint16")
-                  if type_name != "block" else src.dtype, p + "padding_value", "")
+                  if type_name != "block" else src.dtype, p + "padding_value", "", type_name)
     # -- levels ---------------------------------------------------------------------------
     if levels is not None:
         if isinstance(levels, (list, tuple)) and index_order == "C":
@@ -455,8 +456,8 @@ def plan_tiled(src: FileOrder, out: Header, prefix: str, type_name: str, *,
                                   for lv, c in sparse]
         if plan.edge != "pad":
             h[p + "edge_handling"] = plan.edge
-        if plan.padding_value != 0:
-            h[p + "padding_value"] = plan.padding_value
+        if plan.padding_value != 0 or math.copysign(1.0, plan.padding_value) < 0:
+            h[p + "padding_value"] = plan.padding_value  # -0.0 is kept (sparse tiles)
         if any(plan.overlap):
             h[p + "overlap"] = list(plan.overlap)
         if codecs is None and header_codecs is None:

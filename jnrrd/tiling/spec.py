@@ -83,8 +83,14 @@ def _int_list(v: Any, key: str, pre: str, *, minimum: int = 0, length: int | Non
     return tuple(int(x) for x in v)
 
 
-def typed_padding(value: Any, dtype: np.dtype, key: str, pre: str) -> Any:
-    """Check ``tile:padding_value`` against the dtype (digest 2.2) and return a Python scalar."""
+def typed_padding(value: Any, dtype: np.dtype, key: str, pre: str,
+                  type_name: str | None = None) -> Any:
+    """Check ``tile:padding_value`` against the dtype (digest 2.2) and return a Python scalar.
+
+    ``bfloat16`` (``type_name``, or an ``ml_dtypes`` dtype) is a float type whatever dtype
+    carries its words."""
+    if type_name == "bfloat16":
+        dtype = np.dtype(np.float32)
     kind = dtype.kind
     if value is None:
         if kind in "fc" or dtype.name == "bfloat16":
@@ -188,7 +194,8 @@ def parse_tiling(
     from ..dtypes import user_dtype
 
     dtype = user_dtype(core.type_name, core.block_size, "uint16")
-    padding = typed_padding(get("padding_value", 0), dtype, p + "padding_value", pre)
+    padding = typed_padding(get("padding_value", 0), dtype, p + "padding_value", pre,
+                            core.type_name)
     overlap = _overlap(get("overlap"), ndim, axes, p, pre)
     for k, o in enumerate(overlap):
         if o and o >= tile[k]:

@@ -22,6 +22,7 @@ from ..header.fields import CoreFields
 from ..policy import Policy
 from ..tiling.layout import ExternalSource
 from ..tiling.levels import Level
+from ..tiling.padding import chain_fill
 from ..tiling.spec import Tiling
 from .report import Report, pointer
 from .tiling import describe_tile
@@ -44,6 +45,7 @@ class _Tiles:
         self.f = f
         self.file_size = file_size
         self.policy = policy
+        self.type_name = core.type_name
         self.chain_dtype = user_dtype(core.type_name, core.block_size, "uint16")
         self.stored_dtype = storage_dtype(core.type_name, core.endian, core.block_size)
         self.raw = len(tiling.codecs) == 1 and tiling.codecs[0].get("name") == "bytes"
@@ -79,7 +81,8 @@ class _Tiles:
             from ..codecs import CodecChain
 
             c = CodecChain.from_json(list(self.t.codecs), dtype=self.chain_dtype, shape=shape,
-                                     fill_value=self.t.padding_value)
+                                     fill_value=chain_fill(self.t.padding_value,
+                                                           self.type_name))
             self._chains[shape] = c  # a benign race: both threads build equal chains
         return c
 

@@ -25,7 +25,13 @@ from ..policy import Policy, resolve_path
 from ..tiling.grid import TileGrid
 from ..tiling.layout import check_pattern, expand_pattern
 from ..tiling.levels import Level, expand_scale, level_shape
-from ..tiling.spec import CODEC_TO_COMPRESSION, SHORTHAND, compression_chain, typed_padding
+from ..tiling.padding import chain_fill
+from ..tiling.spec import (
+    CODEC_TO_COMPRESSION,
+    SHORTHAND,
+    compression_chain,
+    typed_padding,
+)
 from .core import _int, dimension_of
 from .report import Report, pointer
 
@@ -183,7 +189,7 @@ class _Checker:
             return None  # the schema has reported it
         dtype = user_dtype(core.type_name, core.block_size, "uint16")
         try:
-            return typed_padding(v, dtype, self.p + "padding_value", "")
+            return typed_padding(v, dtype, self.p + "padding_value", "", core.type_name)
         except JnrrdError as exc:
             self.r.error(self.key("padding_value"), _strip(str(exc), self.p + "padding_value"),
                          v, f"a value of type {core.type_name}")
@@ -377,7 +383,8 @@ class _Checker:
         lv = self.levels[0]
         shape = lv.grid.stored_shape((0,) * len(lv.grid.axes))
         try:
-            CodecChain.from_json(list(chain), dtype=dtype, shape=shape, fill_value=padding)
+            CodecChain.from_json(list(chain), dtype=dtype, shape=shape,
+                                 fill_value=chain_fill(padding, core.type_name))
         except (JnrrdError, TypeError, ValueError) as exc:
             r.error(self.key("codecs") if codecs is not None else self.key("compression"),
                     f"the codec chain cannot be built: {exc}", json_names(chain),
