@@ -23,7 +23,7 @@ from .dtypes import storage_dtype, to_user, user_dtype
 from .errors import DataError, MissingDependencyError, where
 from .header import Header
 from .policy import Policy
-from .tiling.grid import AxisSel, TileGrid, normalize_selection
+from .tiling.grid import AxisSel, TileGrid, selection_with_booleans
 from .tiling.layout import ExternalSource, InternalSource
 from .tiling.levels import Level
 from .tiling.padding import chain_fill
@@ -389,11 +389,11 @@ class LevelView:
                 f"scale={self.scale}>")
 
     def __getitem__(self, key: Any) -> np.ndarray:
-        sel = normalize_selection(key, self.shape)
+        sel, rest = selection_with_booleans(key, self.shape)
         if self.c_order:
             sel = sel[::-1]
-        out = self._vol._read(self._level, sel)
-        return _finish(out, sel, self.c_order)
+        out = _finish(self._vol._read(self._level, sel), sel, self.c_order)
+        return out if rest is None else out[rest]
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         a = self[...]

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import product
 
 import numpy as np
 
-__all__ = ["AxisSel", "Piece", "TileGrid", "normalize_selection"]
+__all__ = ["AxisSel", "Piece", "TileGrid", "normalize_selection", "selection_with_booleans"]
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,9 @@ def normalize_selection(key: object, shape: tuple[int, ...]) -> tuple[AxisSel, .
                 last = start + (count - 1) * step
                 out.append(AxisSel(last, -step, count, reverse=True))
             continue
+        if is_bool_scalar(k):
+            raise IndexError("a boolean scalar index adds an axis; it is not the integer "
+                             f"{int(bool(k))}")  # selection_with_booleans handles them
         try:
             i = k.__index__()  # type: ignore[attr-defined]
         except AttributeError:
@@ -87,6 +90,30 @@ def normalize_selection(key: object, shape: tuple[int, ...]) -> tuple[AxisSel, .
             raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
         out.append(AxisSel(i % n, 1, 1, drop=True))
     return tuple(out)
+
+
+def is_bool_scalar(k: object) -> bool:
+    """A Python/NumPy boolean scalar (or 0-d boolean array): NumPy reads it as a new axis."""
+    return isinstance(k, (bool, np.bool_)) or (
+        isinstance(k, np.ndarray) and k.ndim == 0 and k.dtype == np.bool_)
+
+
+def selection_with_booleans(key: object, shape: tuple[int, ...]
+                            ) -> tuple[tuple[AxisSel, ...], tuple[object, ...] | None]:
+    """:func:`normalize_selection` for keys that may hold boolean scalars (NumPy semantics:
+    ``a[True]`` adds a leading axis of length 1, ``a[False]`` one of length 0).
+
+    Returns the selection to read and, when the key holds boolean scalars, the key NumPy then
+    applies to the array read: integer-indexed axes are read as length-1 axes and indexed by
+    0 there, so NumPy places the boolean axes exactly as it does on the whole array.
+    """
+    parts = key if isinstance(key, tuple) else (key,)
+    if not any(is_bool_scalar(k) for k in parts):
+        return normalize_selection(key, shape), None
+    sel = normalize_selection(tuple(k for k in parts if not is_bool_scalar(k)), shape)
+    rest = tuple(bool(k) if is_bool_scalar(k) else k if k is Ellipsis
+                 else slice(None) if isinstance(k, slice) else 0 for k in parts)
+    return tuple(replace(s, drop=False) for s in sel), rest
 
 
 @dataclass(frozen=True)
