@@ -218,12 +218,15 @@ def decompress(
 
 
 def _zstd_oneshot(data: Any, limit: int, what: str) -> bytes | None:
-    """The fast path: one frame whose header states a content size within the limit."""
+    """The fast path: one frame whose header states a content size within the limit.
+
+    An empty first frame takes the streaming path: zstandard's one-shot decoder returns
+    ``b""`` for it without looking at the frames that follow."""
     try:
         size = zstandard.frame_content_size(data)
     except zstandard.ZstdError as exc:
         raise _corrupt("zstd", what, exc) from None
-    if size < 0 or size > limit:
+    if size <= 0 or size > limit:
         return None
     try:
         return _zstd_decompressor().decompress(data, allow_extra_data=False)
