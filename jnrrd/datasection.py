@@ -64,11 +64,11 @@ def data_paths(core: Any, header_dir: str | None, policy: Policy, source: Any = 
 def _open_data(path: str, core: Any, policy: Policy, source: Any) -> IO[bytes]:
     """Open one detached data file; a missing one is a ``DataError`` naming the field (as a
     missing external tile is, CONVENTIONS §1.2)."""
+    field = ("data_file" if core.data_file is not None
+             else "data_files" if core.data_files is not None else "data_file_pattern")
     try:
-        return open_resolved(path, policy)
+        return open_resolved(path, policy, what=f"{where(source, field)}data file ")
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
-        field = ("data_file" if core.data_file is not None
-                 else "data_files" if core.data_files is not None else "data_file_pattern")
         raise DataError(f"{where(source, field)}data file {path!r} cannot be read: "
                         f"{exc.strerror or exc}") from None
 

@@ -6,13 +6,15 @@ one frozen value that is passed down, never stored in a module global.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from typing import IO, Any, Literal
 
-from .errors import SecurityError, UnsupportedError, where
+from .errors import DataError, SecurityError, UnsupportedError, where
 
 __all__ = ["Policy", "is_url", "resolve_path"]
 
@@ -176,9 +178,46 @@ def _inside(real: str, root: str) -> bool:
         return False
 
 
-def open_resolved(path: str, policy: Policy, mode: str = "rb") -> IO[bytes]:
-    """Open a path returned by :func:`resolve_path` (URLs through the policy's opener)."""
+def open_resolved(path: str, policy: Policy, mode: str = "rb", *, what: str = "") -> IO[bytes]:
+    """Open a path returned by :func:`resolve_path` (URLs through the policy's opener).
+
+    Only regular files are opened: a FIFO, device or socket named by a header would block
+    ``open()`` or a read forever, or stream endless bytes, so it is a ``DataError`` (``what``
+    prefixes its message). The check is made on the opened descriptor (``O_NONBLOCK``, then
+    ``fstat``), so a swap between check and read cannot get past it.
+    """
     if is_url(path):
         assert policy.opener is not None  # resolve_path refused URLs without an opener
         return policy.opener(path, mode)
-    return open(path, mode)  # the caller owns the handle
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) \
+        | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a socket (or a FIFO opened for writing only)
+            raise _not_regular(path, "a socket", what) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_regular(path, _kind(st.st_mode), what)
+        if flags & getattr(os, "O_NONBLOCK", 0) and hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, mode)  # the caller owns the handle
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _not_regular(path: str, kind: str, what: str) -> DataError:
+    return DataError(f"{what}{path!r} is not a regular file ({kind}); data and tile files "
+                     "must be regular files")

@@ -13,7 +13,6 @@ import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
 import numpy as np
@@ -23,122 +22,17 @@ from .dtypes import storage_dtype, to_user, user_dtype
 from .errors import DataError, MissingDependencyError, where
 from .header import Header
 from .policy import Policy
+from .pools import Running, fork_join, run_parallel
 from .tiling.grid import AxisSel, TileGrid, selection_with_booleans
 from .tiling.layout import ExternalSource, InternalSource
 from .tiling.levels import Level
 from .tiling.padding import chain_fill
 from .tiling.spec import Tiling
 
-__all__ = ["LevelView", "Volume"]
+__all__ = ["LevelView", "Running", "Volume", "fork_join", "run_parallel"]
 
-_POOL: ThreadPoolExecutor | None = None
 #: raw selections up to this size are copied in the calling thread
 _INLINE_RAW_BYTES = 8 << 20
-_POOL_LOCK = threading.Lock()
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2),
-                                       thread_name_prefix="jnrrd")
-        return _POOL
-
-
-class Running:
-    """Closures started on the shared pool; :meth:`wait` joins them (the first failure cancels
-    what has not started and is raised once everything else has stopped)."""
-
-    def __init__(self, tasks: Sequence[Callable[[], None]]) -> None:
-        self._inline = list(tasks) if len(tasks) <= 1 else []
-        self._futures = [] if self._inline else [_pool().submit(t) for t in tasks]
-
-    def wait(self, *, raise_errors: bool = True) -> None:
-        for t in self._inline:
-            t()
-        self._inline = []
-        if not self._futures:
-            return
-        _, pending = wait(self._futures, return_when=FIRST_EXCEPTION)
-        if pending:
-            for f in pending:
-                f.cancel()
-            wait(pending)
-        futures, self._futures = self._futures, []
-        if raise_errors:
-            for f in futures:
-                if not f.cancelled():
-                    f.result()
-
-
-def run_parallel(tasks: Sequence[Callable[[], None]], *, helpers: int | None = None) -> None:
-    """Run small closures on the shared pool and in the calling thread.
-
-    The calling thread and up to ``helpers`` pool threads (default: the pool's size minus
-    one, i.e. one thread per core with the caller) take tasks from one shared list until it
-    is empty: a task costs no hand-off of its own. On the first failure no further task
-    starts; the running ones finish, then that failure is raised.
-    """
-    if len(tasks) <= 1:
-        for t in tasks:
-            t()
-        return
-    lock = threading.Lock()
-    state = {"next": 0}
-    errors: list[BaseException] = []
-
-    def drain() -> None:
-        while True:
-            with lock:
-                i = state["next"]
-                if errors or i >= len(tasks):
-                    return
-                state["next"] = i + 1
-            try:
-                tasks[i]()
-            except BaseException as exc:
-                with lock:
-                    errors.append(exc)
-                return
-
-    pool = _pool()
-    n = pool._max_workers - 1 if helpers is None else helpers
-    futures = [pool.submit(drain) for _ in range(max(0, min(n, len(tasks) - 1)))]
-    drain()
-    wait(futures)
-    if errors:
-        raise errors[0]
-
-
-_HELPER: ThreadPoolExecutor | None = None
-
-
-def _helper() -> ThreadPoolExecutor:
-    global _HELPER
-    with _POOL_LOCK:
-        if _HELPER is None:
-            _HELPER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jnrrd-helper")
-        return _HELPER
-
-
-def fork_join(first: Callable[[], Any], second: Callable[[], Any]) -> tuple[Any, Any]:
-    """``(first(), second())`` with ``second`` offered to a helper thread meanwhile.
-
-    The calling thread runs ``first``; if the helper has not picked ``second`` up by then,
-    the caller runs it too (it never waits for a queued task). The helper is not the shared
-    pool, so tile encoding queued there does not hold ``second`` back.
-    """
-    future = _helper().submit(second)
-    try:
-        a = first()
-    except BaseException:
-        if not future.cancel():
-            wait([future])
-        raise
-    if future.cancel():
-        return a, second()
-    return a, future.result()
 
 
 #: tile compressors that can stop decoding after a prefix of the tile

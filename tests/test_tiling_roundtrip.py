@@ -171,9 +171,9 @@ def test_external_reads_open_only_the_touched_files(tmp_path, monkeypatch):
     opened = []
     real = layout.open_resolved
 
-    def spy(p, policy, mode="rb"):
+    def spy(p, policy, mode="rb", **kw):
         opened.append(p)
-        return real(p, policy, mode)
+        return real(p, policy, mode, **kw)
 
     monkeypatch.setattr(layout, "open_resolved", spy)
     with jnrrd.open(path) as vol:

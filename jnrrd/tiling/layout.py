@@ -328,7 +328,8 @@ class ExternalSource:
         if path is None:
             return None
         try:
-            with open_resolved(path, self._policy) as f:
+            what = f"{where(self._source)}level {level.index} tile {list(coords)}: file "
+            with open_resolved(path, self._policy, what=what) as f:
                 if not is_url(path):
                     real = os.path.realpath(path)
                     if real != path:  # swapped for a symlink after resolution

@@ -1,0 +1,134 @@
+"""The shared thread pools that decode and encode tiles.
+
+One pool (one thread per core) runs tile tasks; a one-thread helper serves
+:func:`fork_join`. Both are created on first use, and again in a child after ``fork()``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from typing import Any
+
+__all__ = ["Running", "fork_join", "run_parallel"]
+
+_POOL: ThreadPoolExecutor | None = None
+_HELPER: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child inherits the pool objects but none of their threads: work submitted to
+    them would wait forever (and a lock held by another parent thread at the fork stays
+    held). Start afresh; the child builds its own pools on first use."""
+    global _POOL, _HELPER, _POOL_LOCK
+    _POOL = None
+    _HELPER = None
+    _POOL_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2),
+                                       thread_name_prefix="jnrrd")
+        return _POOL
+
+
+class Running:
+    """Closures started on the shared pool; :meth:`wait` joins them (the first failure cancels
+    what has not started and is raised once everything else has stopped)."""
+
+    def __init__(self, tasks: Sequence[Callable[[], None]]) -> None:
+        self._inline = list(tasks) if len(tasks) <= 1 else []
+        self._futures = [] if self._inline else [_pool().submit(t) for t in tasks]
+
+    def wait(self, *, raise_errors: bool = True) -> None:
+        for t in self._inline:
+            t()
+        self._inline = []
+        if not self._futures:
+            return
+        _, pending = wait(self._futures, return_when=FIRST_EXCEPTION)
+        if pending:
+            for f in pending:
+                f.cancel()
+            wait(pending)
+        futures, self._futures = self._futures, []
+        if raise_errors:
+            for f in futures:
+                if not f.cancelled():
+                    f.result()
+
+
+def run_parallel(tasks: Sequence[Callable[[], None]], *, helpers: int | None = None) -> None:
+    """Run small closures on the shared pool and in the calling thread.
+
+    The calling thread and up to ``helpers`` pool threads (default: the pool's size minus
+    one, i.e. one thread per core with the caller) take tasks from one shared list until it
+    is empty: a task costs no hand-off of its own. On the first failure no further task
+    starts; the running ones finish, then that failure is raised.
+    """
+    if len(tasks) <= 1:
+        for t in tasks:
+            t()
+        return
+    lock = threading.Lock()
+    state = {"next": 0}
+    errors: list[BaseException] = []
+
+    def drain() -> None:
+        while True:
+            with lock:
+                i = state["next"]
+                if errors or i >= len(tasks):
+                    return
+                state["next"] = i + 1
+            try:
+                tasks[i]()
+            except BaseException as exc:
+                with lock:
+                    errors.append(exc)
+                return
+
+    pool = _pool()
+    n = pool._max_workers - 1 if helpers is None else helpers
+    futures = [pool.submit(drain) for _ in range(max(0, min(n, len(tasks) - 1)))]
+    drain()
+    wait(futures)
+    if errors:
+        raise errors[0]
+
+
+def _helper() -> ThreadPoolExecutor:
+    global _HELPER
+    with _POOL_LOCK:
+        if _HELPER is None:
+            _HELPER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jnrrd-helper")
+        return _HELPER
+
+
+def fork_join(first: Callable[[], Any], second: Callable[[], Any]) -> tuple[Any, Any]:
+    """``(first(), second())`` with ``second`` offered to a helper thread meanwhile.
+
+    The calling thread runs ``first``; if the helper has not picked ``second`` up by then,
+    the caller runs it too (it never waits for a queued task). The helper is not the shared
+    pool, so tile encoding queued there does not hold ``second`` back.
+    """
+    future = _helper().submit(second)
+    try:
+        a = first()
+    except BaseException:
+        if not future.cancel():
+            wait([future])
+        raise
+    if future.cancel():
+        return a, second()
+    return a, future.result()
