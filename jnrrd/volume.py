@@ -15,11 +15,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import crc32c
 import numpy as np
 
 from .compress import decompress, decompress_prefix
 from .dtypes import storage_dtype, to_user, user_dtype
-from .errors import DataError, MissingDependencyError, where
+from .errors import DataError, where
 from .header import Header
 from .policy import Policy
 from .pools import Running, fork_join, run_parallel
@@ -206,12 +207,6 @@ def _checksums(tiling: Tiling) -> list[tuple[str, int] | None] | None:
 
 
 def _crc32c(data: Any) -> int:
-    try:
-        import crc32c
-    except ImportError:
-        raise MissingDependencyError(
-            "crc32c tile checksums need the crc32c package: pip install 'jnrrd[crc32c]'"
-        ) from None
     return crc32c.crc32c(data) & 0xFFFFFFFF
 
 

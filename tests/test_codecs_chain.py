@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import ast
-import sys
+import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from jnrrd.codecs import (
     get_codec,
     register_codec,
 )
-from jnrrd.errors import CodecError, DataError, MissingDependencyError, UnknownCodecError
+from jnrrd.errors import CodecError, DataError, UnknownCodecError
 
 LE = {"name": "bytes", "configuration": {"endian": "little"}}
 
@@ -187,11 +188,16 @@ def test_unknown_codec() -> None:
     assert isinstance(info.value, LookupError)
 
 
-def test_crc32c_missing_dependency(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "crc32c", None)
-    with pytest.raises(MissingDependencyError, match=r"pip install 'jnrrd\[crc32c\]'") as info:
-        get_codec("crc32c")
-    assert isinstance(info.value, ImportError)
+def test_crc32c_is_a_core_dependency() -> None:
+    """A plain `pip install jnrrd` reads and writes the crc32c codec (issue 14 item 7); the
+    old extra name keeps installing."""
+    with open(Path(__file__).parents[1] / "pyproject.toml", "rb") as f:
+        project = tomllib.load(f)["project"]
+    assert any(re.fullmatch(r"crc32c\b.*", d) for d in project["dependencies"])
+    assert "crc32c" in project["optional-dependencies"]
+    codec = get_codec("crc32c")
+    data = b"123456789"
+    assert codec.encode(data) == data + (0xE3069283).to_bytes(4, "little")
 
 
 class Reverse(BytesBytesCodec):

@@ -11,11 +11,12 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+import crc32c
 import lz4.block
 import numpy as np
 
 from .. import compress as _c
-from ..errors import CodecError, DataError, MissingDependencyError
+from ..errors import CodecError, DataError
 from ._base import DEFAULT_LIMIT, BytesBytesCodec, b64decode, b64encode, check_size
 
 __all__ = [
@@ -241,18 +242,12 @@ class Shuffle(BytesBytesCodec):
 
 
 class Crc32c(BytesBytesCodec):
-    """Append the CRC-32C of the data, little endian (needs the optional ``crc32c`` package)."""
+    """Append the CRC-32C of the data, little endian (a core codec: ``crc32c`` is a
+    dependency of jnrrd)."""
 
     name = "crc32c"
 
     def __init__(self) -> None:
-        try:
-            import crc32c
-        except ImportError:
-            raise MissingDependencyError(
-                "crc32c: the codec needs the optional package 'crc32c'; install it with "
-                "pip install 'jnrrd[crc32c]'"
-            ) from None
         self._set(_crc=crc32c.crc32c)
 
     def encoded_size(self, size: int) -> int | None:

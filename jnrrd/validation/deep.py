@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
+import crc32c
 import numpy as np
 
 from ..errors import JnrrdError, where
@@ -156,14 +157,7 @@ def _check_one(tiles: _Tiles, level: Level, coords: tuple[int, ...], index: int
         if algo == "crc32":
             found = zlib.crc32(data) & 0xFFFFFFFF
         else:
-            try:
-                import crc32c
-            except ImportError:
-                out.append((pointer(t.field("metadata"), index, "checksum"), "crc32c checksum "
-                            "not verified: pip install 'jnrrd[crc32c]'", None, None))
-                found = value
-            else:
-                found = crc32c.crc32c(data) & 0xFFFFFFFF
+            found = crc32c.crc32c(data) & 0xFFFFFFFF
         if found != value:
             out.append((pointer(t.field("metadata"), index, "checksum"),
                         f"{algo} checksum of the stored bytes is {found:08x}, the header "
