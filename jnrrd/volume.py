@@ -20,7 +20,7 @@ import numpy as np
 
 from .compress import decompress, decompress_prefix
 from .dtypes import storage_dtype, to_user, user_dtype
-from .errors import DataError, where
+from .errors import DataError, UnsupportedError, where
 from .header import Header
 from .policy import Policy
 from .pools import Running, fork_join, run_parallel
@@ -290,7 +290,14 @@ class LevelView:
 
     def read_tile(self, coords: Sequence[int], *, core: bool = False) -> np.ndarray:
         """The decoded stored tile at tile-grid ``coords`` (padding and halo included;
-        ``core=True`` gives only its core region)."""
+        ``core=True`` gives only its core region).
+
+        Raises :class:`~jnrrd.errors.UnsupportedError` for an untiled volume (it has no tiles;
+        slice it instead)."""
+        if not self._vol.tiled:
+            raise UnsupportedError(
+                f"{where(self._vol.name, 'read_tile')}the volume is not tiled (no tile:enabled "
+                "tiling), so it has no tiles to read; slice it instead (vol[...])")
         grid = self._level.grid
         coords = tuple(int(c) for c in coords)
         if self.c_order:
@@ -406,6 +413,18 @@ class Volume(LevelView):
         kind = "tiled" if self.tiled else "untiled"
         return (f"<jnrrd.Volume {describe(self.name)} {kind} shape={self.shape} "
                 f"dtype={self.dtype} levels={len(self.levels)}>")
+
+    def read_tile(self, coords: Sequence[int], level: int = 0, *,
+                  core: bool = False) -> np.ndarray:
+        """The decoded stored tile at tile-grid ``coords`` of level ``level`` (CONVENTIONS §3):
+        ``vol.read_tile(c, k)`` is ``vol.levels[k].read_tile(c)``; ``core=True`` gives only the
+        tile's core region. ``IndexError`` for a level that does not exist,
+        :class:`~jnrrd.errors.UnsupportedError` for an untiled volume."""
+        if isinstance(level, bool) or not isinstance(level, (int, np.integer)):
+            raise TypeError(f"read_tile: level must be an int, got {type(level).__name__}")
+        if not 0 <= level < len(self.levels):
+            raise IndexError(f"level {level} does not exist ({len(self.levels)} levels)")
+        return LevelView.read_tile(self.levels[int(level)], coords, core=core)
 
     def to_dask(self, level: int = 0) -> Any:
         """A ``dask.array.Array`` over level ``level`` whose chunks are the tiles."""

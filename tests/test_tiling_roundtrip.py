@@ -223,6 +223,37 @@ def test_read_tile_returns_the_stored_extent(tmp_path):
         np.testing.assert_array_equal(vol.read_tile((0, 1), core=True), x.T[0:4, 4:8])
 
 
+def test_volume_read_tile_takes_a_level(tmp_path):
+    """CONVENTIONS §3: ``Volume.read_tile(coords, level=0, *, core=False)``."""
+    x = np.arange(20 * 12, dtype=np.float32).reshape(20, 12)
+    path = str(tmp_path / "lv.jnrrd")
+    jnrrd.write(path, x, tile=(4, 4), levels=3)
+    with jnrrd.open(path) as vol:
+        np.testing.assert_array_equal(vol.read_tile((1, 2)), vol.levels[0].read_tile((1, 2)))
+        np.testing.assert_array_equal(vol.read_tile((1, 0), 1), vol.levels[1].read_tile((1, 0)))
+        np.testing.assert_array_equal(vol.read_tile((1, 0), level=2, core=True),
+                                      vol.levels[2][4:5, 0:3])
+        np.testing.assert_array_equal(vol.read_tile((2, 1), level=1, core=True),
+                                      vol.levels[1][8:10, 4:6])
+        with pytest.raises(IndexError, match="level 3 does not exist"):
+            vol.read_tile((0, 0), 3)
+        with pytest.raises(TypeError, match="level must be an int"):
+            vol.read_tile((0, 0), level="1")
+
+
+def test_read_tile_on_an_untiled_volume_is_unsupported(tmp_path):
+    """Issue 19: read_tile on an untiled volume was an AssertionError."""
+    path = str(tmp_path / "flat.jnrrd")
+    jnrrd.write(path, np.zeros((3, 4), dtype=np.uint8))
+    with jnrrd.open(path) as vol:
+        assert not vol.tiled
+        for call in (lambda: vol.read_tile((0, 0)), lambda: vol.levels[0].read_tile((0, 0)),
+                     lambda: vol.read_tile((0, 0), 0, core=True)):
+            with pytest.raises(jnrrd.errors.UnsupportedError, match="flat.jnrrd: read_tile: "
+                               "the volume is not tiled"):
+                call()
+
+
 def test_volume_properties(tmp_path):
     x = np.zeros((50, 40, 30), dtype=np.float32)
     path = str(tmp_path / "p.jnrrd")
