@@ -24,6 +24,7 @@ __all__ = [
     "durability",
     "durable",
     "replace",
+    "reported_as",
     "fresh_token",
     "fsync_dir",
     "remove_leftovers",
@@ -109,21 +110,42 @@ def replace(tmp: str, target: str) -> None:
 
 @contextlib.contextmanager
 def atomic_file(target: str) -> Iterator[IO[bytes]]:
-    """Write ``target`` atomically: yields a temporary file beside it, replaced on success."""
+    """Write ``target`` atomically: yields a temporary file beside it, replaced on success.
+
+    An ``OSError`` names ``target`` (as given), never the temporary file (see
+    :func:`reported_as`).
+    """
+    given = target
     target = os.path.abspath(target)
     tmp = tmp_marker(target) + fresh_token()
-    f = open(tmp, "wb")
+    with reported_as(given):
+        f = open(tmp, "wb")
+        try:
+            yield f
+            f.flush()
+            if durable():
+                os.fsync(f.fileno())
+            f.close()
+            replace(tmp, target)
+        except BaseException:
+            f.close()
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+
+@contextlib.contextmanager
+def reported_as(target: object) -> Iterator[None]:
+    """Re-raise an ``OSError`` about one of the temporary files of a write as the same error
+    about ``target`` (a path; anything else is left alone): temporary names are an
+    implementation detail the caller cannot act on."""
     try:
-        yield f
-        f.flush()
-        if durable():
-            os.fsync(f.fileno())
-        f.close()
-        replace(tmp, target)
-    except BaseException:
-        f.close()
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        yield
+    except OSError as e:
+        names = (str(e.filename or ""), str(e.filename2 or ""))
+        if (isinstance(target, (str, os.PathLike)) and e.errno is not None
+                and any(_MARK in n for n in names)):
+            raise type(e)(e.errno, e.strerror, os.fspath(target)) from None
         raise
 
 

@@ -10,7 +10,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from .atomic import atomic_file, durability, fresh_token, remove_leftovers
+from .atomic import atomic_file, durability, fresh_token, remove_leftovers, reported_as
 from .datasection import encode_chunks
 from .dtypes import type_name_for
 from .errors import HeaderError, UnsupportedError
@@ -65,7 +65,7 @@ def write(target: Any, data: Any, header: Mapping[str, Any] | None = None, *,
     versions (the trade-off of scratch data; zarr and tensorstore never ``fsync``).
     """
     file_format = _file_format(target, format, options)
-    with durability(durable):
+    with durability(durable), reported_as(target):
         _write(target, data, header, index_order=index_order, encoding=encoding, tile=tile,
                compression=compression, codecs=codecs, levels=levels, downsample=downsample,
                detached=detached, file_format=file_format, **options)

@@ -396,11 +396,14 @@ def test_convert_external_tiles(tmp_path: Path, volume: np.ndarray,
         pytest.param(["--tile", "4,4"], "3", id="tile-wrong-length"),
     ],
 )
-def test_convert_bad_requests_exit_1(tmp_path: Path, volume: np.ndarray, args: list[str],
-                                     needle: str, cli: Callable[..., Result]) -> None:
+def test_convert_bad_option_values_exit_2(tmp_path: Path, volume: np.ndarray,
+                                          args: list[str], needle: str,
+                                          cli: Callable[..., Result]) -> None:
+    """docs/cli.md: a bad option value is a usage error (exit 2), also when only the writer
+    can tell."""
     np.save(tmp_path / "v.npy", volume)
     proc = cli("convert", "v.npy", "out.jnrrd", *args, cwd=tmp_path)
-    assert_clean_error(proc, 1, "jnrrd: error: ", needle)
+    assert_clean_error(proc, 2, "usage: ", "jnrrd: error: ", needle)
     assert not (tmp_path / "out.jnrrd").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["v.npy"]  # nothing left behind
 

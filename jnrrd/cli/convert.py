@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from ..progress import Bar
 from .common import JNRRD, NPY, NRRD, UsageError, codecs_arg, file_kind, int_list, positive_int
+from .output import Reporting, check_codecs, check_output_dir, mib_progress, write_output
 
 __all__ = ["register"]
 
@@ -76,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
                           "is shorthand for a codec list)")
     if os.path.abspath(args.input) == os.path.abspath(args.output):
         raise UsageError("IN and OUT are the same file")
+    check_output_dir(args.output)
     order = args.index_order
     if src_kind == NPY:
         # A memory map keeps memory bounded by the writer's slabs, not the array.
@@ -86,8 +90,12 @@ def run(args: argparse.Namespace) -> int:
         vol = jopen(args.input, index_order=order)
         data, header = vol, dict(vol.header)
     try:
+        if args.codecs is not None:
+            check_codecs(args.codecs, data.dtype, len(data.shape))
+        bar = None if args.quiet else Bar(label="MiB")
         if dst_kind == NPY:
-            _write_npy(args.output, data, fortran=order == "F")
+            _write_npy(args.output, data, fortran=order == "F",
+                       report=mib_progress(bar, int(data.nbytes)))
             return 0
         header = _carried_header(header, rewrite_tiling=bool(asked))
         kw: dict[str, Any] = {"format": dst_kind}
@@ -115,7 +123,11 @@ def run(args: argparse.Namespace) -> int:
                                    for k, v in header.items())
         if tiled and dst_kind == JNRRD and not args.quiet:
             kw["progress"] = True  # the bar itself stays quiet when stderr is not a terminal
-        write(args.output, data, header or None, index_order=order, **kw)
+        elif bar is not None:  # NRRD and untiled outputs: progress as the input is read
+            data = Reporting(data, mib_progress(bar, int(np.dtype(data.dtype).itemsize
+                                                         * math.prod(data.shape))))
+        write_output(write, args.output, data, header or None, tiling_asked=bool(asked),
+                     index_order=order, **kw)
     finally:
         if vol is not None:
             vol.close()
@@ -161,7 +173,8 @@ def _carried_header(header: dict[str, Any], *, rewrite_tiling: bool) -> dict[str
     return out
 
 
-def _write_npy(path: str, data: Any, *, fortran: bool) -> None:
+def _write_npy(path: str, data: Any, *, fortran: bool,
+               report: Callable[[int], None] | None = None) -> None:
     """Write ``data`` (caller axis order) to ``.npy`` one slab at a time.
 
     Slabs run along the file's slowest axis (the caller's last axis under ``index_order="F"``,
@@ -172,8 +185,11 @@ def _write_npy(path: str, data: Any, *, fortran: bool) -> None:
     dtype = np.dtype(data.dtype)
     fortran = fortran and len(shape) > 1
     tmp = f"{path}.partial"
-    out = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape,
-                                    fortran_order=fortran)
+    try:
+        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape,
+                                        fortran_order=fortran)
+    except OSError as e:  # name the output, not the temporary file
+        raise type(e)(e.errno, e.strerror, path) from None
     try:
         axis = len(shape) - 1 if fortran else 0
         n = shape[axis] if shape else 1
@@ -186,6 +202,8 @@ def _write_npy(path: str, data: Any, *, fortran: bool) -> None:
             key = tuple(slice(lo, min(n, lo + step)) if a == axis else slice(None)
                         for a in range(len(shape)))
             out[key] = np.asarray(data[key])
+            if report is not None:
+                report(min(n, lo + step) * row)
         out.flush()
         del out
         os.replace(tmp, path)

@@ -1,0 +1,76 @@
+"""Command-line polish (issue 14 item 8), through the real entry point in a subprocess:
+option errors exit 2, messages name the user's files, progress everywhere, NRRD validation,
+summarized per-tile errors, and what ``info`` shows."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_cli import _run_on_terminal, assert_clean_error, run
+
+import jnrrd
+
+TMP_NAME = re.compile(r"jnrrd-tmp|\.partial|\.[0-9a-f]{8}\.")
+
+
+@pytest.fixture
+def npy(tmp_path: Path) -> Path:
+    path = tmp_path / "a.npy"
+    np.save(path, np.arange(8 * 8 * 8, dtype=np.uint16).reshape(8, 8, 8))
+    return path
+
+
+# -- bad option values exit 2 ------------------------------------------------------------------
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--tile", "4,4"], "tile"),
+    (["--codecs", '[{"name": "blosc"}]'], "--codecs: unknown codec"),
+    (["--external=tiles/{q}.bin"], "unknown placeholder {q}"),
+], ids=["tile-count", "unknown-codec", "pattern"])
+def test_bad_option_values_exit_2(tmp_path: Path, npy: Path, args: list[str],
+                                  needle: str) -> None:
+    """More cases run in process in test_cli.py; these go through the entry point."""
+    proc = run("convert", str(npy), str(tmp_path / "o.jnrrd"), *args)
+    assert_clean_error(proc, 2, "usage: ", needle)
+    assert not (tmp_path / "o.jnrrd").exists()
+
+
+# -- no temporary names in messages ------------------------------------------------------------
+@pytest.mark.parametrize("args", [["missing/o.nhdr"], ["missing/o.jnrrd", "--tile", "4"],
+                                  ["adir", "--tile", "4"]], ids=["nhdr", "tiled", "directory"])
+def test_errors_name_the_output_not_temporary_files(tmp_path: Path, npy: Path,
+                                                    args: list[str]) -> None:
+    (tmp_path / "adir").mkdir()
+    proc = run("convert", str(npy), *args, cwd=tmp_path)
+    assert_clean_error(proc, 1, args[0])
+    assert not TMP_NAME.search(proc.stderr), proc.stderr
+
+
+def test_atomic_write_errors_name_the_target(tmp_path: Path) -> None:
+    """The library too: an unwritable target is reported under its own name."""
+    target = tmp_path / "gone" / "x.jnrrd"
+    for kw in ({}, {"tile": 4}):
+        with pytest.raises(FileNotFoundError) as info:
+            jnrrd.write(target, np.zeros((4, 4), np.uint8), **kw)
+        assert info.value.filename == str(target), info.value
+    (tmp_path / "d.nrrd").mkdir()
+    with pytest.raises(IsADirectoryError) as info:
+        jnrrd.write(tmp_path / "d.nrrd", np.zeros((4, 4), np.uint8))
+    assert info.value.filename == str(tmp_path / "d.nrrd") and info.value.filename2 is None
+
+
+# -- progress -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("out", ["o.nrrd", "o.npy", "flat.jnrrd"])
+def test_progress_for_untiled_outputs(tmp_path: Path, npy: Path, out: str) -> None:
+    """NRRD, .npy and untiled JNRRD outputs draw a bar too (MiB of the input read)."""
+    code, drawn = _run_on_terminal(["convert", str(npy), out], tmp_path)
+    assert code == 0 and "100%" in drawn and "1/1 MiB" in drawn, (out, drawn)
+    back = np.load(tmp_path / out) if out.endswith(".npy") else jnrrd.read(tmp_path / out)[0]
+    np.testing.assert_array_equal(back, np.load(npy))
+
+
+def test_no_progress_when_quiet(tmp_path: Path, npy: Path) -> None:
+    code, drawn = _run_on_terminal(["convert", str(npy), "q.nhdr", "-q"], tmp_path)
+    assert code == 0 and drawn == ""
