@@ -39,10 +39,10 @@ def test_bad_option_values_exit_2(tmp_path: Path, npy: Path, args: list[str],
 
 # -- no temporary names in messages ------------------------------------------------------------
 @pytest.mark.parametrize("args", [["missing/o.nhdr"], ["missing/o.jnrrd", "--tile", "4"],
-                                  ["adir", "--tile", "4"]], ids=["nhdr", "tiled", "directory"])
+                                  ["adir.jnrrd", "--tile", "4"]], ids=["nhdr", "tiled", "directory"])
 def test_errors_name_the_output_not_temporary_files(tmp_path: Path, npy: Path,
                                                     args: list[str]) -> None:
-    (tmp_path / "adir").mkdir()
+    (tmp_path / "adir.jnrrd").mkdir()
     proc = run("convert", str(npy), *args, cwd=tmp_path)
     assert_clean_error(proc, 1, args[0])
     assert not TMP_NAME.search(proc.stderr), proc.stderr
