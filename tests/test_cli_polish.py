@@ -39,7 +39,8 @@ def test_bad_option_values_exit_2(tmp_path: Path, npy: Path, args: list[str],
 
 # -- no temporary names in messages ------------------------------------------------------------
 @pytest.mark.parametrize("args", [["missing/o.nhdr"], ["missing/o.jnrrd", "--tile", "4"],
-                                  ["adir.jnrrd", "--tile", "4"]], ids=["nhdr", "tiled", "directory"])
+                                  ["adir.jnrrd", "--tile", "4"]],
+                         ids=["nhdr", "tiled", "directory"])
 def test_errors_name_the_output_not_temporary_files(tmp_path: Path, npy: Path,
                                                     args: list[str]) -> None:
     (tmp_path / "adir.jnrrd").mkdir()
