@@ -116,6 +116,9 @@ def _write(target: Any, data: Any, header: Mapping[str, Any] | None, *, index_or
         raise TypeError(f"write() got unexpected keyword argument(s): {sorted(unknown)}")
     if index_order not in ("F", "C"):
         raise ValueError(f"index_order must be 'F' or 'C', got {index_order!r}")
+    if not hasattr(data, "shape") or not hasattr(data, "dtype"):
+        data = np.asarray(data)
+    header = _jnrrd_spelled(header, data, index_order, target)
     if file_format == "nrrd":
         _write_nrrd(target, data, header, index_order=index_order, encoding=encoding,
                     detached=detached, tiling={"tile": tile, "compression": compression,
@@ -169,6 +172,22 @@ def _write(target: Any, data: Any, header: Mapping[str, Any] | None, *, index_or
     for k in tile_keys:
         out.pop(k)
     _write_untiled(target, src, out, type_name, encoding, detached, index_order, options)
+
+
+def _jnrrd_spelled(header: Mapping[str, Any] | None, data: Any, index_order: str,
+                   target: Any) -> Mapping[str, Any] | None:
+    """A header in NRRD spellings (pynrrd's ``nrrd.read``) mapped to JNRRD fields as the
+    NRRD reader maps them (jnrrd.nrrd.mapping); any other header unchanged."""
+    from .nrrd.mapping import from_nrrd_fields, is_nrrd_spelled
+
+    if header is None or not is_nrrd_spelled(header):
+        return header
+    if any(not isinstance(n, (int, np.integer)) for n in data.shape):
+        return header  # an unknown (Dask) shape: refused below with its own message
+    shape = tuple(int(n) for n in data.shape)
+    return from_nrrd_fields(header, shape if index_order == "F" else shape[::-1],
+                            source=os.fspath(target) if isinstance(target, (str, os.PathLike))
+                            else None)
 
 
 def _write_nrrd(target: Any, data: Any, header: Mapping[str, Any] | None, *,

@@ -36,6 +36,7 @@ from .fields import (
     format_quoted,
     format_vector,
 )
+from .mapping import from_nrrd_fields, is_nrrd_spelled
 
 __all__ = ["render_nrrd_header", "write_nrrd"]
 
@@ -81,6 +82,8 @@ def write_nrrd(path: Any, data: Any, header: Mapping[str, Any] | None = None, *,
     if not src.shape:
         raise UnsupportedError(f"{where(path)}cannot write a 0-dimensional array; reshape it "
                                "to (1,)")
+    if header is not None and is_nrrd_spelled(header):
+        header = from_nrrd_fields(header, src.shape, source=path)
     given = dict(header or {})
     type_name = _type_name(given, src.dtype, path)
     enc = _encoding(given, encoding, path)
