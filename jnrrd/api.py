@@ -13,13 +13,14 @@ import numpy as np
 
 from .datasection import UntiledData, data_paths
 from .errors import DataError, UnsupportedError, where
-from .header import Header, core_fields, parse_header
+from .header import CoreFields, Header, core_fields, parse_header
+from .header.fields import canonical_space
 from .policy import Policy
 from .tiling.layout import ExternalSource, InternalSource
-from .tiling.spec import TILE_URI, parse_tiling
+from .tiling.spec import TILE_URI, Tiling, parse_tiling
 from .volume import Volume
 
-__all__ = ["open", "read", "read_header"]
+__all__ = ["check_header", "open", "read", "read_header"]
 
 _NRRD_MAGIC = b"NRRD000"
 
@@ -69,6 +70,9 @@ def read_header(source: Any, **policy: Any) -> Header:
 
             return read_nrrd_header(f, policy=pol, source=source)[0]
         header, _ = parse_header(f, policy=pol, source=source if _named(source) else None)
+    space = canonical_space(header.get("space"))
+    if space is not None:
+        header["space"] = space  # as read() gives it; an unknown name is left for the checks
     return header
 
 
@@ -117,8 +121,8 @@ def open(
                 f.close()
             return vol
         header, data_start = parse_header(f, policy=pol, source=name)
-        core = core_fields(header, source=name)
-        return _volume(header, core, f, path, header_dir, data_start, pol, name,
+        core, tiling = check_header(header, policy=pol, source=name)
+        return _volume(header, core, tiling, f, path, header_dir, data_start, pol, name,
                        index_order, missing, owned)
     except BaseException:
         if owned:
@@ -126,13 +130,32 @@ def open(
         raise
 
 
-def _volume(header: Header, core: Any, f: IO[bytes], path: str | None,
-            header_dir: str | None, data_start: int | None, pol: Policy, name: Any,
-            index_order: str, missing: str, owned: bool) -> Volume:
+def check_header(header: Header, *, policy: Policy, source: Any = None
+                 ) -> tuple[CoreFields, Tiling | None]:
+    """Every check the reader runs on a parsed header before it touches data: the core fields
+    and the tiling fields (the writer runs the same on the header it is about to write).
+
+    Sets ``header["space"]`` to its canonical long form. Raises ``HeaderError`` (or another
+    ``JnrrdError``) naming the field.
+    """
+    core = core_fields(header, source=source)
+    if core.space is not None:
+        header["space"] = core.space
     prefix = header.prefix_for(TILE_URI)
     if prefix is None and any(k.startswith("tile:") for k in header):
         prefix = header.tile_prefix()
-    tiling = parse_tiling(header, core, prefix=prefix, policy=pol, source=name)
+    tiling = parse_tiling(header, core, prefix=prefix, policy=policy, source=source)
+    if tiling is not None and tiling.storage == "internal" and any(
+        header.get(k) is not None for k in ("data_file", "data_files", "data_file_pattern")
+    ):
+        raise UnsupportedError(f"{where(source)}internal tiling with detached data "
+                               "(data_file*) is not supported")
+    return core, tiling
+
+
+def _volume(header: Header, core: Any, tiling: Tiling | None, f: IO[bytes], path: str | None,
+            header_dir: str | None, data_start: int | None, pol: Policy, name: Any,
+            index_order: str, missing: str, owned: bool) -> Volume:
     if pol.legacy_c_order:
         if tiling is not None:
             raise UnsupportedError(f"{where(name)}legacy_c_order is for untiled files of the "
@@ -152,10 +175,6 @@ def _volume(header: Header, core: Any, f: IO[bytes], path: str | None,
         return Volume(header, tiling=None, core=core, policy=pol, source=None, name=name,
                       index_order=index_order, untiled=untiled)
     if tiling.storage == "internal":
-        if any(header.get(k) is not None for k in ("data_file", "data_files",
-                                                    "data_file_pattern")):
-            raise UnsupportedError(f"{where(name)}internal tiling with detached data "
-                                   "(data_file*) is not supported")
         offsets = tiling.offset_table
         if offsets is None:
             offsets = _derived_offsets(tiling, core, data_start, name)

@@ -11,8 +11,6 @@ in the same pass (:class:`jnrrd.pyramid.PyramidBuilder`) when the last axis is t
 from __future__ import annotations
 
 import math
-import os
-import re
 import sys
 import threading
 import zlib
@@ -25,7 +23,6 @@ import numpy as np
 from .atomic import atomic_file, fresh_token, remove_leftovers, replace
 from .compress import compress
 from .dtypes import from_user, storage_dtype
-from .errors import SecurityError
 from .sinks import (  # noqa: F401 - re-exported: the Dask writer uses these pieces
     Deferred,
     _copy,
@@ -39,7 +36,6 @@ from .sinks import (  # noqa: F401 - re-exported: the Dask writer uses these pie
     stale_patterns,
 )
 from .tiling.grid import TileGrid
-from .tiling.layout import check_pattern, expand_pattern
 from .tiling.levels import Level, level_shape
 from .tiling.padding import all_padding, chain_fill, value_fill
 from .volume import Running
@@ -337,17 +333,6 @@ def write_row(plan: TilePlan, enc: _Encoder, sink: _Sink, level: Level, t: int, 
         later.submit(store)
     if tick is not None:
         tick(len(coords))
-
-
-def check_write_pattern(pattern: str, plan: TilePlan) -> None:
-    """A user pattern must stay inside the fresh tile directory and name tiles apart."""
-    check_pattern(pattern, plan.axes, plan.levels, None, field=f"{plan.prefix}:pattern")
-    probe = expand_pattern(pattern, [0] * len(plan.axes), 0, 0)
-    if os.path.isabs(probe) or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", probe) or ".." in (
-        probe.replace("\\", "/").split("/")
-    ):
-        raise SecurityError(f"{plan.prefix}:pattern: {pattern!r} must be a relative path "
-                            "without '..' (tiles are written under the dataset's directory)")
 
 
 def write_tiled(target: str, data: FileOrder, plan: TilePlan,

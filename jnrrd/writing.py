@@ -16,8 +16,23 @@ from .dtypes import type_name_for
 from .errors import HeaderError, UnsupportedError
 from .header import TILE_URI, Header, render_header
 from .tiling.levels import expand_scale, levels_from_argument
-from .tiling.spec import SHORTHAND, compression_chain, typed_padding
-from .writer import FileOrder, TilePlan, check_write_pattern, stale_patterns, write_tiled
+from .tiling.spec import (
+    SHORTHAND,
+    _int_list,
+    compression_chain,
+    level_tile_sizes,
+    overlap_of,
+    tile_geometry,
+    typed_padding,
+)
+from .write_checks import (
+    check_arguments,
+    check_codec_chain,
+    check_final_header,
+    check_tile_names,
+    probe_header,
+)
+from .writer import FileOrder, TilePlan, _tile_dtype, stale_patterns, write_tiled
 
 __all__ = ["write"]
 
@@ -118,6 +133,9 @@ def _write(target: Any, data: Any, header: Mapping[str, Any] | None, *, index_or
         raise ValueError(f"index_order must be 'F' or 'C', got {index_order!r}")
     if not hasattr(data, "shape") or not hasattr(data, "dtype"):
         data = np.asarray(data)
+    check_arguments(header, len(data.shape), encoding=encoding,
+                    tile=tile, compression=compression, codecs=codecs, downsample=downsample,
+                    detached=detached, options=options)
     header = _jnrrd_spelled(header, data, index_order, target)
     if file_format == "nrrd":
         _write_nrrd(target, data, header, index_order=index_order, encoding=encoding,
@@ -148,8 +166,11 @@ def _write(target: Any, data: Any, header: Mapping[str, Any] | None, *, index_or
         out["space"] = _long_space(out)
     prefix = out.prefix_for(TILE_URI) or "tile"
     tile_keys = [k for k in out if k.startswith(prefix + ":")]
+    enabled = out.get(prefix + ":enabled")
+    # tile fields in the header ask for tiles (unless tiling is switched off): never dropped
+    asked = enabled is None and any(k[len(prefix) + 1:] not in _COMPUTED for k in tile_keys)
     tiled = (tile is not None or compression is not None or codecs is not None
-             or levels is not None or out.get(prefix + ":enabled") is True
+             or levels is not None or enabled is True or asked
              or any(options.get(k) not in (None, False) for k in _TILE_OPTIONS))
     if tiled:
         if detached:
@@ -162,6 +183,13 @@ def _write(target: Any, data: Any, header: Mapping[str, Any] | None, *, index_or
                                  compression=compression, codecs=codecs, levels=levels,
                                  downsample=downsample, index_order=index_order,
                                  options=options)
+        path = os.fspath(target)
+        check_final_header(probe_header(plan, build, path), path)
+        if plan.storage == "external":
+            check_tile_names(plan.pattern, plan, path)
+        if type_name != "block":
+            check_codec_chain(plan, np.dtype("u2") if type_name == "bfloat16"
+                              else _tile_dtype(plan, src))
         if _is_dask(data):
             from .dask_io import write_dask
 
@@ -278,12 +306,16 @@ def _write_untiled(target: Any, src: FileOrder, out: Header, type_name: str,
     if not isinstance(target, (str, os.PathLike)):
         if detached:
             raise UnsupportedError("detached=True needs a target path")
-        _write_stream(target, render_header(out), chunks)
+        head = render_header(out)
+        check_final_header(head, getattr(target, "name", None))
+        _write_stream(target, head, chunks)
         return
     path = os.fspath(target)
     if not detached:
+        head = render_header(out)
+        check_final_header(head, path)
         with atomic_file(path) as f:
-            _write_stream(f, render_header(out), chunks)
+            _write_stream(f, head, chunks)
         remove_leftovers(path, patterns=stale_patterns(path))
         return
     # Detached: a fresh data file, then the header, then the old files go (CONVENTIONS §1.2).
@@ -292,12 +324,14 @@ def _write_untiled(target: Any, src: FileOrder, out: Header, type_name: str,
     name = f"{stem}.{fresh_token()}.data.{_EXT[enc].replace('.', '')}"
     data_path = os.path.join(os.path.dirname(os.path.abspath(path)), name)
     out["data_file"] = name
+    head = render_header(out)
+    check_final_header(head, path)
     with atomic_file(data_path) as f:
         for c in chunks:
             f.write(c)
     try:
         with atomic_file(path) as f:
-            f.write(render_header(out))
+            f.write(head)
     except BaseException:
         os.unlink(data_path)
         raise
@@ -355,23 +389,26 @@ def plan_tiled(src: FileOrder, out: Header, prefix: str, type_name: str, *,
         else:
             vals = _caller_axes(tile, ndim, index_order, "tile")
             axes, sizes = tuple(range(ndim)), tuple(int(v) for v in vals)
-    elif out.get(p + "dimensions") is not None:
-        axes, sizes = tuple(out[p + "dimensions"]), tuple(out[p + "sizes"])
+    elif out.get(p + "dimensions") is not None or out.get(p + "sizes") is not None:
+        axes, sizes = tile_geometry(out.get(p + "dimensions"), out.get(p + "sizes"), ndim, p)
     else:
         axes, sizes = tuple(range(ndim)), (_default_tile(ndim),) * ndim
     if not axes or any(s < 1 for s in sizes):
         raise ValueError(f"tile sizes must be ≥ 1, got {sizes}")
     edge = options.get("edge") or out.get(p + "edge_handling", "pad")
-    ov = options.get("overlap", out.get(p + "overlap"))
+    ov = options.get("overlap")
     if ov is None:
-        overlap = (0,) * len(axes)
-    elif isinstance(ov, int):
-        overlap = (ov,) * len(axes)
+        overlap = overlap_of(out.get(p + "overlap"), ndim, axes, p)
+    elif isinstance(ov, (int, np.integer)):
+        overlap = (int(ov),) * len(axes)
     else:
-        ov = list(ov)
-        if len(ov) == ndim and "overlap" in options:
+        ov = [int(v) for v in ov]
+        if len(ov) == ndim:
             ov = _caller_axes(ov, ndim, index_order, "overlap")
-        overlap = tuple(int(ov[a]) for a in axes) if len(ov) == ndim else tuple(map(int, ov))
+        elif len(ov) != len(axes):
+            raise HeaderError(f"write(): overlap needs {len(axes)} (tiled axes) or {ndim} "
+                              f"(all axes) entries, got {len(ov)}")
+        overlap = tuple(ov[a] for a in axes) if len(ov) == ndim else tuple(ov)
     pad_v = options.get("padding_value", out.get(p + "padding_value", 0))
     from .dtypes import user_dtype
 
@@ -384,14 +421,22 @@ def plan_tiled(src: FileOrder, out: Header, prefix: str, type_name: str, *,
                       for lv in levels]
         scales = levels_from_argument(levels, ndim, axes)
     elif out.get(p + "level_scales") is not None:
-        scales = [expand_scale(s, ndim, axes) for s in out[p + "level_scales"]]
+        given = out[p + "level_scales"]
+        if not isinstance(given, (list, tuple)):
+            raise HeaderError(f"{p}level_scales: expected a list, found {given!r:.200}")
+        scales = [expand_scale(s, ndim, axes, field=p + "level_scales") for s in given]
     else:
         scales = [(1,) * ndim]
+    n_given = out.get(p + "levels")
+    if levels is None and n_given is not None and n_given != len(scales):
+        raise HeaderError(f"{p}level_scales: expected {n_given!r} entries ({p}levels), "
+                          f"found {len(scales)}")
     lts = out.get(p + "level_tile_sizes")
-    level_tiles = ([tuple(t) for t in lts] if lts is not None and len(lts) == len(scales)
-                   else [sizes] * len(scales))
+    level_tiles = ([sizes] * len(scales) if lts is None or levels is not None
+                   else level_tile_sizes(lts, len(scales), sizes, p))
     stored = out.get(p + "levels_stored")
-    stored = list(range(len(scales))) if stored is None else [int(i) for i in stored]
+    stored = (list(range(len(scales))) if stored is None
+              else list(_int_list(stored, p + "levels_stored", "")))
     method = downsample or out.get(p + "downsample_method", "average")
     # -- codecs ---------------------------------------------------------------------------
     endian = _endian(out, type_name)
@@ -401,8 +446,9 @@ def plan_tiled(src: FileOrder, out: Header, prefix: str, type_name: str, *,
             raise UnsupportedError(f"encoding {encoding!r} cannot be used with tiling")
         compression = enc
     comp = compression if compression is not None else out.get(p + "compression")
-    if comp is not None and comp not in SHORTHAND:
-        raise ValueError(f"compression must be one of raw, gzip, bzip2, zstd, lz4; got {comp!r}")
+    if comp is not None and (not isinstance(comp, str) or comp not in SHORTHAND):
+        raise HeaderError(f"{p}compression: expected one of raw, gzip, bzip2, zstd, lz4, "
+                          f"found {comp!r:.80}")
     chain_dtype = np.dtype("u2") if type_name == "bfloat16" else src.dtype
     header_codecs = out.get(p + "codecs")
     if codecs is not None or header_codecs is not None:
@@ -421,7 +467,8 @@ def plan_tiled(src: FileOrder, out: Header, prefix: str, type_name: str, *,
     else:
         chain = compression_chain(comp, endian, chain_dtype, options.get("compression_level"))
     storage = options.get("storage") or out.get(p + "storage", "internal")
-    pattern = options.get("pattern") or out.get(p + "pattern")
+    pattern = options.get("pattern")
+    pattern = out.get(p + "pattern") if pattern is None else pattern
     if storage == "external" and pattern is None:
         names = "xyzct"
         parts = [f"{{{names[k]}}}" if k < 5 else "" for k in range(len(axes))][::-1]
@@ -439,8 +486,6 @@ def plan_tiled(src: FileOrder, out: Header, prefix: str, type_name: str, *,
         quality=bool(options.get("quality", False)), align=int(options.get("align", 0) or 0),
         progress=_progress(options.get("progress")),
     )
-    if storage == "external":
-        check_write_pattern(pattern, plan)
     # -- the header -----------------------------------------------------------------------
     for k in [k for k in out if k.startswith(p)]:
         out.pop(k)
@@ -482,6 +527,8 @@ def plan_tiled(src: FileOrder, out: Header, prefix: str, type_name: str, *,
         if codecs is None and header_codecs is None:
             h[p + "compression"] = {"gz": "gzip", "bz2": "bzip2"}.get(comp, comp or "raw")
         else:
+            if comp is not None:  # both asked for: they must agree (CONVENTIONS §1.2)
+                h[p + "compression"] = {"gz": "gzip", "bz2": "bzip2"}.get(comp, comp)
             h[p + "codecs"] = plan.codecs
         if len(plan.scales) > 1:
             h[p + "levels"] = len(plan.scales)

@@ -20,7 +20,8 @@ from ..dtypes import TYPES, canonical_type
 from ..errors import HeaderError, JnrrdWarning, UnsupportedError, where
 from .model import TILE_URI_PREFIX, find_prefix
 
-__all__ = ["ENCODINGS", "KIND_SIZES", "SPACES", "CoreFields", "DataFilePattern", "core_fields"]
+__all__ = ["ENCODINGS", "KIND_SIZES", "SPACES", "CoreFields", "DataFilePattern",
+           "canonical_space", "core_fields"]
 
 #: accepted spelling -> canonical encoding (digest 1.9; schema aliases txt, text, gz, bz2)
 ENCODINGS: dict[str, str] = {
@@ -400,14 +401,20 @@ def _endian(
     return "little"
 
 
+def canonical_space(space: Any) -> str | None:
+    """The long underscore form of a ``space`` name (digest 1.7: any case, ``-`` as ``_``,
+    the short forms RAS, LPS, ...); ``None`` when ``space`` is not a known space name."""
+    key = space.lower().replace("-", "_") if isinstance(space, str) else None
+    return _SPACE_LOOKUP.get(key) if key is not None else None
+
+
 def _space(c: _Checker, space: Any, sd_value: Any) -> tuple[str | None, int | None]:
     name = None
     sd = None
     if space is not None:
-        key = space.lower().replace("-", "_") if isinstance(space, str) else None
-        if key not in _SPACE_LOOKUP:
+        name = canonical_space(space)
+        if name is None:
             raise c.fail("space", "a space name such as 'right_anterior_superior' or 'RAS'", space)
-        name = _SPACE_LOOKUP[key]
         sd = SPACES[name]
     if sd_value is not None:
         given = c.integer(sd_value, "space_dimension", lo=1)

@@ -22,7 +22,8 @@ from ..policy import Policy
 from .grid import TileGrid
 from .levels import Level, expand_scale, level_shape
 
-__all__ = ["TILE_URI", "Tiling", "compression_chain", "parse_tiling", "typed_padding"]
+__all__ = ["TILE_URI", "Tiling", "codec_names", "compression_chain", "level_tile_sizes",
+           "overlap_of", "parse_tiling", "shorthand_names", "tile_geometry", "typed_padding"]
 
 TILE_URI = "https://jnrrd.org/extensions/tile/"
 
@@ -126,6 +127,17 @@ def compression_chain(name: str | None, endian: str, dtype: np.dtype,
     return chain
 
 
+def shorthand_names(comp: str) -> list[str]:
+    """The codec names ``tile:compression`` stands for, by the CONVENTIONS §1.2 table."""
+    codec = SHORTHAND[comp]
+    return ["bytes"] if codec is None else ["bytes", codec]
+
+
+def codec_names(codecs: Sequence[Any]) -> list[Any]:
+    """The ``name`` of each entry of a ``tile:codecs`` list (a non-object entry as itself)."""
+    return [c.get("name") if isinstance(c, Mapping) else c for c in codecs]
+
+
 def bytes_codec(endian: str, dtype: np.dtype) -> dict[str, Any]:
     if dtype.itemsize > 1 and dtype.kind != "V":
         return {"name": "bytes", "configuration": {"endian": endian}}
@@ -173,15 +185,7 @@ def parse_tiling(
 
     ndim = core.dimension
     shape0 = tuple(core.sizes)
-    axes = _int_list(get("dimensions"), p + "dimensions", pre)
-    if not axes or any(a >= ndim for a in axes) or any(
-        b <= a for a, b in zip(axes, axes[1:], strict=False)
-    ):
-        raise HeaderError(
-            f"{pre}{p}dimensions: expected strictly increasing axis numbers in [0, {ndim}), "
-            f"found {list(axes)}"
-        )
-    tile = _int_list(get("sizes"), p + "sizes", pre, minimum=1, length=len(axes))
+    axes, tile = tile_geometry(get("dimensions"), get("sizes"), ndim, p, pre)
     storage = get("storage")
     if storage not in ("internal", "external"):
         raise HeaderError(f"{pre}{p}storage: expected 'internal' or 'external', found {storage!r}")
@@ -196,7 +200,7 @@ def parse_tiling(
     dtype = user_dtype(core.type_name, core.block_size, "uint16")
     padding = typed_padding(get("padding_value", 0), dtype, p + "padding_value", pre,
                             core.type_name)
-    overlap = _overlap(get("overlap"), ndim, axes, p, pre)
+    overlap = overlap_of(get("overlap"), ndim, axes, p, pre)
     for k, o in enumerate(overlap):
         if o and o >= tile[k]:
             warnings.warn(f"{pre}{p}overlap: {o} is not smaller than the tile size {tile[k]}",
@@ -238,7 +242,37 @@ def parse_tiling(
     )
 
 
-def _overlap(v: Any, ndim: int, axes: Sequence[int], p: str, pre: str) -> tuple[int, ...]:
+def tile_geometry(dims: Any, sizes: Any, ndim: int, p: str, pre: str = ""
+                  ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``tile:dimensions`` and ``tile:sizes`` checked (HeaderError naming the field)."""
+    axes = _int_list(dims, p + "dimensions", pre)
+    if not axes or any(a >= ndim for a in axes) or any(
+        b <= a for a, b in zip(axes, axes[1:], strict=False)
+    ):
+        raise HeaderError(
+            f"{pre}{p}dimensions: expected strictly increasing axis numbers in [0, {ndim}), "
+            f"found {list(axes)}"
+        )
+    return axes, _int_list(sizes, p + "sizes", pre, minimum=1, length=len(axes))
+
+
+def level_tile_sizes(lts: Any, n: int, tile: tuple[int, ...], p: str, pre: str = ""
+                     ) -> list[tuple[int, ...]]:
+    """``tile:level_tile_sizes`` for ``n`` levels checked (entry 0 must be ``tile``)."""
+    if not isinstance(lts, list) or len(lts) != n:
+        raise HeaderError(f"{pre}{p}level_tile_sizes: expected {n} lists, found {lts!r:.200}")
+    tiles = [_int_list(t, p + "level_tile_sizes", pre, minimum=1, length=len(tile))
+             for t in lts]
+    if tiles[0] != tile:
+        raise HeaderError(
+            f"{pre}{p}level_tile_sizes: entry 0 must equal {p}sizes {list(tile)}, "
+            f"found {list(tiles[0])}"
+        )
+    return tiles
+
+
+def overlap_of(v: Any, ndim: int, axes: Sequence[int], p: str, pre: str = "") -> tuple[int, ...]:
+    """``tile:overlap`` (tiled axes or all axes) as one entry per tiled axis, checked."""
     if v is None:
         return (0,) * len(axes)
     vals = _int_list(v, p + "overlap", pre)
@@ -278,15 +312,7 @@ def _levels(header: Mapping[str, Any], p: str, pre: str, ndim: int, shape0: tupl
         raise HeaderError(f"{pre}{p}level_scales: level 0 must have scale 1, found {scales_v[0]!r}")
     lts = header.get(p + "level_tile_sizes")
     if lts is not None:
-        if not isinstance(lts, list) or len(lts) != n:
-            raise HeaderError(f"{pre}{p}level_tile_sizes: expected {n} lists, found {lts!r:.200}")
-        tiles = [_int_list(t, p + "level_tile_sizes", pre, minimum=1, length=len(axes))
-                 for t in lts]
-        if tiles[0] != tile:
-            raise HeaderError(
-                f"{pre}{p}level_tile_sizes: entry 0 must equal {p}sizes {list(tile)}, "
-                f"found {list(tiles[0])}"
-            )
+        tiles = level_tile_sizes(lts, n, tile, p, pre)
     else:
         tiles = [tile] * n
     stored_v, virtual_v = header.get(p + "levels_stored"), header.get(p + "levels_virtual")
@@ -346,7 +372,7 @@ def _codecs(header: Mapping[str, Any], p: str, pre: str, core: Any, dtype: np.dt
         if core.encoding not in (None, "raw"):
             raise HeaderError(f"{pre}encoding: must be 'raw' with {p}codecs, "
                               f"found {core.encoding!r}")
-        names = [c.get("name") if isinstance(c, dict) else c for c in codecs]
+        names = codec_names(codecs)
         for c in codecs:
             if isinstance(c, dict) and c.get("name") == "bytes":
                 cfg = c.get("configuration") or {}
@@ -357,13 +383,12 @@ def _codecs(header: Mapping[str, Any], p: str, pre: str, core: Any, dtype: np.dt
                         f"{pre}endian: {header['endian']!r} disagrees with the bytes codec's "
                         f"endian {bendian!r} in {p}codecs"
                     )
-        if comp is not None:
-            want = SHORTHAND[comp]
-            bb = [n for n in names if n in CODEC_TO_COMPRESSION]
-            if (want is None and bb) or (want is not None and bb != [want]):
-                raise HeaderError(
-                    f"{pre}{p}compression: {comp!r} disagrees with {p}codecs {names}"
-                )
+        if comp is not None and names != shorthand_names(comp):
+            # CONVENTIONS §1.2: with both fields, the chain must be the shorthand's chain
+            raise HeaderError(
+                f"{pre}{p}compression: {comp!r} stands for the chain {shorthand_names(comp)}, "
+                f"which disagrees with {p}codecs {names!r:.200}"
+            )
         return [dict(c) if isinstance(c, dict) else c for c in codecs], False
     if comp is None and core.encoding in SHORTHAND and core.encoding != "raw":
         warnings.warn(f"{pre}encoding: {core.encoding!r} used as the tile codec "

@@ -29,7 +29,9 @@ from ..tiling.padding import chain_fill
 from ..tiling.spec import (
     CODEC_TO_COMPRESSION,
     SHORTHAND,
+    codec_names,
     compression_chain,
+    shorthand_names,
     typed_padding,
 )
 from .core import _int, dimension_of
@@ -348,7 +350,7 @@ class _Checker:
             if core.encoding != "raw":
                 r.error("encoding", f"must be 'raw' with {self.p}codecs (CONVENTIONS §1.2)",
                         self.h.get("encoding"), "raw")
-            names = [c.get("name") if isinstance(c, dict) else c for c in codecs]
+            names = codec_names(codecs)
             for j, c in enumerate(codecs):
                 cfg = c.get("configuration") if isinstance(c, dict) else None
                 bendian = cfg.get("endian") if isinstance(cfg, dict) and c.get(
@@ -357,14 +359,14 @@ class _Checker:
                         and bendian != self.h["endian"]):
                     r.error("endian", f"disagrees with the bytes codec's endian {bendian!r} "
                             f"in {self.key('codecs', j)}", self.h["endian"], bendian)
-            if comp is not None:
-                want = SHORTHAND[comp]
+            if comp is not None and names != shorthand_names(comp):
                 bb = [x for x in names if x in CODEC_TO_COMPRESSION]
-                if (want is None and bb) or (want is not None and bb != [want]):
-                    r.error(self.key("compression"), f"{comp!r} disagrees with "
-                            f"{self.p}codecs {names} (CONVENTIONS §1.2: compared by codec name)",
-                            comp, CODEC_TO_COMPRESSION.get(bb[0], bb[0]) if len(bb) == 1
-                            else "raw" if not bb else names)
+                r.error(self.key("compression"), f"{comp!r} stands for the chain "
+                        f"{shorthand_names(comp)}, which disagrees with {self.p}codecs {names} "
+                        "(CONVENTIONS §1.2: compared by codec name)",
+                        comp, CODEC_TO_COMPRESSION.get(bb[0], bb[0])
+                        if len(bb) == 1 and names == ["bytes", bb[0]]
+                        else "raw" if names == ["bytes"] else "tile:compression omitted")
             chain = codecs
         elif codecs is not None:
             return  # the schema has reported it

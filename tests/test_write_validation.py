@@ -1,0 +1,259 @@
+"""The writer never writes what its reader refuses (issue 14 item 1, issue 19 section 4).
+
+Every refused write raises a ``JnrrdError`` naming the field or argument and leaves nothing
+behind: no target, no temporary file, no tile directory.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+import jnrrd
+from jnrrd.errors import HeaderError, JnrrdError, SecurityError
+
+A = np.arange(64, dtype=np.uint8).reshape(4, 4, 4)
+
+
+def _refused(tmp_path, exc, match, *args, name="out.jnrrd", **kw):
+    target = tmp_path / name
+    with pytest.raises(exc, match=match):
+        jnrrd.write(target, A, *args, **kw)
+    assert os.listdir(tmp_path) == []
+    return target
+
+
+# -- issue 14 item 1: core and extension fields checked like the reader checks them ---------
+
+@pytest.mark.parametrize(("header", "field"), [
+    ({"kinds": ["space", "space"]}, "kinds"),
+    ({"kinds": ["space", "space", "bogus"]}, r"kinds\[2\]"),
+    ({"space": "RAS", "space_directions": [[1, 0, 0]] * 2}, "space_directions"),
+    ({"space": "RAS", "space_directions": [[1, 0]] * 3}, r"space_directions\[0\]"),
+    ({"labels": ["x", "y"]}, "labels"),
+    ({"space": "RAS", "measurement_frame": [[1, 0, 0]] * 2}, "measurement_frame"),
+    ({"space": "RAS", "measurement_frame": [[1, 0]] * 3}, r"measurement_frame\[0\]"),
+    ({"space": "bogus"}, "space"),
+    ({"space": "RAS", "space_dimension": 4}, "space_dimension"),
+    ({"space": "RAS", "space_origin": [0, 0]}, "space_origin"),
+    ({"spacings": [1, "a", 1]}, r"spacings\[1\]"),
+    ({"centers": ["cell", "middle", "cell"]}, r"centers\[1\]"),
+    ({"content": 5}, "content"),
+    ({"units": ["mm"]}, "units"),
+    ({"extensions": {"m": 5}}, "extensions"),
+])
+def test_write_refuses_header_the_reader_refuses(tmp_path, header, field):
+    _refused(tmp_path, HeaderError, field, header)
+
+
+@pytest.mark.parametrize("tiled", [{}, {"tile": 2}, {"tile": 2, "storage": "external"}])
+def test_write_refuses_bad_kinds_untiled_and_tiled(tmp_path, tiled):
+    _refused(tmp_path, HeaderError, "kinds", {"kinds": ["space"]}, **tiled)
+
+
+def test_write_refuses_bad_fields_on_detached_and_stream_targets(tmp_path):
+    import io
+
+    _refused(tmp_path, HeaderError, "labels", {"labels": ["a"]}, detached=True)
+    buf = io.BytesIO()
+    with pytest.raises(HeaderError, match="labels"):
+        jnrrd.write(buf, A, {"labels": ["a"]})
+    assert buf.getvalue() == b""
+
+
+@pytest.mark.parametrize(("header", "field"), [
+    ({"tile:dimensions": [5]}, "tile:dimensions"),
+    ({"tile:enabled": True, "tile:dimensions": [5], "tile:sizes": [2]}, "tile:dimensions"),
+    ({"tile:enabled": True, "tile:dimensions": [0, 1], "tile:sizes": [2]}, "tile:sizes"),
+    ({"tile:enabled": True, "tile:dimensions": [1, 0], "tile:sizes": [2, 2]},
+     "tile:dimensions"),
+    ({"tile:enabled": True, "tile:padding_value": 300}, "tile:padding_value"),
+    ({"tile:enabled": True, "tile:storage": "cloud"}, "tile:storage"),
+    ({"tile:enabled": True, "tile:format": "striped"}, "tile:format"),
+    ({"tile:enabled": True, "tile:edge_handling": "wrap"}, "tile:edge_handling"),
+    ({"tile:enabled": True, "tile:compression": "lzma"}, "tile:compression"),
+    ({"tile:enabled": True, "tile:overlap": [1, 1]}, "tile:overlap"),
+    ({"tile:enabled": True, "tile:overlap": [-1, 0, 0]}, "tile:overlap"),
+    ({"tile:enabled": True, "tile:level_scales": [1, 0]}, "tile:level_scales"),
+    ({"tile:enabled": True, "tile:level_scales": [2, 4]}, "tile:level_scales"),
+    ({"tile:enabled": True, "tile:levels_stored": ["a"], "tile:level_scales": [1, 2]},
+     "tile:levels_stored"),
+    ({"tile:enabled": True, "tile:levels_stored": [1], "tile:level_scales": [1, 2]},
+     "tile:levels_stored"),
+    ({"tile:enabled": True, "tile:level_tile_sizes": [[2]], "tile:level_scales": [1]},
+     "tile:level_tile_sizes"),
+    ({"tile:enabled": True, "tile:downsample_method": "median", "tile:level_scales": [1, 2]},
+     "tile:downsample_method"),
+])
+def test_write_refuses_tile_fields_the_reader_refuses(tmp_path, header, field):
+    _refused(tmp_path, HeaderError, field, header)
+
+
+def test_write_keeps_tile_fields_given_without_enabled(tmp_path):
+    """A header that asks for tiles gets tiles (its tile fields are not dropped silently)."""
+    target = tmp_path / "t.jnrrd"
+    jnrrd.write(target, A, {"tile:dimensions": [0, 1, 2], "tile:sizes": [2, 2, 4]})
+    h = jnrrd.read_header(target)
+    assert h["tile:dimensions"] == [0, 1, 2] and h["tile:sizes"] == [2, 2, 4]
+    assert np.array_equal(jnrrd.read(target)[0], A)
+
+
+# -- issue 19 section 4: bad arguments are JnrrdErrors (or clear TypeErrors) --------------
+
+def test_write_int_header_key_is_header_error(tmp_path):
+    _refused(tmp_path, HeaderError, "5", {5: 1})
+
+
+def test_write_unknown_storage_is_an_error(tmp_path):
+    _refused(tmp_path, JnrrdError, "storage.*cloud", tile=2, storage="cloud")
+
+
+def test_write_negative_overlap_is_an_error(tmp_path):
+    _refused(tmp_path, JnrrdError, "overlap", tile=2, overlap=-1)
+    _refused(tmp_path, JnrrdError, "overlap", tile=2, overlap=[1, -1, 0])
+
+
+def test_write_compression_list_is_a_clear_type_error(tmp_path):
+    _refused(tmp_path, TypeError, "compression", compression=["zstd"])
+
+
+def test_write_unknown_checksum_is_an_error(tmp_path):
+    _refused(tmp_path, JnrrdError, "checksum.*md5", tile=2, checksum="md5")
+    _refused(tmp_path, TypeError, "checksum", tile=2, checksum=True)
+
+
+@pytest.mark.parametrize(("kw", "name"), [
+    ({"compression": "lzma"}, "compression"),
+    ({"compression": 3}, "compression"),
+    ({"encoding": "base64"}, "encoding"),
+    ({"encoding": 1}, "encoding"),
+    ({"downsample": "median", "levels": 2}, "downsample"),
+    ({"edge": "wrap", "tile": 2}, "edge"),
+    ({"decision": "maybe", "tile": 2}, "decision"),
+    ({"storage": 1, "tile": 2}, "storage"),
+    ({"index_order": "K"}, "index_order"),
+    ({"align": -1, "tile": 2}, "align"),
+    ({"align": "page", "tile": 2}, "align"),
+    ({"compression_level": "high", "compression": "zstd"}, "compression_level"),
+    ({"tile": 0}, "tile"),
+    ({"tile": "64"}, "tile"),
+    ({"tile": {7: 2}}, "tile"),
+    ({"tile": 2, "overlap": "1"}, "overlap"),
+    ({"tile": 2, "pattern": 5, "storage": "external"}, "pattern"),
+    ({"levels": 0}, "levels"),
+    ({"sparse": "yes", "tile": 2}, "sparse"),
+])
+def test_write_refuses_unknown_option_values(tmp_path, kw, name):
+    with pytest.raises((JnrrdError, TypeError, ValueError), match=name):
+        jnrrd.write(tmp_path / "o.jnrrd", A, **kw)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("pattern", ["C:{x}_{y}_{z}.t", "\\\\h\\s\\{x}{y}{z}", "d:/{x}{y}{z}",
+                                     "/abs/{x}{y}{z}", "../{x}{y}{z}", "a/../../{x}{y}{z}",
+                                     "http://h/{x}{y}{z}"])
+def test_write_refuses_patterns_the_reader_refuses(tmp_path, pattern):
+    _refused(tmp_path, SecurityError, "pattern", tile=2, storage="external", pattern=pattern)
+
+
+@pytest.mark.parametrize(("pattern", "what"), [
+    ("a\x00{x}{y}{z}", "NUL"),
+    ("a" * 300 + "{x}{y}{z}", "255"),
+    ("d/" + "b" * 300 + "/{x}{y}{z}", "255"),
+    ("{x}{y}{z}/", "end"),
+    ("{x}{y}{z}/.", "end"),
+    ("", "pattern"),
+])
+def test_write_refuses_unusable_pattern_names(tmp_path, pattern, what):
+    _refused(tmp_path, JnrrdError, what, tile=2, storage="external", pattern=pattern)
+
+
+def test_write_accepts_pattern_with_subdirectories(tmp_path):
+    target = tmp_path / "ok.jnrrd"
+    jnrrd.write(target, A, tile=2, storage="external", pattern="{z}/{y}/a/../{x}.t")
+    assert np.array_equal(jnrrd.read(target)[0], A)
+
+
+# -- issue 14 item 7: tile:compression agrees with tile:codecs; canonical space -----------
+
+_B = {"name": "bytes", "configuration": {}}
+
+
+@pytest.mark.parametrize(("comp", "chain"), [
+    ("raw", [_B, {"name": "crc32c"}]),
+    ("raw", [_B, {"name": "zstd", "configuration": {"level": 1}}]),
+    ("zstd", [_B]),
+    ("zstd", [_B, {"name": "crc32c"}]),
+    ("zstd", [_B, {"name": "zstd", "configuration": {"level": 1}}, {"name": "crc32c"}]),
+    ("gzip", [_B, {"name": "zstd", "configuration": {"level": 1}}]),
+    ("lz4", [{"name": "transpose", "configuration": {"order": [2, 1, 0]}}, _B,
+             {"name": "lz4"}]),
+])
+def test_compression_and_codecs_disagreeing_is_refused_on_write(tmp_path, comp, chain):
+    _refused(tmp_path, HeaderError, "tile:compression",
+             {"tile:compression": comp, "tile:codecs": chain})
+    _refused(tmp_path, HeaderError, "tile:compression", compression=comp, codecs=chain)
+
+
+def _tiled_file(tmp_path, extra):
+    """A tiled raw file whose header gains ``extra`` fields (the checks fail before data)."""
+    import json
+
+    src = tmp_path / "src.jnrrd"
+    jnrrd.write(src, A, tile=4)
+    raw = src.read_bytes()
+    end = raw.index(b"\n\n") + 1
+    add = b"".join(json.dumps({k: v}).encode() + b"\n" for k, v in extra.items())
+    out = tmp_path / "edited.jnrrd"
+    out.write_bytes(raw[:end] + add + raw[end:])
+    return out
+
+
+def test_compression_and_codecs_disagreeing_is_refused_on_read(tmp_path):
+    bad = _tiled_file(tmp_path, {"tile:codecs": [_B, {"name": "crc32c"}]})
+    assert jnrrd.read_header(bad)["tile:compression"] == "raw"
+    with pytest.raises(HeaderError, match="tile:compression"):
+        jnrrd.read(bad)
+    problems = jnrrd.validate(bad)
+    assert any(p.severity == "error" and "compression" in p.field for p in problems)
+
+
+def test_compression_and_codecs_agreeing_by_table_are_accepted(tmp_path):
+    target = tmp_path / "ok.jnrrd"
+    chain = [_B, {"name": "zstd", "configuration": {"level": 1}}]
+    jnrrd.write(target, A, {"tile:compression": "zstd", "tile:codecs": chain})
+    h = jnrrd.read_header(target)
+    assert h["tile:compression"] == "zstd"
+    assert np.array_equal(jnrrd.read(target)[0], A)
+
+
+@pytest.mark.parametrize(("given", "canonical"), [
+    ("RAS", "right_anterior_superior"), ("lps", "left_posterior_superior"),
+    ("left-anterior-superior", "left_anterior_superior"), ("3d-right-handed", "3D_right_handed"),
+    ("Scanner-XYZ-Time", "scanner_xyz_time"),
+])
+def test_read_returns_space_in_canonical_long_form(tmp_path, given, canonical):
+    target = tmp_path / "s.jnrrd"
+    jnrrd.write(target, A, {"space": given})
+    raw = target.read_bytes()
+    edited = raw.replace(f'"{canonical}"'.encode(), f'"{given}"'.encode())
+    assert edited != raw or given == canonical
+    target.write_bytes(edited)
+    assert jnrrd.read_header(target)["space"] == canonical
+    assert jnrrd.read(target)[1]["space"] == canonical
+    with jnrrd.open(target) as vol:
+        assert vol.header["space"] == canonical
+
+
+def test_read_header_leaves_an_unknown_space_for_the_checks(tmp_path):
+    target = tmp_path / "s.jnrrd"
+    jnrrd.write(target, A, {"space": "RAS"})
+    target.write_bytes(target.read_bytes().replace(b'"right_anterior_superior"', b'"nowhere"'))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert jnrrd.read_header(target)["space"] == "nowhere"
+    with pytest.raises(HeaderError, match="space"):
+        jnrrd.read(target)
