@@ -451,6 +451,10 @@ def plan_tiled(src: FileOrder, out: Header, prefix: str, type_name: str, *,
                           f"found {comp!r:.80}")
     chain_dtype = np.dtype("u2") if type_name == "bfloat16" else src.dtype
     header_codecs = out.get(p + "codecs")
+    if header_codecs is not None and (not isinstance(header_codecs, (list, tuple))
+                                      or not header_codecs):
+        raise HeaderError(f"{p}codecs: expected a non-empty list of codec objects, found "
+                          f"{header_codecs!r:.80}")
     if codecs is not None or header_codecs is not None:
         chain = [c.to_json() if hasattr(c, "to_json") else c
                  for c in (codecs if codecs is not None else out[p + "codecs"])]

@@ -257,3 +257,96 @@ def test_read_header_leaves_an_unknown_space_for_the_checks(tmp_path):
         assert jnrrd.read_header(target)["space"] == "nowhere"
     with pytest.raises(HeaderError, match="space"):
         jnrrd.read(target)
+
+
+# -- property: write raises if and only if reading the written file would raise -----------
+
+from unittest import mock  # noqa: E402
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_NUM = st.one_of(st.floats(-4, 4, allow_nan=False), st.integers(-3, 3), st.none(),
+                 st.just("x"))
+_STR = st.one_of(st.sampled_from(["a", "mm", ""]), st.none(), st.just(3))
+
+
+def _lists(elem, lo=0, hi=4):
+    return st.lists(elem, min_size=lo, max_size=hi)
+
+
+#: field -> values around the valid ones (right and wrong lengths, types and names)
+_FIELDS = {
+    "kinds": _lists(st.sampled_from(["space", "domain", "RGB-color", "vector", "bogus", None,
+                                     "???"]), 2, 4),
+    "labels": _lists(_STR, 2, 4),
+    "units": _lists(_STR, 2, 4),
+    "centers": _lists(st.sampled_from(["cell", "node", None, "middle"]), 2, 4),
+    "spacings": _lists(_NUM, 2, 4),
+    "thicknesses": _lists(_NUM, 2, 4),
+    "axis_mins": _lists(_NUM, 2, 4),
+    "space": st.sampled_from(["RAS", "lps", "left-anterior-superior", "scanner_xyz_time",
+                              "bogus", "3D-right-handed"]),
+    "space_dimension": st.integers(0, 5),
+    "space_origin": _lists(_NUM, 2, 4),
+    "space_units": _lists(_STR, 2, 4),
+    "space_directions": _lists(st.one_of(st.none(), _lists(_NUM, 2, 4)), 2, 4),
+    "measurement_frame": _lists(_lists(_NUM, 2, 4), 2, 4),
+    "content": _STR,
+    "extensions": st.sampled_from([{"m": "https://example.org/m"}, {"m": 5}, 3]),
+    "tile:dimensions": _lists(st.integers(-1, 3), 0, 4),
+    "tile:sizes": _lists(st.integers(0, 5), 0, 4),
+    "tile:storage": st.sampled_from(["internal", "external", "cloud"]),
+    "tile:format": st.sampled_from(["contiguous", "chunked", "striped"]),
+    "tile:edge_handling": st.sampled_from(["pad", "variable", "wrap"]),
+    "tile:padding_value": st.one_of(st.integers(-2, 300), st.none(), st.just("0")),
+    "tile:overlap": st.one_of(_lists(st.integers(-1, 2), 1, 3), st.just(1)),
+    "tile:compression": st.sampled_from(["raw", "zstd", "gz", "lzma"]),
+    "tile:codecs": st.sampled_from([[_B], [_B, {"name": "crc32c"}],
+                                    [_B, {"name": "zstd", "configuration": {"level": 1}}],
+                                    [{"name": "nope"}], "bytes"]),
+    "tile:level_scales": st.sampled_from([[1, 2], [1], [2], [1, 0], [[1, 1, 1], [2, 2, 2]],
+                                          "x"]),
+    "tile:pattern": st.sampled_from(["{x}_{y}_{z}.t", "C:{x}{y}{z}", "../{x}{y}{z}",
+                                     "{x}.t", "{i}/{l}"]),
+}
+
+
+@given(st.dictionaries(st.sampled_from(sorted(_FIELDS)), st.none(), max_size=5)
+       .flatmap(lambda keys: st.fixed_dictionaries({k: _FIELDS[k] for k in keys})),
+       st.sampled_from([{}, {"tile": 2}, {"tile": 4, "storage": "external"}]))
+def test_write_raises_iff_reading_the_file_would_raise(header, kw):
+    import tempfile
+
+    unchecked = getattr(jnrrd.write, "__wrapped__", jnrrd.write)  # not re-validated
+
+    with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
+        warnings.simplefilter("ignore", jnrrd.JnrrdWarning)
+        target = os.path.join(d, "p.jnrrd")
+        try:
+            jnrrd.write(target, A, dict(header), **kw)
+        except JnrrdError:
+            refused = True
+        else:
+            refused = False
+        if not refused:
+            assert np.array_equal(jnrrd.read(target)[0], A)
+            return
+        assert os.listdir(d) == []
+        # The same write without the final checks gives a file the reader refuses (or fails
+        # on its own before writing anything).
+        with mock.patch("jnrrd.writing.check_final_header"), \
+                mock.patch("jnrrd.writing.check_tile_names"), \
+                mock.patch("jnrrd.writing.check_codec_chain"):
+            try:
+                unchecked(target, A, dict(header), **kw)
+            except (JnrrdError, OSError, TypeError, ValueError, KeyError, IndexError):
+                return
+        with pytest.raises(JnrrdError):
+            data, _ = jnrrd.read(target)
+            assert np.array_equal(data, A)
+
+
+def test_write_refuses_codecs_field_that_is_not_a_list(tmp_path):
+    _refused(tmp_path, HeaderError, "tile:codecs", {"tile:codecs": "bytes"})
+    _refused(tmp_path, HeaderError, "tile:codecs", {"tile:codecs": []})
