@@ -6,12 +6,11 @@ import math
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
-from .atomic import atomic_file, durability, fresh_token, remove_leftovers, reported_as
-from .datasection import encode_chunks
+from .atomic import durability, reported_as
 from .dtypes import type_name_for
 from .errors import HeaderError, UnsupportedError
 from .header import TILE_URI, Header, render_header
@@ -32,15 +31,13 @@ from .write_checks import (
     check_tile_names,
     probe_header,
 )
-from .writer import FileOrder, TilePlan, _tile_dtype, stale_patterns, write_tiled
+from .write_untiled import _ENC_ALIASES, _endian, write_untiled
+from .writer import FileOrder, TilePlan, _tile_dtype, write_tiled
 
 __all__ = ["write"]
 
 _COMPUTED = ("offset_table", "size_table", "level_offsets", "metadata", "compression_levels",
              "level_quality", "base_dir", "files")
-_EXT = {"raw": "raw", "gzip": "raw.gz", "bzip2": "raw.bz2", "zstd": "raw.zst", "lz4": "raw.lz4",
-        "ascii": "txt", "hex": "hex"}
-_ENC_ALIASES = {"gz": "gzip", "bz2": "bzip2", "txt": "ascii", "text": "ascii"}
 #: options that only mean something for tiled files: asking for one asks for tiles
 _TILE_OPTIONS = ("decision", "sparse", "tile_stats", "checksum", "quality", "align", "overlap",
                  "edge", "padding_value", "storage", "pattern", "tile_format")
@@ -199,7 +196,7 @@ def _write(target: Any, data: Any, header: Mapping[str, Any] | None, *, index_or
         return
     for k in tile_keys:
         out.pop(k)
-    _write_untiled(target, src, out, type_name, encoding, detached, index_order, options)
+    write_untiled(target, src, out, type_name, encoding, detached, options)
 
 
 def _jnrrd_spelled(header: Mapping[str, Any] | None, data: Any, index_order: str,
@@ -265,83 +262,6 @@ def _long_space(out: Header) -> Any:
             return core_fields(probe).space or out["space"]
     except HeaderError:
         return out["space"]  # left as given; the reader names the problem
-
-
-def _endian(out: Header, type_name: str) -> str:
-    e = out.get("endian", "little")
-    if e not in ("little", "big"):
-        raise HeaderError(f"endian: expected 'little' or 'big', found {e!r}")
-    return e
-
-
-def _write_untiled(target: Any, src: FileOrder, out: Header, type_name: str,
-                   encoding: str | None, detached: bool, index_order: str,
-                   options: Mapping[str, Any]) -> None:
-    enc_h = out.get("encoding")
-    enc = _ENC_ALIASES.get(encoding, encoding) if encoding is not None else None
-    if enc is not None and enc_h is not None and _ENC_ALIASES.get(enc_h, enc_h) != enc:
-        raise HeaderError(f"encoding: the argument {encoding!r} disagrees with the header's "
-                          f"{enc_h!r}")
-    enc = enc or _ENC_ALIASES.get(enc_h, enc_h) or "raw"
-    if enc not in _EXT:
-        raise HeaderError(f"encoding: expected one of {', '.join(_EXT)}, found {enc!r}")
-    if type_name == "block":
-        if enc == "ascii":
-            raise UnsupportedError("type 'block' cannot be written as ascii")
-        out["block_size"] = src.dtype.itemsize
-        out.pop("endian", None)
-    endian = _endian(out, type_name)
-    out["encoding"] = enc
-    multibyte = type_name != "block" and np.dtype(
-        "u2" if type_name == "bfloat16" else src.dtype).itemsize > 1
-    if multibyte and enc != "ascii":
-        out["endian"] = endian
-    else:
-        out.pop("endian", None)
-    for k in ("data_file", "data_files", "data_file_pattern", "line_skip", "byte_skip"):
-        out.pop(k, None)
-    level = options.get("compression_level")
-    chunks = encode_chunks(src, type_name=type_name, endian=endian, encoding=enc,
-                           index_order="F", level=level)
-    if not isinstance(target, (str, os.PathLike)):
-        if detached:
-            raise UnsupportedError("detached=True needs a target path")
-        head = render_header(out)
-        check_final_header(head, getattr(target, "name", None))
-        _write_stream(target, head, chunks)
-        return
-    path = os.fspath(target)
-    if not detached:
-        head = render_header(out)
-        check_final_header(head, path)
-        with atomic_file(path) as f:
-            _write_stream(f, head, chunks)
-        remove_leftovers(path, patterns=stale_patterns(path))
-        return
-    # Detached: a fresh data file, then the header, then the old files go (CONVENTIONS §1.2).
-    stem = os.path.basename(path)
-    stem = stem[: -len(".jnrrd")] if stem.lower().endswith(".jnrrd") else stem
-    name = f"{stem}.{fresh_token()}.data.{_EXT[enc].replace('.', '')}"
-    data_path = os.path.join(os.path.dirname(os.path.abspath(path)), name)
-    out["data_file"] = name
-    head = render_header(out)
-    check_final_header(head, path)
-    with atomic_file(data_path) as f:
-        for c in chunks:
-            f.write(c)
-    try:
-        with atomic_file(path) as f:
-            f.write(head)
-    except BaseException:
-        os.unlink(data_path)
-        raise
-    remove_leftovers(path, keep=[data_path], patterns=stale_patterns(path))
-
-
-def _write_stream(f: IO[bytes], head: bytes, chunks: Any) -> None:
-    f.write(head)
-    for c in chunks:
-        f.write(c)
 
 
 def _caller_axes(value: Any, ndim: int, index_order: str, what: str) -> list[Any]:

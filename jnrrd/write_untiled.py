@@ -1,0 +1,100 @@
+"""``jnrrd.write`` for untiled data: one stream, a file written atomically, or detached."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import IO, Any
+
+import numpy as np
+
+from .atomic import atomic_file, fresh_token, remove_leftovers
+from .datasection import encode_chunks
+from .errors import HeaderError, UnsupportedError
+from .header import Header, render_header
+from .sinks import stale_patterns
+from .write_checks import check_final_header
+from .writer import FileOrder
+
+__all__ = ["write_untiled"]
+
+_EXT = {"raw": "raw", "gzip": "raw.gz", "bzip2": "raw.bz2", "zstd": "raw.zst", "lz4": "raw.lz4",
+        "ascii": "txt", "hex": "hex"}
+_ENC_ALIASES = {"gz": "gzip", "bz2": "bzip2", "txt": "ascii", "text": "ascii"}
+
+def _endian(out: Header, type_name: str) -> str:
+    e = out.get("endian", "little")
+    if e not in ("little", "big"):
+        raise HeaderError(f"endian: expected 'little' or 'big', found {e!r}")
+    return e
+
+
+def write_untiled(target: Any, src: FileOrder, out: Header, type_name: str,
+                  encoding: str | None, detached: bool, options: Mapping[str, Any]) -> None:
+    """Untiled data after the header (or in a fresh detached data file), atomically; the
+    final header passes the reader's checks before anything is written."""
+    enc_h = out.get("encoding")
+    enc = _ENC_ALIASES.get(encoding, encoding) if encoding is not None else None
+    if enc is not None and enc_h is not None and _ENC_ALIASES.get(enc_h, enc_h) != enc:
+        raise HeaderError(f"encoding: the argument {encoding!r} disagrees with the header's "
+                          f"{enc_h!r}")
+    enc = enc or _ENC_ALIASES.get(enc_h, enc_h) or "raw"
+    if enc not in _EXT:
+        raise HeaderError(f"encoding: expected one of {', '.join(_EXT)}, found {enc!r}")
+    if type_name == "block":
+        if enc == "ascii":
+            raise UnsupportedError("type 'block' cannot be written as ascii")
+        out["block_size"] = src.dtype.itemsize
+        out.pop("endian", None)
+    endian = _endian(out, type_name)
+    out["encoding"] = enc
+    multibyte = type_name != "block" and np.dtype(
+        "u2" if type_name == "bfloat16" else src.dtype).itemsize > 1
+    if multibyte and enc != "ascii":
+        out["endian"] = endian
+    else:
+        out.pop("endian", None)
+    for k in ("data_file", "data_files", "data_file_pattern", "line_skip", "byte_skip"):
+        out.pop(k, None)
+    level = options.get("compression_level")
+    chunks = encode_chunks(src, type_name=type_name, endian=endian, encoding=enc,
+                           index_order="F", level=level)
+    if not isinstance(target, (str, os.PathLike)):
+        if detached:
+            raise UnsupportedError("detached=True needs a target path")
+        head = render_header(out)
+        check_final_header(head, getattr(target, "name", None))
+        _write_stream(target, head, chunks)
+        return
+    path = os.fspath(target)
+    if not detached:
+        head = render_header(out)
+        check_final_header(head, path)
+        with atomic_file(path) as f:
+            _write_stream(f, head, chunks)
+        remove_leftovers(path, patterns=stale_patterns(path))
+        return
+    # Detached: a fresh data file, then the header, then the old files go (CONVENTIONS §1.2).
+    stem = os.path.basename(path)
+    stem = stem[: -len(".jnrrd")] if stem.lower().endswith(".jnrrd") else stem
+    name = f"{stem}.{fresh_token()}.data.{_EXT[enc].replace('.', '')}"
+    data_path = os.path.join(os.path.dirname(os.path.abspath(path)), name)
+    out["data_file"] = name
+    head = render_header(out)
+    check_final_header(head, path)
+    with atomic_file(data_path) as f:
+        for c in chunks:
+            f.write(c)
+    try:
+        with atomic_file(path) as f:
+            f.write(head)
+    except BaseException:
+        os.unlink(data_path)
+        raise
+    remove_leftovers(path, keep=[data_path], patterns=stale_patterns(path))
+
+
+def _write_stream(f: IO[bytes], head: bytes, chunks: Any) -> None:
+    f.write(head)
+    for c in chunks:
+        f.write(c)
