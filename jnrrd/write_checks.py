@@ -170,12 +170,10 @@ def check_final_header(head: bytes, source: Any = None) -> None:
 
 def check_codec_chain(plan: Any, chain_dtype: np.dtype) -> None:
     """Build the tile codec chain once, so a bad codec fails before any file is created."""
-    from .codecs import CodecChain
+    from .writer import _Encoder
 
     lv = plan.levels[0]
-    shape = lv.grid.stored_shape((0,) * len(lv.grid.axes))
-    CodecChain.from_json(plan.codecs, dtype=chain_dtype, shape=shape,
-                         fill_value=plan.padding_value, decision=plan.decision)
+    _Encoder(plan, chain_dtype).chain(lv.grid.stored_shape((0,) * len(lv.grid.axes)))
 
 
 def check_tile_names(pattern: str, plan: Any, target: str) -> None:
