@@ -49,8 +49,11 @@ def write_output(write: Callable[..., None], path: str, data: Any, header: Any, 
     try:
         write(path, data, header, **kw)
     except JnrrdError as e:
-        if tiling_asked and str(e).startswith("tile:"):
-            raise UsageError(str(e)) from None
+        # the writer's messages name the output first ("out.jnrrd: tile:pattern: ...")
+        msg = str(e)
+        field = msg[len(path) + 2:] if msg.startswith(f"{path}: ") else msg
+        if field.startswith("write():") or tiling_asked and field.startswith("tile:"):
+            raise UsageError(msg) from None
         raise
     except (ValueError, TypeError) as e:
         raise UsageError(str(e)) from None
