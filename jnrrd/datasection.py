@@ -104,7 +104,9 @@ class _Part:
         self.type_name = core.type_name
         self.encoding = core.encoding
         skip = core.byte_skip
-        if skip != -1:  # with byte_skip -1 the data ends the file: line_skip is moot (1.11)
+        if skip != -1 or self.encoding in COMPRESSED:
+            # with raw byte_skip -1 the data ends the file: line_skip is moot (1.11); NRRD's
+            # compressed -1 skips the lines in the file, then takes the end of the stream
             _skip_lines(f, core.line_skip, what)
         if self.encoding in ("raw", "ascii", "hex"):
             if skip == -1:
@@ -213,6 +215,11 @@ def _fill(part: _Part, out: np.ndarray, st: np.dtype, policy: Policy) -> None:
         got = _readinto_all(part.f, buf)
         if got < len(buf):
             raise DataError(f"{what}the data needs {len(buf)} bytes, the file holds {got}")
+    elif enc in COMPRESSED and part.skip == -1:
+        from .compress_tail import decompress_tail_into
+
+        decompress_tail_into(COMPRESSED[enc], part.f, buf, max_total=policy.max_bytes,
+                             allow_zlib=enc == "gzip", what=what)
     elif enc in COMPRESSED:
         decompress_stream_into(COMPRESSED[enc], part.f, buf, skip=part.skip,
                                allow_zlib=enc == "gzip", what=what)

@@ -330,8 +330,10 @@ def core_fields(
     pattern, data_file, data_files = _detached(c, header)
     line_skip = c.integer(_default(get("line_skip"), 0), "line_skip", lo=0)
     byte_skip = c.integer(_default(get("byte_skip"), 0), "byte_skip", lo=-1)
-    if byte_skip == -1 and encoding != "raw":
-        raise c.fail("byte_skip", "-1 only with encoding 'raw' (digest 1.11)", -1)
+    # NRRD (teem, ITK): -1 also means the end of the decompressed gzip/bzip2 stream
+    if byte_skip == -1 and encoding not in (("raw", "gzip", "bzip2") if nrrd else ("raw",)):
+        raise c.fail("byte_skip", "-1 only with encoding 'raw' (digest 1.11)"
+                     + ("; in classic NRRD also gzip or bzip2" if nrrd else ""), -1)
     n = math.prod(sizes)
     nfiles = len(data_files) if data_files is not None else (pattern.count if pattern else 0)
     if nfiles and n % nfiles:
