@@ -106,11 +106,10 @@ def _check_file(f: IO[bytes], header_dir: str | None, pol: Policy, report: Repor
     except (AttributeError, OSError):
         report.error("", "the file object cannot seek: validation needs a seekable file")
         return
-    if head.startswith(_NRRD_MAGIC):
-        report.error("jnrrd", "a classic NRRD file, not JNRRD: validate checks JNRRD headers "
-                     "only", head.decode("latin-1"), '{"jnrrd": "0004"}')
-        return
     size = _file_size(f)
+    if head.startswith(_NRRD_MAGIC):
+        _check_nrrd(f, header_dir, pol, report, deep, progress, size)
+        return
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -145,6 +144,45 @@ def _check_file(f: IO[bytes], header_dir: str | None, pol: Policy, report: Repor
         _deep_untiled(f, pol, report, progress)
     else:
         report.note("", "deep checks skipped: the header has errors")
+
+
+def _check_nrrd(f: IO[bytes], header_dir: str | None, pol: Policy, report: Report, deep: bool,
+                progress: Callable[[int, int], None] | None, size: int | None) -> None:
+    """A classic NRRD file, as ``read``/``open`` take it: the NRRD reader's errors and
+    warnings, the data's presence and length, and with ``deep`` the data decoded."""
+    from .header import core_fields
+    from .nrrd import read_nrrd_header
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            header, data_start = read_nrrd_header(f, policy=pol)
+            core = core_fields(header, nrrd=True)
+        except JnrrdError as exc:
+            report.error(*_field_and_text(_unnamed(str(exc), f), ()))
+            return
+    for w in caught:
+        report.warning(*_field_and_text(_unnamed(str(w.message), f), header))
+    check_data(core, header_dir, data_start, size, pol, report)
+    if deep:
+        if report.has_error():
+            report.note("", "deep checks skipped: the header has errors")
+        else:
+            _deep_untiled(f, pol, report, progress)
+
+
+def _unnamed(text: str, f: Any) -> str:
+    """``text`` without the leading ``"<file>: "`` (each printed line names the file)."""
+    own = describe_source(getattr(f, "name", None))
+    return text[len(own) + 2:] if own and text.startswith(own + ": ") else text
+
+
+def _field_and_text(text: str, keys: Any) -> tuple[str, str]:
+    """(the field a reader message starts with, the message without that field)."""
+    field = _field_of(text, keys)
+    if field and text.startswith(field + ": "):
+        text = text[len(field) + 2:]
+    return field, text
 
 
 def _duplicates(entries: list[Any], pol: Policy, report: Report) -> bool:
@@ -291,7 +329,7 @@ def _deep_untiled(f: IO[bytes], pol: Policy, report: Report,
         try:
             read(f, **_policy_kwargs(pol))
         except JnrrdError as exc:
-            report.error("", f"the data section cannot be read: {exc}")
+            report.error("", f"the data section cannot be read: {_unnamed(str(exc), f)}")
     if progress is not None:
         progress(1, 1)
 
@@ -304,27 +342,31 @@ def _policy_kwargs(pol: Policy) -> dict[str, Any]:
 
 
 def run_validate(files: list[str], *, as_json: bool, deep: bool,
-                 out: TextIO = sys.stdout) -> int:
+                 out: TextIO = sys.stdout,
+                 progress: Callable[[int, int], None] | None = None) -> int:
     """The ``jnrrd validate`` command (CONVENTIONS §4): 0 when every file is valid, else 1.
 
-    Prints one line per problem (``FILE: severity: field: message``) or, with ``as_json``,
-    one JSON array of ``{"file", "severity", "field", "message", "found", "expected"}``.
+    Prints one line per problem (``FILE: severity: field: message``; many problems of one
+    table, such as every tile of a truncated file, as one summary line) and ``FILE: valid``
+    for a file without errors, or, with ``as_json``, one JSON array of every problem
+    ``{"file", "severity", "field", "message", "found", "expected"}``. ``progress(done,
+    total)`` is passed to :func:`validate` for each file (``deep`` checks report tiles).
     """
+    from .validation.summary import text_lines
+
     status = 0
     rows: list[dict[str, Any]] = []
     for file in files:
         try:
-            problems = validate(file, deep=deep)
+            problems = validate(file, deep=deep, progress=progress)
         except OSError as exc:
             problems = [Problem("error", "", f"cannot read the file: {exc.strerror or exc}")]
         if any(p.severity == "error" for p in problems):
             status = 1
-        for p in problems:
-            if as_json:
-                rows.append({"file": file, **p.to_json()})
-            else:
-                field = f"{p.field}: " if p.field else ""
-                out.write(f"{file}: {p.severity}: {field}{p.message}\n")
+        if as_json:
+            rows.extend({"file": file, **p.to_json()} for p in problems)
+        else:
+            out.writelines(line + "\n" for line in text_lines(file, problems))
     if as_json:
         out.write(json.dumps(rows, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
     return status

@@ -4,6 +4,7 @@ summarized per-tile errors, and what ``info`` shows."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -74,4 +75,57 @@ def test_progress_for_untiled_outputs(tmp_path: Path, npy: Path, out: str) -> No
 
 def test_no_progress_when_quiet(tmp_path: Path, npy: Path) -> None:
     code, drawn = _run_on_terminal(["convert", str(npy), "q.nhdr", "-q"], tmp_path)
+    assert code == 0 and drawn == ""
+
+
+# -- validate ---------------------------------------------------------------------------------
+def test_validate_accepts_classic_nrrd_and_says_valid(tmp_path: Path) -> None:
+    good, short = tmp_path / "g.nrrd", tmp_path / "s.nrrd"
+    jnrrd.write(good, np.arange(24, dtype=np.int16).reshape(2, 3, 4), encoding="gzip")
+    short.write_bytes(b"NRRD0004\ntype: uint8\ndimension: 1\nsizes: 3\nencoding: raw\n\n\x01")
+    proc = run("validate", "--deep", str(good))
+    assert proc.returncode == 0 and proc.stdout == f"{good}: valid\n", proc
+    proc = run("validate", str(good), str(short))
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines() == [
+        f"{good}: valid",
+        f"{short}: error: sizes: the data section holds 1 bytes, the header needs 3 "
+        "(3 elements of 1 bytes)"]
+
+
+@pytest.fixture
+def truncated(tmp_path: Path) -> Path:
+    path = tmp_path / "t.jnrrd"
+    jnrrd.write(path, np.arange(32 ** 3, dtype=np.uint16).reshape(32, 32, 32), tile=8,
+                compression="zstd")
+    raw = path.read_bytes()
+    path.write_bytes(raw[: len(raw) // 2])
+    return path
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_truncated_tiled_file_is_one_summarized_error(truncated: Path, deep: bool) -> None:
+    """The 64 tiles of 8^3 lose their second half: one line names the first three and the
+    count (the deep check's second problem per tile joins the same line)."""
+    proc = run("validate", str(truncated), *(["--deep"] if deep else []))
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 1, lines
+    m = re.fullmatch(re.escape(f"{truncated}: error: /tile:offset_table: ") + r"(\d+) tiles "
+                     r"with errors \((\d+), (\d+), (\d+), \.\.\. 63\); the first: tile \2 .*"
+                     r"past the end of the file .*\(--json lists every problem\)", lines[0])
+    assert m, lines[0]
+    first = int(m.group(2))
+    assert int(m.group(1)) == 64 - first and [int(m.group(k)) for k in (3, 4)] == [
+        first + 1, first + 2]
+    rows = json.loads(run("validate", str(truncated), "--json").stdout)
+    assert len(rows) == 64 - first  # JSON keeps every problem
+
+
+def test_validate_deep_draws_progress(tmp_path: Path) -> None:
+    path = tmp_path / "p.jnrrd"
+    jnrrd.write(path, np.zeros((16, 16, 16), np.uint8), tile=4)
+    code, drawn = _run_on_terminal(["validate", "--deep", str(path)], tmp_path)
+    assert code == 0 and "100%" in drawn and "64/64 tiles" in drawn, drawn
+    code, drawn = _run_on_terminal(["validate", "--deep", "-q", str(path)], tmp_path)
     assert code == 0 and drawn == ""

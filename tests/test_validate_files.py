@@ -237,8 +237,12 @@ HEADER = b'{"jnrrd": "0004"}\n{"type": "uint8"}\n{"dimension": 1}\n{"sizes": [2]
                      [("error", "sizes")], "repeated on line 6 (first on line 4)",
                      id="duplicate-core-field"),
         pytest.param(b'{"jnrrd": "0005"}\n\n', [("error", "jnrrd")], "0005", id="version"),
-        pytest.param(b"NRRD0004\ntype: uint8\n\n", [("error", "jnrrd")], "classic NRRD",
-                     id="classic-nrrd"),
+        pytest.param(b"NRRD0004\ntype: uint8\n\n", [("error", "dimension")],
+                     "required NRRD field is missing", id="classic-nrrd-incomplete"),
+        pytest.param(b"NRRD0004\ntype: uint8\ndimension: 1\nsizes: 2\nencoding: raw\n\n\x01\x02",
+                     [], "", id="classic-nrrd"),
+        pytest.param(b"NRRD0004\ntype: uint8\ndimension: 1\nsizes: 3\nencoding: raw\n\n\x01\x02",
+                     [("error", "sizes")], "holds 2 bytes", id="classic-nrrd-short"),
         pytest.param(b"\x89PNG\r\n", [("error", "jnrrd")], "", id="not-jnrrd"),
         pytest.param(HEADER + b'{"encoding": "raw", "endian": "big"}\n\n\x01\x02',
                      [("error", "")], "", id="two-keys-on-a-line"),
@@ -317,10 +321,11 @@ def test_run_validate_text(tmp_path: Path, zstd_file: Path) -> None:
     bad.write_bytes(HEADER + b'{"encoding": "rle"}\n\n\x01\x02')
     out = io.StringIO()
     assert run_validate([str(zstd_file)], as_json=False, deep=True, out=out) == 0
-    assert out.getvalue() == ""
+    assert out.getvalue() == f"{zstd_file}: valid\n"
     out = io.StringIO()
     assert run_validate([str(zstd_file), str(bad)], as_json=False, deep=False, out=out) == 1
-    assert re.fullmatch(re.escape(str(bad)) + r": error: encoding: .+\n", out.getvalue())
+    assert re.fullmatch(re.escape(f"{zstd_file}: valid\n{bad}") + r": error: encoding: .+\n",
+                        out.getvalue())
 
 
 def test_run_validate_json(tmp_path: Path) -> None:
