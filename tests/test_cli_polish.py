@@ -129,3 +129,32 @@ def test_validate_deep_draws_progress(tmp_path: Path) -> None:
     assert code == 0 and "100%" in drawn and "64/64 tiles" in drawn, drawn
     code, drawn = _run_on_terminal(["validate", "--deep", "-q", str(path)], tmp_path)
     assert code == 0 and drawn == ""
+
+
+# -- info ---------------------------------------------------------------------------------------
+def test_info_shows_measurement_frame_and_key_values(tmp_path: Path) -> None:
+    path = tmp_path / "dwi.nrrd"
+    path.write_bytes(
+        b"NRRD0005\ntype: int16\ndimension: 4\nsizes: 3 4 5 2\n"
+        b"kinds: space space space list\nspace: left-posterior-superior\n"
+        b"space directions: (1,0,0) (0,1,0) (0,0,1) none\n"
+        b"measurement frame: (1,0,0) (0,0,-1) (0,1,0)\ncontent: brain\n"
+        b"modality:=DWMRI\nDWMRI_b-value:=1000\nDWMRI_gradient_0001:=0 0.7071 0.7071\n"
+        b"encoding: raw\nendian: little\n\n" + bytes(2 * 3 * 4 * 5 * 2))
+    tiled = tmp_path / "dwi.jnrrd"
+    data, header = jnrrd.read(path)
+    header["extensions"] = {**header["extensions"], "meta": "https://example.org/meta"}
+    header["meta:scanner"] = {"vendor": "ACME"}
+    jnrrd.write(tiled, data, header, tile=(2, 2, 2, 2))
+    for file in (path, tiled):
+        proc = run("info", str(file))
+        assert proc.returncode == 0, proc.stderr
+        out = proc.stdout.splitlines()
+        at = out.index("measurement frame:")
+        # inner list i of the field is column i of the matrix
+        assert out[at + 1: at + 4] == ["  [1, 0, 0]", "  [0, 0, 1]", "  [0, -1, 0]"]
+        at = out.index("key/values:")
+        assert out[at + 1: at + 4] == ["  modality: DWMRI", "  DWMRI_b-value: 1000",
+                                       "  DWMRI_gradient_0001: 0 0.7071 0.7071"]
+        assert "content:     brain" in out
+    assert '  meta:scanner: {"vendor": "ACME"}' in run("info", str(tiled)).stdout

@@ -131,7 +131,10 @@ def _info_lines(path: str, vol: Any, levels: list[dict[str, Any]]) -> list[str]:
         typ += f" ({h['endian']}-endian)"
     lines.append(f"type:        {typ}")
     lines.append(f"sizes:       {_fmt_shape(h.get('sizes', vol.shape))}  (axis 0 fastest)")
-    for key in ("labels", "kinds", "units", "spacings", "centers"):
+    if h.get("content") is not None:
+        lines.append(f"content:     {h['content']}")
+    for key in ("labels", "kinds", "units", "spacings", "thicknesses", "axis_mins", "axis_maxs",
+                "centers"):
         if h.get(key) is not None:
             lines.append(f"{key + ':':<13}{json.dumps(h[key], ensure_ascii=False)}")
     if h.get("space") is not None or h.get("space_dimension") is not None:
@@ -140,6 +143,9 @@ def _info_lines(path: str, vol: Any, levels: list[dict[str, Any]]) -> list[str]:
         lines.append(f"origin:      {json.dumps(h['space_origin'])}")
     if h.get("space_directions") is not None:
         lines.append(f"directions:  {json.dumps(h['space_directions'])}")
+    if h.get("space_units") is not None:
+        lines.append(f"space units: {json.dumps(h['space_units'], ensure_ascii=False)}")
+    lines.extend(_measurement_frame(h.get("measurement_frame")))
     try:
         aff = np.asarray(vol.affine)
         rows = ["[" + ", ".join(f"{v:g}" for v in row) + "]" for row in aff]
@@ -180,6 +186,7 @@ def _info_lines(path: str, vol: Any, levels: list[dict[str, Any]]) -> list[str]:
         tiles = "-" if lv["tiles"] is None else str(lv["tiles"])
         lines.append(f"  {lv['index']:<6} {_fmt_shape(lv['shape']):<21} "
                      f"{'x'.join(map(str, lv['scale'])):<11} {tiles:<7} {stored:<13} {ratio}")
+    lines.extend(_metadata_lines(h, vol.tiling))
     ext = h.get("extensions") or {}
     used = sorted({k.split(":", 1)[0] for k in h if isinstance(k, str) and ":" in k})
     if ext or used:
@@ -187,6 +194,52 @@ def _info_lines(path: str, vol: Any, levels: list[dict[str, Any]]) -> list[str]:
         for prefix in sorted(set(ext) | set(used)):
             uri = ext.get(prefix, "(undeclared)")
             lines.append(f"  {prefix}: {uri}")
+    return lines
+
+
+def _measurement_frame(mf: Any) -> list[str]:
+    """The measurement frame as matrix rows (inner list *i* of the field is column *i*)."""
+    if mf is None:
+        return []
+    try:
+        rows = np.asarray(mf, dtype=np.float64).T
+    except (TypeError, ValueError):
+        return [f"measurement frame: {json.dumps(mf)}"]
+    if rows.ndim != 2:
+        return [f"measurement frame: {json.dumps(mf)}"]
+    return ["measurement frame:",
+            *("  [" + ", ".join(f"{v:g}" for v in row) + "]" for row in rows)]
+
+
+#: longest value text shown for a key/value pair or extension field
+_VALUE_WIDTH = 200
+
+
+def _shown(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(_jsonable(value),
+                                                         ensure_ascii=False)
+    text = " ".join(text.split()) if "\n" in text else text
+    return text if len(text) <= _VALUE_WIDTH else text[:_VALUE_WIDTH - 3] + "..."
+
+
+def _metadata_lines(h: Any, tiling: Any) -> list[str]:
+    """NRRD key/value pairs (``<nrrd>:key_values``) and the other extension fields that are
+    neither tiling nor NRRD bookkeeping, one per line."""
+    from ..nrrd import NRRD_URI
+
+    nrrd = h.prefix_for(NRRD_URI) if hasattr(h, "prefix_for") else None
+    nrrd = nrrd or "nrrd"
+    tile = tiling.prefix if tiling is not None else "tile"
+    lines: list[str] = []
+    kv = h.get(f"{nrrd}:key_values")
+    if isinstance(kv, dict) and kv:
+        lines.append("key/values:")
+        lines.extend(f"  {k}: {_shown(v)}" for k, v in kv.items())
+    other = [(k, v) for k, v in h.items() if isinstance(k, str) and ":" in k
+             and k.split(":", 1)[0] not in (tile, nrrd)]
+    if other:
+        lines.append("fields:")
+        lines.extend(f"  {k}: {_shown(v)}" for k, v in other)
     return lines
 
 
