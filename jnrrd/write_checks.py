@@ -25,6 +25,7 @@ PATH_MAX = 4096
 _CHECKSUMS = ("crc32", "crc32c")
 _STORAGES = ("internal", "external")
 _EDGES = ("pad", "variable")
+_TILE_FORMATS = ("contiguous", "chunked")
 _DECISIONS = ("compress_if_smaller", "always", "never")
 
 
@@ -115,6 +116,7 @@ def check_arguments(header: Mapping[Any, Any] | None, ndim: int, *, encoding: An
     _choice("downsample", downsample, METHODS)
     _choice("storage", options.get("storage"), _STORAGES)
     _choice("edge", options.get("edge"), _EDGES)
+    _choice("tile_format", options.get("tile_format"), _TILE_FORMATS)
     checksum = options.get("checksum")
     if checksum is not False:
         _choice("checksum", checksum, _CHECKSUMS)

@@ -145,6 +145,12 @@ def test_write_unknown_checksum_is_an_error(tmp_path):
     ({"tile": 2, "pattern": 5, "storage": "external"}, "pattern"),
     ({"levels": 0}, "levels"),
     ({"sparse": "yes", "tile": 2}, "sparse"),
+    ({"tile_format": "striped", "tile": 2}, "tile_format"),
+    ({"tile_format": "", "tile": 2}, "tile_format"),
+    ({"storage": "", "tile": 2}, "storage"),
+    ({"levels": True}, "levels"),
+    ({"tile": 2, "padding_value": "x"}, "padding_value"),
+    ({"tile": 2, "progress": "yes"}, "progress"),
 ])
 def test_write_refuses_unknown_option_values(tmp_path, kw, name):
     with pytest.raises((JnrrdError, TypeError, ValueError), match=name):
@@ -350,3 +356,15 @@ def test_write_raises_iff_reading_the_file_would_raise(header, kw):
 def test_write_refuses_codecs_field_that_is_not_a_list(tmp_path):
     _refused(tmp_path, HeaderError, "tile:codecs", {"tile:codecs": "bytes"})
     _refused(tmp_path, HeaderError, "tile:codecs", {"tile:codecs": []})
+
+
+def test_write_refuses_bad_header_for_dask_arrays_before_any_file(tmp_path):
+    import dask.array as da
+
+    _refused_data = da.from_array(A, chunks=2)
+    with pytest.raises(HeaderError, match="kinds"):
+        jnrrd.write(tmp_path / "d.jnrrd", _refused_data, {"kinds": ["space"]}, tile=2)
+    with pytest.raises(SecurityError, match="pattern"):
+        jnrrd.write(tmp_path / "d.jnrrd", _refused_data, tile=2, storage="external",
+                    pattern="C:{x}{y}{z}")
+    assert os.listdir(tmp_path) == []
