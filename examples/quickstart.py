@@ -2,12 +2,14 @@
 
     python examples/quickstart.py [--out DIR]
 
-Without ``--out`` everything goes into a temporary directory that is removed at the end.
+The volume is written to ``quickstart.jnrrd`` in the current directory (or in ``--out DIR``)
+and left there: the script ends by printing the ``jnrrd info`` command that describes it.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import time
 
 import numpy as np
@@ -62,7 +64,9 @@ def main(out_dir: str) -> None:
     assert np.array_equal(full, data)
     print(f"read everything back in {t_read * 1000:.0f} ms: identical "
           f"({hdr['tile:levels']} levels, tiles {hdr['tile:sizes']})")
+    shown = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path
+    print(f"\nthe file stays: describe it with\n  jnrrd info {shlex.quote(shown)}")
 
 
 if __name__ == "__main__":
-    run(lambda out, args: main(out), __doc__)
+    run(lambda out, args: main(out), __doc__, default_out=".")

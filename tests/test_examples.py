@@ -12,10 +12,10 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
-def run_example(name: str, *args: str, env: dict[str, str] | None = None
-                ) -> subprocess.CompletedProcess[str]:
+def run_example(name: str, *args: str, env: dict[str, str] | None = None,
+                cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(EXAMPLES / name), *args], text=True,
-                          capture_output=True, timeout=300, check=False,
+                          capture_output=True, timeout=300, check=False, cwd=cwd,
                           env=env if env is not None else dict(os.environ))
 
 
@@ -40,8 +40,9 @@ CASES = [
 
 
 @pytest.mark.parametrize(("script", "args", "needles"), CASES)
-def test_example_runs(script: str, args: list[str], needles: list[str]) -> None:
-    proc = run_example(script, *args)
+def test_example_runs(tmp_path: Path, script: str, args: list[str], needles: list[str]
+                      ) -> None:
+    proc = run_example(script, *args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for needle in needles:
         assert needle in proc.stdout, (needle, proc.stdout)
@@ -55,6 +56,23 @@ def test_every_example_is_tested() -> None:
     readme = (EXAMPLES / "README.md").read_text()
     for name in scripts:
         assert f"`{name}" in readme, f"{name} is not described in examples/README.md"
+
+
+def test_quickstart_leaves_its_file_and_the_info_command(tmp_path: Path) -> None:
+    """The README's first command ends with a file the user can inspect, and says how."""
+    proc = run_example("quickstart.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["quickstart.jnrrd"]
+    last = proc.stdout.splitlines()[-1].split()
+    assert last == ["jnrrd", "info", "quickstart.jnrrd"], proc.stdout
+    info = subprocess.run([sys.executable, "-m", "jnrrd", *last[1:]], cwd=tmp_path, text=True,
+                          capture_output=True, timeout=120, check=False)
+    assert info.returncode == 0 and "levels:" in info.stdout, info.stderr
+    out = tmp_path / "elsewhere"
+    proc = run_example("quickstart.py", "--out", str(out), cwd=tmp_path)
+    assert proc.returncode == 0 and (out / "quickstart.jnrrd").is_file()
+    assert proc.stdout.splitlines()[-1].split() == ["jnrrd", "info",
+                                                    "elsewhere/quickstart.jnrrd"]
 
 
 def test_examples_write_into_out_dir_only(tmp_path: Path) -> None:
