@@ -71,13 +71,18 @@ def _tile_arg(tile: Any, ndim: int) -> None:
         return
     if isinstance(tile, (str, bytes)) or not isinstance(tile, (int, np.integer, Sequence,
                                                                np.ndarray)):
-        raise TypeError(f"write(): tile must be an int, a sequence of ints or a mapping "
+        raise TypeError(f"write(): tile must be an int, a sequence of ints (None: untiled) "
+                        f"or a mapping "
                         f"{{axis: size}}, not {type(tile).__name__} {tile!r:.80}")
     if isinstance(tile, (int, np.integer)):
         _int_arg("tile", tile, 1)
         return
     for k, v in enumerate(tile):
-        _int_arg(f"tile[{k}]", v, 1)
+        if v is not None:  # None leaves that axis untiled
+            _int_arg(f"tile[{k}]", v, 1)
+    if len(tile) and all(v is None for v in tile):
+        raise HeaderError("write(): tile: at least one axis must be tiled (None leaves an "
+                          "axis untiled)")
 
 
 def _overlap_arg(ov: Any) -> None:

@@ -378,9 +378,9 @@ def test_convert_external_tiles(tmp_path: Path, volume: np.ndarray,
     h = jnrrd.read_header(tmp_path / "named.jnrrd")
     assert (tmp_path / h["tile:base_dir"] / "t" / "2-1-0.bin").is_file()
     np.testing.assert_array_equal(jnrrd.read(tmp_path / "named.jnrrd")[0], volume)
-    # --external alone tiles with the default sizes
+    # --external alone tiles with the default sizes (64, capped at each axis length)
     assert cli("convert", "v.npy", "d.jnrrd", "--external", cwd=tmp_path).returncode == 0
-    assert jnrrd.read_header(tmp_path / "d.jnrrd")["tile:sizes"] == [64, 64, 64]
+    assert jnrrd.read_header(tmp_path / "d.jnrrd")["tile:sizes"] == [40, 30, 20]
 
 
 @pytest.mark.parametrize(

@@ -80,16 +80,23 @@ def expand_scale(
 
 
 def levels_from_argument(
-    levels: Any, ndim: int, axes: Sequence[int]
+    levels: Any, ndim: int, axes: Sequence[int], scaled: Sequence[int] | None = None
 ) -> list[tuple[int, ...]]:
-    """Scales for ``write(levels=...)``: ``N`` (scales 2**k), or a list of ints/lists."""
+    """Scales for ``write(levels=...)``: ``N`` (scales 2**k), or a list of ints/lists.
+
+    An integer (``N`` or a list entry) scales the ``scaled`` axes (default: every tiled axis;
+    the writer passes the tiled domain axes, CONVENTIONS §7); a list entry is per tiled axis
+    or per axis as in ``tile:level_scales``.
+    """
+    scaled = axes if scaled is None else scaled
     if _is_int(levels):
         n = int(levels)
         if n < 1:
             raise ValueError(f"levels must be ≥ 1, got {levels!r}")
-        return [expand_scale(2**k, ndim, axes, field="levels") for k in range(n)]
+        return [tuple(2**k if a in scaled else 1 for a in range(ndim)) for k in range(n)]
     if isinstance(levels, (list, tuple)) and levels:
-        scales = [expand_scale(v, ndim, axes, field="levels") for v in levels]
+        scales = [expand_scale(v, ndim, scaled if _is_int(v) else axes, field="levels")
+                  for v in levels]
         if any(s != 1 for s in scales[0]):
             raise ValueError("levels: the first level must have scale 1 (full resolution)")
         return scales
