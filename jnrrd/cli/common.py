@@ -9,7 +9,7 @@ import sys
 from typing import Any, TextIO
 
 __all__ = ["JNRRD", "NPY", "NRRD", "UsageError", "codecs_arg", "file_kind", "int_list",
-           "one_line", "positive_int", "show_warning"]
+           "one_line", "positive_int", "show_warning", "tile_list"]
 
 #: Output/input kinds recognised by ``convert``, by file suffix.
 JNRRD, NRRD, NPY = "jnrrd", "nrrd", "npy"
@@ -48,6 +48,17 @@ def positive_int(text: str) -> int:
 def int_list(text: str) -> list[int]:
     """argparse type: comma-separated positive integers."""
     return [positive_int(t.strip()) for t in text.split(",")]
+
+
+def tile_list(text: str) -> list[int | None]:
+    """argparse type: comma-separated tile sizes; ``none`` leaves that axis untiled."""
+    out: list[int | None] = []
+    for t in text.split(","):
+        t = t.strip()
+        out.append(None if t.lower() == "none" else positive_int(t))
+    if all(v is None for v in out):
+        raise argparse.ArgumentTypeError(f"at least one axis must be tiled, got {text!r}")
+    return out
 
 
 def codecs_arg(text: str) -> list[dict[str, Any]]:

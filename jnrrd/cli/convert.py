@@ -11,7 +11,16 @@ from typing import Any
 import numpy as np
 
 from ..progress import Bar
-from .common import JNRRD, NPY, NRRD, UsageError, codecs_arg, file_kind, int_list, positive_int
+from .common import (
+    JNRRD,
+    NPY,
+    NRRD,
+    UsageError,
+    codecs_arg,
+    file_kind,
+    positive_int,
+    tile_list,
+)
 from .output import Reporting, check_codecs, check_output_dir, mib_progress, write_output
 
 __all__ = ["register"]
@@ -37,8 +46,10 @@ def register(sub: Any) -> None:
     conv.add_argument("--encoding", choices=_ENCODINGS,
                       help="untiled data encoding, e.g. gzip for a compressed NRRD (default: "
                            "the input's; zstd and lz4 are JNRRD only)")
-    conv.add_argument("--tile", type=int_list, metavar="N[,N...]",
-                      help="tile sizes, one per axis (or one for all), e.g. 64,64,64")
+    conv.add_argument("--tile", type=tile_list, metavar="N[,N...]",
+                      help="tile sizes, one per axis, e.g. 64,64,64 ('none' leaves an axis "
+                           "untiled: none,64,64); one number tiles every domain axis (not "
+                           "vector/colour/list axes), capped at each axis length")
     conv.add_argument("--compression", choices=_COMPRESSIONS,
                       help="tile compression (shorthand for a codec chain)")
     conv.add_argument("--codecs", type=codecs_arg, metavar="JSON",
