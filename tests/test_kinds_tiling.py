@@ -127,7 +127,7 @@ def test_tuple_tile_with_none_leaves_the_axis_untiled(tmp_path):
     h = jnrrd.read_header(path)
     assert h["tile:dimensions"] == [1, 2] and h["tile:sizes"] == [16, 16]
     assert jnrrd.read(path, level=1)[0].shape == (3, 20, 20)
-    with pytest.raises(ValueError, match="at least one axis"):
+    with pytest.raises(HeaderError, match="at least one axis"):
         jnrrd.write(tmp_path / "none.jnrrd", x, tile=(None, None, None))
 
 
