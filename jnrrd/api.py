@@ -16,7 +16,14 @@ from .errors import DataError, UnsupportedError, where
 from .header import CoreFields, Header, core_fields, parse_header
 from .header.fields import canonical_space
 from .policy import Policy
-from .tiling.layout import ExternalSource, InternalSource
+from .tiling.layout import (
+    ExternalSource,
+    InternalSource,
+    core_itemsize,
+    derived_offsets,
+    is_raw_chain,
+    raw_tile_sizes,
+)
 from .tiling.spec import TILE_URI, Tiling, parse_tiling
 from .volume import Volume
 
@@ -176,13 +183,14 @@ def _volume(header: Header, core: Any, tiling: Tiling | None, f: IO[bytes], path
                       index_order=index_order, untiled=untiled)
     if tiling.storage == "internal":
         offsets = tiling.offset_table
+        itemsize = core_itemsize(core)
         if offsets is None:
-            offsets = _derived_offsets(tiling, core, data_start, name)
+            offsets = derived_offsets(tiling, itemsize, data_start, name)
         fixed = None
-        decoder_raw = len(tiling.codecs) == 1 and tiling.codecs[0].get("name") == "bytes"
+        decoder_raw = is_raw_chain(tiling)
         sizes = tiling.size_table
         if sizes is None and decoder_raw:
-            sizes = _raw_sizes(tiling, core, offsets)
+            sizes = raw_tile_sizes(tiling, itemsize, offsets)
         last = tiling.codecs[-1].get("name") if tiling.codecs else None
         # The tiles are read from the very file whose header was parsed (never the path
         # again: the path may have been replaced in between). The source owns it from now on.
@@ -201,33 +209,6 @@ def _volume(header: Header, core: Any, tiling: Tiling | None, f: IO[bytes], path
         f.close()
     return Volume(header, tiling=tiling, core=core, policy=pol, source=ext, name=name,
                   index_order=index_order)
-
-
-def _raw_sizes(tiling: Any, core: Any, offsets: np.ndarray) -> np.ndarray:
-    from .dtypes import storage_dtype
-
-    itemsize = storage_dtype(core.type_name, core.endian or "little", core.block_size).itemsize
-    parts = [lv.grid.stored_voxels() * itemsize for lv in tiling.levels if lv.stored]
-    sizes = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-    return np.where(offsets == -1, -1, sizes).astype(np.int64)
-
-
-def _derived_offsets(tiling: Any, core: Any, data_start: int | None, name: Any) -> np.ndarray:
-    """Contiguous raw files without an offset_table: tiles back to back after the header."""
-    import warnings
-
-    from .errors import HeaderError, JnrrdWarning
-
-    raw = len(tiling.codecs) == 1 and tiling.codecs[0].get("name") == "bytes"
-    if tiling.format != "contiguous" or not raw:
-        raise HeaderError(f"{where(name, tiling.prefix + ':offset_table')}required for "
-                          "internal storage (only contiguous raw tiles can do without it)")
-    warnings.warn(f"{where(name)}{tiling.prefix}:offset_table is missing: tiles assumed back "
-                  "to back after the header", JnrrdWarning, stacklevel=4)
-    sizes = _raw_sizes(tiling, core, np.zeros(tiling.nstored, np.int64))
-    start = data_start or 0
-    return (start + np.concatenate([[0], np.cumsum(sizes)[:-1]])).astype(np.int64) \
-        if sizes.size else np.zeros(0, np.int64)
 
 
 def read(source: Any, *, level: int = 0, index_order: str = "F", missing: str = "error",

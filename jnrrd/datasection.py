@@ -124,6 +124,10 @@ class _Part:
 
 
 def _skip_bytes(f: IO[bytes], n: int, what: str) -> None:
+    rem = _remaining(f)
+    if rem is not None and n > rem:  # compared in Python: n may be near 2**63
+        raise DataError(f"{what}byte_skip: {n} bytes to skip, the file holds {max(rem, 0)} "
+                        "after the header")
     try:
         if f.seekable():
             f.seek(n, io.SEEK_CUR)
@@ -317,19 +321,20 @@ class UntiledData:
         with fh as handle:
             if self._paths is None:
                 handle.seek(self._data_start or 0)
-            part = _Part(self.core, handle, n * self._st.itemsize, where(file_path))
+            _Part(self.core, handle, n * self._st.itemsize, where(file_path))
             offset = handle.tell()
             size = os.fstat(handle.fileno()).st_size
-        if size - offset < n * self._st.itemsize:
-            raise DataError(f"{where(file_path)}the data needs {n * self._st.itemsize} bytes, "
-                            f"the file holds {size - offset} after the header and skips")
-        del part
-        self.stored_bytes = n * self._st.itemsize
-        if n == 0:
-            return None
-        # mmap duplicates the descriptor: the map stays on this very file (inode)
-        target = self._held if self._paths is None and self._held is not None else file_path
-        return np.memmap(target, dtype=self._st, mode="r", offset=offset, shape=(n,))
+            if size - offset < n * self._st.itemsize:
+                raise DataError(f"{where(file_path)}the data needs {n * self._st.itemsize} "
+                                f"bytes, the file holds {size - offset} after the header and "
+                                "skips")
+            self.stored_bytes = n * self._st.itemsize
+            if n == 0:
+                return None
+            # Mapped from the descriptor that was checked, never the path again (a file
+            # replaced in between would be another inode, or gone); mmap duplicates the
+            # descriptor, so the map outlives the handle.
+            return np.memmap(handle, dtype=self._st, mode="r", offset=offset, shape=(n,))
 
     def full(self) -> np.ndarray:
         if self._map is not None and self._paths is None and self._held is not None:

@@ -20,6 +20,7 @@ __all__ = [
     "TYPES",
     "bfloat16_words",
     "canonical_type",
+    "decimal_int",
     "from_user",
     "has_ml_dtypes",
     "storage_dtype",
@@ -29,6 +30,12 @@ __all__ = [
 ]
 
 BFloat16Mode = Literal["ml_dtypes", "float32", "uint16"]
+
+#: the largest element NumPy can describe (``np.dtype(("V", n))``), bytes
+MAX_BLOCK_SIZE = 2**31 - 1
+#: significant decimal digits of the widest integer any header count or element can hold
+#: (2**64 - 1 has 20)
+MAX_INT_DIGITS = 20
 
 #: canonical JNRRD type name -> NumPy dtype character code (block and bfloat16 are special)
 TYPES: dict[str, str] = {
@@ -113,6 +120,22 @@ def canonical_type(name: Any, *, source: Any = None, nrrd: bool = False) -> str:
     )
 
 
+def decimal_int(text: str | bytes) -> int | None:
+    """The value of a checked decimal token (``[+-]?[0-9]+``), or ``None`` when it has more
+    than :data:`MAX_INT_DIGITS` significant digits.
+
+    ``int()`` refuses strings longer than the interpreter's digit limit (4,300 by default)
+    with a bare ``ValueError``, and a longer value fits no 64-bit field anyway; leading zeros
+    do not count, so ``000…01`` is 1.
+    """
+    s = text.decode("ascii") if isinstance(text, bytes) else text
+    sign = -1 if s.startswith("-") else 1
+    digits = s.lstrip("+-").lstrip("0") or "0"
+    if len(digits) > MAX_INT_DIGITS:
+        return None
+    return sign * int(digits)
+
+
 def storage_dtype(
     type_name: str, endian: str = "little", block_size: int | None = None
 ) -> np.dtype:
@@ -121,6 +144,9 @@ def storage_dtype(
     if code == "V":
         if not block_size or block_size < 1:
             raise HeaderError(f"type 'block' needs a positive block_size, found {block_size!r}")
+        if block_size > MAX_BLOCK_SIZE:
+            raise UnsupportedError(f"block_size: {block_size} bytes per element is over the "
+                                   f"largest element NumPy can hold ({MAX_BLOCK_SIZE} bytes)")
         return np.dtype(("V", int(block_size)))
     dt = np.dtype(code)
     if dt.itemsize == 1:

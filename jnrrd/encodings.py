@@ -14,7 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
-from .dtypes import bfloat16_words
+from .dtypes import bfloat16_words, decimal_int
 from .errors import DataError
 
 __all__ = [
@@ -68,9 +68,11 @@ def parse_ascii(text: bytes, count: int, dtype: np.dtype, *, what: str = "") -> 
         for tok in tokens:
             if not _INT_TOKEN.fullmatch(tok):
                 raise DataError(f"{what}ascii value {tok[:40]!r} is not an integer ({dt.name})")
-            v = int(tok)
-            if not info.min <= v <= info.max:
-                raise DataError(f"{what}ascii value {v} is out of range for {dt.name}")
+            v = decimal_int(tok)
+            if v is None or not info.min <= v <= info.max:
+                shown = tok.decode() if v is None and len(tok) <= 40 else (
+                    f"{tok[:20].decode()}... ({len(tok)} digits)" if v is None else v)
+                raise DataError(f"{what}ascii value {shown} is out of range for {dt.name}")
             values.append(v)
         return np.array(values, dtype=dt)
     if dt.kind == "f" or dt.name == "bfloat16":

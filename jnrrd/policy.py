@@ -193,10 +193,14 @@ def open_resolved(path: str, policy: Policy, mode: str = "rb", *, what: str = ""
         | getattr(os, "O_BINARY", 0)
     try:
         fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise  # the caller decides: a DataError, or padding under missing="fill"
     except OSError as exc:
         if exc.errno == errno.ENXIO:  # a socket (or a FIFO opened for writing only)
             raise _not_regular(path, "a socket", what) from None
-        raise
+        # A name too long, a symlink loop, a path through a regular file, no permission:
+        # the header named something that holds no data (DataError, not a bare OSError).
+        raise DataError(f"{what}{path!r} cannot be opened: {exc.strerror or exc}") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

@@ -29,7 +29,7 @@ from typing import IO, Any, TextIO
 from .api import opened_source
 from .errors import FormatError, JnrrdError, ValidationError, VersionError, describe_source
 from .header.model import CORE_FIELDS, TILE_FIELDS, TILE_URI_PREFIX, build_header, find_prefix
-from .header.wire import read_entries
+from .header.wire import MAX_NESTING, nesting_depth, read_entries
 from .policy import Policy
 from .validation.core import check_core, check_data
 from .validation.deep import check_tiles
@@ -63,8 +63,8 @@ def validate(
     report = Report()
     name: Any = None
     if isinstance(source_or_header, Mapping):
-        _check_mapping(source_or_header, report)
-        _check_header(source_or_header, pol, report, FileInfo())
+        if _check_mapping(source_or_header, report):
+            _check_header(source_or_header, pol, report, FileInfo())
         if deep:
             report.note("", "deep checks need a file: only the header was checked")
     else:
@@ -139,7 +139,8 @@ def _check_file(f: IO[bytes], header_dir: str | None, pol: Policy, report: Repor
     if not deep:
         return
     if tiling is not None and core is not None:
-        check_tiles(tiling, core, f, size, header_dir, pol, report, progress)
+        check_tiles(tiling, core, f, size, header_dir, pol, report, progress,
+                    data_start=data_start)
     elif core is not None and not report.has_error():
         _deep_untiled(f, pol, report, progress)
     else:
@@ -209,8 +210,15 @@ def _duplicates(entries: list[Any], pol: Policy, report: Report) -> bool:
     return found
 
 
-def _check_mapping(header: Mapping[str, Any], report: Report) -> None:
-    """What the wire reader would warn about, for a header given as a mapping."""
+def _check_mapping(header: Mapping[str, Any], report: Report) -> bool:
+    """What the wire reader would warn about, for a header given as a mapping; False when a
+    value nests too deeply for the other checks (which the reader refuses too)."""
+    deep = [k for k, v in header.items() if nesting_depth(v, MAX_NESTING) > MAX_NESTING]
+    for key in deep:
+        report.error(str(key), f"JSON nested too deeply (more than {MAX_NESTING} levels of "
+                     "lists and objects)", None, f"at most {MAX_NESTING} levels")
+    if deep:
+        return False
     known = set(CORE_FIELDS)
     declared = header.get("extensions") if isinstance(header.get("extensions"), Mapping) else {}
     undeclared: dict[str, None] = {}
@@ -228,6 +236,7 @@ def _check_mapping(header: Mapping[str, Any], report: Report) -> None:
     for prefix in undeclared:
         report.warning("extensions", f"extension prefix {prefix!r} is used but not declared",
                        prefix, "a declaration in 'extensions'")
+    return True
 
 
 def _check_header(header: Mapping[str, Any], pol: Policy, report: Report,

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import TYPES, canonical_type
+from ..dtypes import MAX_BLOCK_SIZE, TYPES, canonical_type
 from ..errors import HeaderError, JnrrdWarning, UnsupportedError, where
 from .model import TILE_URI_PREFIX, find_prefix
 
@@ -103,6 +103,7 @@ _UNKNOWN = frozenset({"???", "none"})
 # Digest 1.11: exactly one integer conversion; "%%" is a literal percent.
 _PERCENT = re.compile(r"%(%|[-+ 0#]*([0-9]*)[diu])?")
 _MAX_WIDTH = 64  # a "%999999999d" would build a gigabyte string (digest §5)
+INT64_LIMIT = 2**63  # header integers lie in [-2**63, 2**63)
 
 Number = float | None
 
@@ -212,15 +213,17 @@ class _Checker:
         warnings.warn(f"{where(self.source, field)}{message}", JnrrdWarning, stacklevel=4)
 
     def integer(self, value: Any, field: str, *, lo: int | None = None) -> int:
-        """An int (integral floats accepted, booleans rejected: digest 1.6)."""
+        """An int (integral floats accepted, booleans rejected: digest 1.6) that fits a signed
+        64-bit integer, like every count, size and skip (so no arithmetic on it can reach
+        NumPy or the OS out of range)."""
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.fail(field, _int_text(lo), value)
         if isinstance(value, float):
             if not value.is_integer():
                 raise self.fail(field, _int_text(lo), value)
             value = int(value)
-        if lo is not None and value < lo:
-            raise self.fail(field, _int_text(lo), value)
+        if (lo is not None and value < lo) or not -INT64_LIMIT <= value < INT64_LIMIT:
+            raise self.fail(field, _int_text(lo) + " that fits 64 bits", value)
         return value
 
     def number(self, value: Any, field: str, *, nullable: bool = True) -> Number:
@@ -290,6 +293,10 @@ def core_fields(
         block_size = c.integer(header["block_size"], "block_size", lo=1)
         if type_name != "block":
             c.warn("block_size", f"ignored for type {type_name!r} (only type 'block' uses it)")
+        elif block_size > MAX_BLOCK_SIZE:
+            raise UnsupportedError(
+                f"{where(source, 'block_size')}{block_size} bytes per element is over the "
+                f"largest element NumPy can hold ({MAX_BLOCK_SIZE} bytes)")
     if type_name == "block":
         if block_size is None:
             raise HeaderError(f"{where(source, 'block_size')}required for type 'block'")

@@ -9,7 +9,7 @@ from typing import Any
 from ..errors import HeaderError, JnrrdWarning, where
 from ..policy import Policy
 from .paths import Assignment, apply_assignments, parse_path
-from .wire import MAGIC_KEY, VERSION, Entry
+from .wire import MAGIC_KEY, MAX_NESTING, VERSION, Entry, nesting_depth
 
 __all__ = [
     "CORE_FIELDS",
@@ -192,6 +192,13 @@ def build_header(entries: Iterable[Entry], policy: Policy, source: Any = None) -
                     stacklevel=3,
                 )
                 components = [path]
+            if len(components) > 1 and len(components) + nesting_depth(
+                    value, MAX_NESTING) > MAX_NESTING + 1:
+                raise HeaderError(
+                    f"{where(source, key[:80])}line {e.lineno}: JSON nested too deeply (an "
+                    f"extension path of {len(components)} components and its value nest more "
+                    f"than {MAX_NESTING} levels)"
+                )
             assignments.append(Assignment(key, prefix, tuple(components), value, e.lineno))
             continue
         if key == "extensions":

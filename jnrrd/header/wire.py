@@ -21,7 +21,8 @@ from typing import IO, Any
 from ..errors import FormatError, HeaderError, JnrrdWarning, VersionError, where
 from ..policy import Policy
 
-__all__ = ["MAGIC_KEY", "PROBE", "VERSION", "Entry", "read_entries"]
+__all__ = ["MAGIC_KEY", "MAX_NESTING", "PROBE", "VERSION", "Entry", "nesting_depth",
+           "read_entries"]
 
 MAGIC_KEY = "jnrrd"
 VERSION = "0004"
@@ -29,6 +30,11 @@ BOM = b"\xef\xbb\xbf"
 
 #: first piece read of every line; also the longest magic line accepted (a real one is 17 bytes)
 PROBE = 64 * 1024
+
+#: deepest nesting of lists/objects a header value may have (its line's object not counted),
+#: extension path components included: every consumer of a header (validation, rendering,
+#: ``info --json``, codec chains) may then recurse over it without meeting Python's limit
+MAX_NESTING = 64
 
 # Digest 1.2: ASCII whitespace other than the line feed, which alone splits lines.
 _BLANKS = re.compile(rb"[ \t\r\v\f]*")
@@ -71,10 +77,26 @@ class _Invalid(Exception):
     """The line is not valid UTF-8 or not valid JSON: it ends the header (digest 1.3)."""
 
 
+def nesting_depth(value: Any, limit: int) -> int:
+    """How deeply lists and dicts nest in ``value`` (0 for a scalar), counted without
+    recursion and only up to ``limit + 1`` (enough to tell that it is over ``limit``)."""
+    deepest = 0
+    stack = [(value, 1)] if isinstance(value, list | dict) else []
+    while stack:
+        v, d = stack.pop()
+        deepest = max(deepest, d)
+        if d > limit:
+            break
+        for x in (v.values() if isinstance(v, dict) else v):
+            if isinstance(x, list | dict):
+                stack.append((x, d + 1))
+    return deepest
+
+
 def _decode(text: bytes, prefix: str) -> Any:
     """Decode one stripped line; ``_Invalid`` ends the header, ``HeaderError`` is fatal."""
     try:
-        return _DECODER.decode(text.decode("utf-8"))
+        obj = _DECODER.decode(text.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise _Invalid(str(exc)) from None
     except _DuplicateKey as exc:
@@ -83,6 +105,12 @@ def _decode(text: bytes, prefix: str) -> Any:
         raise HeaderError(f"{prefix}JSON nested too deeply") from None
     except ValueError as exc:  # int literal over the interpreter's digit limit (digest §5)
         raise HeaderError(f"{prefix}unreadable JSON value: {exc}") from None
+    # The line's object is one level; a line with few brackets cannot nest deeply.
+    if (text.count(b"[") + text.count(b"{") > MAX_NESTING + 1
+            and nesting_depth(obj, MAX_NESTING + 1) > MAX_NESTING + 1):
+        raise HeaderError(f"{prefix}JSON nested too deeply (more than {MAX_NESTING} levels "
+                          "of lists and objects in a value)")
+    return obj
 
 
 def _readline(stream: IO[bytes], limit: int) -> bytes:

@@ -11,7 +11,7 @@ import math
 import re
 from typing import Any
 
-from ..dtypes import NRRD_ALIASES
+from ..dtypes import NRRD_ALIASES, decimal_int
 from ..errors import HeaderError, where
 from ..header.fields import SPACES
 
@@ -156,7 +156,10 @@ def parse_int(text: str, source: Any, field: str) -> int:
     t = text.strip()
     if not _INT.fullmatch(t):
         raise _fail(source, field, "an integer", text)
-    return int(t)
+    value = decimal_int(t)
+    if value is None or not -(2**63) <= value < 2**63:
+        raise _fail(source, field, "an integer that fits 64 bits", text)
+    return value
 
 
 def parse_number(tok: str, source: Any, field: str) -> float | None:

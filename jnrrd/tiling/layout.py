@@ -22,7 +22,8 @@ from ..errors import DataError, HeaderError, UnsupportedError, where
 from ..policy import Policy, is_url, open_resolved, resolve_path
 from .levels import Level
 
-__all__ = ["ExternalSource", "InternalSource", "check_pattern", "expand_pattern"]
+__all__ = ["ExternalSource", "InternalSource", "check_pattern", "core_itemsize", "derived_offsets",
+           "expand_pattern", "is_raw_chain", "past_the_end", "raw_tile_sizes"]
 
 _PLACEHOLDER = re.compile(r"\{([a-z]+)\}")
 #: positional placeholders: coordinate along tile:dimensions[0..4] (digest 2.8)
@@ -177,13 +178,13 @@ class InternalSource:
                     f"{pre}{prefix}:size_table: required for chunked storage whose codec chain "
                     "does not end in a self-delimiting compressor"
                 )
-        ends = offsets + sizes
-        past = present & (ends > self.file_size)
+        past = past_the_end(offsets, sizes, self.file_size)
         if past.any():
             bad = int(np.flatnonzero(past)[0])
+            start, end = int(offsets[bad]), int(offsets[bad]) + int(sizes[bad])
             raise DataError(
-                f"{pre}{prefix}:offset_table[{bad}]: tile bytes {int(offsets[bad])}.."
-                f"{int(ends[bad])} run past the end of the file ({self.file_size} bytes)"
+                f"{pre}{prefix}:offset_table[{bad}]: tile bytes {start}..{end} run past the "
+                f"end of the file ({self.file_size} bytes)"
             )
         return sizes
 
@@ -219,6 +220,55 @@ class InternalSource:
         if self._owned is not None:
             self._owned.close()
             self._owned = None
+
+
+def past_the_end(offsets: np.ndarray, sizes: np.ndarray, file_size: int) -> np.ndarray:
+    """Mask of the stored tiles (offset ≥ 0) whose bytes run past ``file_size``.
+
+    Compared as ``size > file_size - offset``: both sides stay inside int64 for any offset
+    and size the table checks admit (0..2**63-1), where ``offset + size`` would wrap to a
+    negative end and pass (digest §5, "Integer overflow").
+    """
+    present = offsets >= 0
+    room = np.int64(file_size) - np.where(present, offsets, 0)
+    return present & (sizes > room)
+
+
+def is_raw_chain(tiling: Any) -> bool:
+    """True when the tile chain is the ``bytes`` codec alone (tiles are stored raw)."""
+    return len(tiling.codecs) == 1 and tiling.codecs[0].get("name") == "bytes"
+
+
+def core_itemsize(core: Any) -> int:
+    """Bytes per stored element of a header's core fields."""
+    from ..dtypes import storage_dtype
+
+    return storage_dtype(core.type_name, core.endian or "little", core.block_size).itemsize
+
+
+def raw_tile_sizes(tiling: Any, itemsize: int, offsets: np.ndarray) -> np.ndarray:
+    """Stored bytes of every raw tile from the geometry (-1 where ``offsets`` is -1)."""
+    parts = [lv.grid.stored_voxels() * itemsize for lv in tiling.levels if lv.stored]
+    sizes = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    return np.where(offsets == -1, -1, sizes).astype(np.int64)
+
+
+def derived_offsets(tiling: Any, itemsize: int, data_start: int | None, name: Any
+                    ) -> np.ndarray:
+    """Contiguous raw files without an offset_table: tiles back to back after the header."""
+    import warnings
+
+    from ..errors import JnrrdWarning
+
+    if tiling.format != "contiguous" or not is_raw_chain(tiling):
+        raise HeaderError(f"{where(name, tiling.prefix + ':offset_table')}required for "
+                          "internal storage (only contiguous raw tiles can do without it)")
+    warnings.warn(f"{where(name)}{tiling.prefix}:offset_table is missing: tiles assumed back "
+                  "to back after the header", JnrrdWarning, stacklevel=4)
+    sizes = raw_tile_sizes(tiling, itemsize, np.zeros(tiling.nstored, np.int64))
+    start = data_start or 0
+    return (start + np.concatenate([[0], np.cumsum(sizes)[:-1]])).astype(np.int64) \
+        if sizes.size else np.zeros(0, np.int64)
 
 
 def _read_at_most(f: Any, limit: int) -> bytes:

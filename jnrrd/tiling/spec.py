@@ -22,8 +22,9 @@ from ..policy import Policy
 from .grid import TileGrid
 from .levels import Level, expand_scale, level_shape
 
-__all__ = ["TILE_URI", "Tiling", "codec_names", "compression_chain", "level_tile_sizes",
-           "overlap_of", "parse_tiling", "shorthand_names", "tile_geometry", "typed_padding"]
+__all__ = ["TILE_URI", "Tiling", "check_codec_objects", "codec_names", "compression_chain",
+           "level_tile_sizes", "overlap_of", "parse_tiling", "shorthand_names", "tile_geometry",
+           "typed_padding"]
 
 TILE_URI = "https://jnrrd.org/extensions/tile/"
 
@@ -108,7 +109,10 @@ def typed_padding(value: Any, dtype: np.dtype, key: str, pre: str,
         return int(value)
     if kind == "V":
         return 0
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an integer literal beyond the float64 range
+        raise HeaderError(f"{pre}{key}: {value!r:.40} is beyond the float64 range") from None
 
 
 def compression_chain(name: str | None, endian: str, dtype: np.dtype,
@@ -369,6 +373,7 @@ def _codecs(header: Mapping[str, Any], p: str, pre: str, core: Any, dtype: np.dt
     if codecs is not None:
         if not isinstance(codecs, list) or not codecs:
             raise HeaderError(f"{pre}{p}codecs: expected a non-empty list of codec objects")
+        check_codec_objects(codecs, f"{pre}{p}codecs")
         if core.encoding not in (None, "raw"):
             raise HeaderError(f"{pre}encoding: must be 'raw' with {p}codecs, "
                               f"found {core.encoding!r}")
@@ -389,7 +394,7 @@ def _codecs(header: Mapping[str, Any], p: str, pre: str, core: Any, dtype: np.dt
                 f"{pre}{p}compression: {comp!r} stands for the chain {shorthand_names(comp)}, "
                 f"which disagrees with {p}codecs {names!r:.200}"
             )
-        return [dict(c) if isinstance(c, dict) else c for c in codecs], False
+        return [dict(c) for c in codecs], False
     if comp is None and core.encoding in SHORTHAND and core.encoding != "raw":
         warnings.warn(f"{pre}encoding: {core.encoding!r} used as the tile codec "
                       f"(write {p}compression instead)", JnrrdWarning, stacklevel=4)
@@ -401,6 +406,27 @@ def _codecs(header: Mapping[str, Any], p: str, pre: str, core: Any, dtype: np.dt
             f"{pre}encoding: {core.encoding!r} disagrees with {p}compression {comp!r}"
         )
     return compression_chain(comp, endian, dtype), True
+
+
+def check_codec_objects(codecs: list[Any], field: str) -> None:
+    """Every entry of a codec list, and of the lists nested in a configuration's ``codecs``
+    (``conditional``), is an object with a ``name`` string and an object ``configuration``
+    when it has one; else ``HeaderError`` naming the entry (``field`` is its prefix)."""
+    stack = [(codecs, field)]
+    while stack:
+        entries, at = stack.pop()
+        for j, c in enumerate(entries):
+            if not isinstance(c, dict) or not isinstance(c.get("name"), str):
+                raise HeaderError(f"{at}[{j}]: expected a codec object with a 'name' string "
+                                  f"(Zarr v3), found {c!r:.80}")
+            if "configuration" not in c:
+                continue
+            conf = c["configuration"]
+            if not isinstance(conf, dict):
+                raise HeaderError(f"{at}[{j}].configuration: expected an object, found "
+                                  f"{conf!r:.80}")
+            if isinstance(conf.get("codecs"), list):
+                stack.append((conf["codecs"], f"{at}[{j}].configuration.codecs"))
 
 
 def _tables(header: Mapping[str, Any], p: str, pre: str, nstored: int, fmt: str
@@ -416,8 +442,8 @@ def _tables(header: Mapping[str, Any], p: str, pre: str, nstored: int, fmt: str
                 f"{pre}{p}{name}: expected {nstored} entries (one per stored tile), "
                 f"found {len(v)}"
             )
-        fast = np.array(v) if v else np.zeros(0, np.int64)
-        if fast.ndim == 1 and fast.dtype.kind in "iu" and (
+        fast = _homogeneous(v)
+        if fast is not None and fast.ndim == 1 and fast.dtype.kind in "iu" and (
             fast.dtype.kind == "i" or not fast.size or fast.max() < 2**63
         ):
             # The common case, without a per-entry Python pass (10⁶-tile headers): every
@@ -449,6 +475,20 @@ def _tables(header: Mapping[str, Any], p: str, pre: str, nstored: int, fmt: str
     if offsets is not None and sizes is not None and ((offsets == -1) != (sizes == -1)).any():
         raise HeaderError(f"{pre}{p}size_table: null entries must match {p}offset_table's")
     return offsets, sizes
+
+
+def _homogeneous(v: list[Any]) -> np.ndarray | None:
+    """``np.array(v)`` when the entries form one rectangular array, else ``None``.
+
+    NumPy raises ``ValueError`` on ragged nesting (``[[1, 2], [3]]``); such a table is left to
+    the per-entry check, which names the first entry that is not an integer or null.
+    """
+    if not v:
+        return np.zeros(0, np.int64)
+    try:
+        return np.array(v)
+    except (ValueError, TypeError, OverflowError):
+        return None
 
 
 def _external(header: Mapping[str, Any], p: str, pre: str, axes: tuple[int, ...],

@@ -10,6 +10,7 @@ checked. Tiles are decoded on a small thread pool (the compressors release the G
 from __future__ import annotations
 
 import os
+import warnings
 import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,10 +19,10 @@ from typing import IO, Any
 import crc32c
 import numpy as np
 
-from ..errors import JnrrdError, where
+from ..errors import DataError, JnrrdError, where
 from ..header.fields import CoreFields
 from ..policy import Policy
-from ..tiling.layout import ExternalSource
+from ..tiling.layout import ExternalSource, derived_offsets, is_raw_chain, raw_tile_sizes
 from ..tiling.levels import Level
 from ..tiling.padding import chain_fill
 from ..tiling.spec import Tiling
@@ -39,7 +40,8 @@ class _Tiles:
     """Stored bytes and decoding of every stored tile of one file."""
 
     def __init__(self, tiling: Tiling, core: CoreFields, f: IO[bytes] | None,
-                 file_size: int | None, header_dir: str | None, policy: Policy) -> None:
+                 file_size: int | None, header_dir: str | None, policy: Policy,
+                 data_start: int | None = None) -> None:
         from ..dtypes import storage_dtype, user_dtype
 
         self.t = tiling
@@ -49,27 +51,31 @@ class _Tiles:
         self.type_name = core.type_name
         self.chain_dtype = user_dtype(core.type_name, core.block_size, "uint16")
         self.stored_dtype = storage_dtype(core.type_name, core.endian, core.block_size)
-        self.raw = len(tiling.codecs) == 1 and tiling.codecs[0].get("name") == "bytes"
+        self.raw = is_raw_chain(tiling)
         self._chains: dict[tuple[int, ...], Any] = {}
         self.ext = None
         if tiling.storage == "external":
             self.ext = ExternalSource(header_dir, pattern=tiling.pattern, files=tiling.files,
                                       base_dir=tiling.base_dir, policy=policy,
                                       prefix=tiling.prefix)
-        self.sizes = self._sizes() if tiling.storage == "internal" else None
+        self.offsets: np.ndarray | None = None
+        self.sizes: np.ndarray | None = None
+        if tiling.storage == "internal":
+            self.offsets = tiling.offset_table
+            if self.offsets is None:  # the reader's own rule (contiguous raw tiles only)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # the header checks reported it
+                    self.offsets = derived_offsets(tiling, self.stored_dtype.itemsize,
+                                                   data_start, None)
+            self.sizes = self._sizes(self.offsets)
 
-    def _sizes(self) -> np.ndarray:
+    def _sizes(self, offsets: np.ndarray) -> np.ndarray:
         t = self.t
-        offsets = t.offset_table
-        assert offsets is not None
         if t.size_table is not None:
             return t.size_table
         present = offsets >= 0
         if self.raw:
-            parts = [lv.grid.stored_voxels() * self.stored_dtype.itemsize
-                     for lv in t.levels if lv.stored]
-            sizes = np.concatenate(parts).astype(np.int64)
-            return np.where(present, sizes, -1)
+            return raw_tile_sizes(t, self.stored_dtype.itemsize, offsets)
         # The readable range runs to the next larger distinct offset or EOF (digest 2.7).
         end = self.file_size if self.file_size is not None else int(offsets.max()) + 1
         uniq = np.unique(np.append(offsets[present], end))
@@ -94,13 +100,16 @@ class _Tiles:
             local = index - level.first
             data = self.ext.read(level, coords, local, self.policy.max_tile_bytes + (1 << 20))
             return data, None
-        assert self.t.offset_table is not None and self.sizes is not None
-        off, size = int(self.t.offset_table[index]), int(self.sizes[index])
+        if self.offsets is None or self.sizes is None or self.f is None:
+            raise DataError("internal tiles need the file they are stored in")
+        off, size = int(self.offsets[index]), int(self.sizes[index])
         if off < 0:
             return None, None
-        assert self.f is not None
-        data = os.pread(self.f.fileno(), size, off) if _has_fileno(self.f) else _read_at(
-            self.f, off, size)
+        # Python integers: an offset or size near 2**63 never reaches pread (digest §5).
+        end = self.file_size if self.file_size is not None else off + size
+        have = max(0, min(size, end - off))
+        data = os.pread(self.f.fileno(), have, off) if have and _has_fileno(self.f) else (
+            _read_at(self.f, off, have) if have else b"")
         if len(data) < size:
             return data, (f"truncated: {len(data)} of its {size} bytes are in the file "
                           f"(bytes {off}..{off + size}, file size {self.file_size})")
@@ -196,10 +205,11 @@ def _all_tiles(levels: tuple[Level, ...]) -> Iterator[tuple[Level, tuple[int, ..
 
 def check_tiles(tiling: Tiling, core: CoreFields, f: IO[bytes] | None, file_size: int | None,
                 header_dir: str | None, policy: Policy, report: Report,
-                progress: Progress | None = None, workers: int | None = None) -> None:
+                progress: Progress | None = None, workers: int | None = None,
+                data_start: int | None = None) -> None:
     """Decode every stored tile; report each bad one with its index and the reason."""
     try:
-        tiles = _Tiles(tiling, core, f, file_size, header_dir, policy)
+        tiles = _Tiles(tiling, core, f, file_size, header_dir, policy, data_start)
     except JnrrdError as exc:
         report.error("", f"tiles not checked: {_plain(exc)}")
         return

@@ -23,7 +23,7 @@ from ..header.fields import CoreFields
 from ..header.model import TILE_FIELDS
 from ..policy import Policy, resolve_path
 from ..tiling.grid import TileGrid
-from ..tiling.layout import check_pattern, expand_pattern
+from ..tiling.layout import check_pattern, expand_pattern, past_the_end
 from ..tiling.levels import Level, expand_scale, level_shape
 from ..tiling.padding import chain_fill
 from ..tiling.spec import (
@@ -435,10 +435,11 @@ class _Checker:
                         f"offset {int(table[i])} points into the header (data starts at "
                         f"{start})", int(table[i]), f">= {start}")
         if fsize is not None:
-            ends = table + (size_t if size_t is not None else 1)
-            for i in np.flatnonzero(present & (ends > fsize)):
+            lengths = size_t if size_t is not None else np.ones_like(table)
+            for i in np.flatnonzero(past_the_end(table, lengths, fsize)):
+                end = int(table[i]) + int(lengths[i])
                 r.error(self.key("offset_table", int(i)), f"{describe_tile(levels, int(i))}: "
-                        f"bytes {int(table[i])}..{int(ends[i])} run past the end of the file "
+                        f"bytes {int(table[i])}..{end} run past the end of the file "
                         f"({fsize} bytes)", int(table[i]), f"tile bytes within {fsize}")
         if fmt == "contiguous" and size_t is not None:
             idx = np.flatnonzero(present & (size_t >= 0))
