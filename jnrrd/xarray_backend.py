@@ -5,7 +5,10 @@ lazily indexed (xarray's ``LazilyIndexedArray`` over a :class:`JnrrdArray`), so 
 reads only the tiles it touches. Dimensions come from ``labels`` (else ``axis0``, ``axis1``…),
 in the order of ``index_order`` (``"F"``: header order). Coordinates are given for axes whose
 world position along one axis is known (see ``docs/dask.md``); attributes are the header's
-fields (without the per-tile tables) plus ``jnrrd_level``, ``jnrrd_scale`` and ``affine``.
+fields (without the per-tile tables) plus ``jnrrd_level``, ``jnrrd_scale`` and ``affine``,
+in netCDF-ready form: values netCDF cannot hold (mappings, nested lists, lists of text,
+``None``, booleans) are JSON text, named in the ``jnrrd_json_attrs`` attribute, so
+``ds.to_netcdf(...)`` works; :func:`decode_attrs` turns them back into Python values.
 
 The array reopens the file by path through the per-process cache of :mod:`jnrrd.dask_io`,
 so it pickles (``chunks=`` with ``dask.distributed``); the preferred chunks are the tiles.
@@ -13,6 +16,8 @@ so it pickles (``chunks=`` with ``dask.distributed``); the preferred chunks are 
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -26,12 +31,17 @@ from xarray.core import indexing
 from .dask_io import FileRef, InProcess, adopt
 from .errors import HeaderError, where
 
-__all__ = ["JnrrdArray", "JnrrdBackendEntrypoint"]
+__all__ = ["JSON_ATTRS", "JnrrdArray", "JnrrdBackendEntrypoint", "decode_attrs",
+           "netcdf_attrs"]
 
 VARIABLE = "data"
 # Per-tile tables: long, and meaningless once the data is an array.
 _TABLES = ("offset_table", "size_table", "level_offsets", "metadata", "files")
 _MAGIC = re.compile(rb"^\s*\{\s*\"jnrrd\"\s*:")
+#: suffixes recognised without ``engine=`` (any case)
+SUFFIXES = (".jnrrd", ".nrrd", ".nhdr")
+#: the attribute naming (as a JSON list) the attributes that hold JSON text
+JSON_ATTRS = "jnrrd_json_attrs"
 
 
 class JnrrdArray(BackendArray):
@@ -63,17 +73,21 @@ class JnrrdBackendEntrypoint(BackendEntrypoint):
                                "missing", "policy")
 
     def guess_can_open(self, filename_or_obj: Any) -> bool:
-        """A ``.jnrrd`` path, or a file whose first line opens with ``{"jnrrd":``."""
+        """A ``.jnrrd``, ``.nrrd`` or ``.nhdr`` path (any case), or a file whose first line
+        opens with ``{"jnrrd":`` (classic NRRD is recognised by its suffixes only)."""
         if not isinstance(filename_or_obj, (str, os.PathLike)):
             return False
         path = os.fspath(filename_or_obj)
-        if path.endswith(".jnrrd"):
+        if isinstance(path, bytes):
+            return False
+        if path.lower().endswith(SUFFIXES):
             return True
         try:
             with open(path, "rb") as f:
-                return bool(_MAGIC.match(f.read(64)))
+                head = f.read(64)
         except OSError:
             return False
+        return bool(_MAGIC.match(head))
 
     def open_dataset(self, filename_or_obj: Any, *,
                      drop_variables: str | Iterable[str] | None = None, level: int = 0,
@@ -108,7 +122,11 @@ class JnrrdBackendEntrypoint(BackendEntrypoint):
         variables = {}
         if VARIABLE not in drop:
             var = xr.Variable(dims, data, attrs=attrs)
-            var.encoding = {"preferred_chunks": chunks, "chunksizes": tuple(lv.chunks),
+            # netCDF-4 chunks may not exceed the array (a tile larger than the volume is
+            # padding on disk, not data): the tile, cut to the shape
+            var.encoding = {"preferred_chunks": chunks,
+                            "chunksizes": tuple(min(c, n) for c, n in
+                                                zip(lv.chunks, shape, strict=True)),
                             "dtype": dtype}
             variables[VARIABLE] = var
         ds = xr.Dataset(variables, coords={k: v for k, v in coords.items() if k not in drop},
@@ -186,4 +204,69 @@ def _attrs(vol: Any, lv: Any) -> dict[str, Any]:
     attrs["jnrrd_level"] = lv.index
     attrs["jnrrd_scale"] = list(lv.scale)
     attrs["affine"] = lv.affine.tolist()
-    return attrs
+    return netcdf_attrs(attrs)
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(
+        v, (bool, np.bool_))
+
+
+def _netcdf_ready(v: Any) -> bool:
+    """A value every netCDF engine stores as an attribute: text, a number, or a non-empty
+    flat list of numbers (netCDF has no booleans, nulls, mappings or nested lists)."""
+    if isinstance(v, str) or _number(v):
+        return True
+    return isinstance(v, (list, tuple)) and bool(v) and all(_number(x) for x in v) and (
+        all(isinstance(x, (int, np.integer)) for x in v)
+        or all(isinstance(x, (float, np.floating)) for x in v))
+
+
+def _plain_json(v: Any) -> Any:
+    """NumPy values as Python ones, NaN and infinities as ``null`` (strict JSON)."""
+    if isinstance(v, Mapping):
+        return {str(k): _plain_json(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return [_plain_json(x) for x in v]
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def netcdf_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """``attrs`` with every value netCDF cannot hold as JSON text (NaN as ``null``); their
+    names go, as a JSON list, into the ``jnrrd_json_attrs`` attribute."""
+    out: dict[str, Any] = {}
+    encoded: list[str] = []
+    for k, v in attrs.items():
+        if _netcdf_ready(v):
+            out[k] = list(v) if isinstance(v, tuple) else v
+        else:
+            out[k] = json.dumps(_plain_json(v), ensure_ascii=False, allow_nan=False)
+            encoded.append(str(k))
+    if encoded:
+        out[JSON_ATTRS] = json.dumps(encoded, ensure_ascii=False)
+    return out
+
+
+def decode_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """The attributes of a dataset opened with ``engine="jnrrd"`` (or read back from the
+    netCDF file it was saved to) as Python values: the JSON text of the attributes named in
+    ``jnrrd_json_attrs`` parsed, that attribute dropped, arrays as lists."""
+    names = attrs.get(JSON_ATTRS)
+    listed = set(json.loads(names)) if isinstance(names, str) else set()
+    out: dict[str, Any] = {}
+    for k, v in attrs.items():
+        if k == JSON_ATTRS:
+            continue
+        if k in listed and isinstance(v, str):
+            out[k] = json.loads(v)
+        elif isinstance(v, np.ndarray):
+            out[k] = v.tolist()
+        elif isinstance(v, np.generic):
+            out[k] = v.item()
+        else:
+            out[k] = v
+    return out

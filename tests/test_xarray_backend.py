@@ -15,7 +15,7 @@ from jnrrd import dask_io
 
 xr = pytest.importorskip("xarray")
 
-from jnrrd.xarray_backend import JnrrdBackendEntrypoint  # noqa: E402
+from jnrrd.xarray_backend import JnrrdBackendEntrypoint, decode_attrs  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -116,7 +116,7 @@ def test_coordinates_from_space_fields_per_level(tmp_path, level, scale):
         assert arr.attrs["jnrrd_scale"] == [scale] * 3
         with jnrrd.open(p) as vol:
             np.testing.assert_array_equal(arr.values, vol.levels[level][...])
-            assert arr.attrs["affine"] == vol.levels[level].affine.tolist()
+            assert decode_attrs(arr.attrs)["affine"] == vol.levels[level].affine.tolist()
 
 
 def test_coordinates_follow_the_space_axis_not_the_array_axis(tmp_path):
@@ -137,7 +137,7 @@ def test_oblique_volume_has_no_coordinates_but_an_affine(tmp_path):
     jnrrd.write(p, _a(), h, tile=8)
     with xr.open_dataarray(p, engine="jnrrd") as arr:
         assert dict(arr.coords) == {}
-        assert arr.attrs["affine"][0] == [0.5, 0.0, 0.0, 10.0]
+        assert decode_attrs(arr.attrs)["affine"][0] == [0.5, 0.0, 0.0, 10.0]
 
 
 def test_coordinates_from_spacings(tmp_path):
@@ -158,7 +158,8 @@ def test_attrs_hold_the_header_without_tile_tables(tmp_path):
                 levels=2, checksum="crc32")
     with xr.open_dataset(p, engine="jnrrd") as ds:
         assert ds.attrs["content"] == "phantom"
-        assert ds.attrs["meta:creator"] == {"name": "lab"}
+        assert ds.attrs["meta:creator"] == '{"name": "lab"}'  # netCDF has no mappings
+        assert decode_attrs(ds.attrs)["meta:creator"] == {"name": "lab"}
         assert ds.attrs["tile:sizes"] == [8, 8, 8]
         for k in ("tile:offset_table", "tile:size_table", "tile:metadata", "tile:level_offsets"):
             assert k not in ds.attrs
@@ -209,3 +210,92 @@ def test_options_and_errors(tmp_path):
     bad.write_bytes(b'{"jnrrd": "0004"}\n{"type": "uint8"}\n\n')
     with pytest.raises(jnrrd.JnrrdError, match="bad.jnrrd"):
         xr.open_dataset(bad, engine="jnrrd")
+
+
+@pytest.mark.parametrize("name", ["v.nrrd", "v.NRRD", "v.nhdr", "v.Nhdr", "v.JNRRD"])
+def test_classic_nrrd_and_any_case_are_recognised(tmp_path, name):
+    """Issue 14: ``xr.open_dataset("scan.nrrd")`` needs no ``engine=``."""
+    p = tmp_path / name
+    jnrrd.write(p, _a(), SPACE, format="jnrrd" if name.lower().endswith(".jnrrd") else "nrrd")
+    assert JnrrdBackendEntrypoint().guess_can_open(str(p))
+    with xr.open_dataarray(p) as arr:
+        np.testing.assert_array_equal(arr.values, _a())
+        np.testing.assert_allclose(arr["axis0"].values, 10.0 + 0.5 * np.arange(40))
+
+
+def test_attrs_are_netcdf_ready_and_decode_back(tmp_path):
+    p = tmp_path / "v.jnrrd"
+    h = {**SPACE, "kinds": ["space", "space", "space"], "labels": ["x", None, "z"],
+         "thicknesses": [0.5, float("nan"), 2.0], "meta:flag": True, "meta:none": None,
+         "extensions": {"meta": "https://example.org/meta"}}
+    jnrrd.write(p, _a(), h, tile=8, levels=2)
+    with xr.open_dataset(p, engine="jnrrd", level=1) as ds, jnrrd.open(p) as vol:
+        json_named = set(__import__("json").loads(ds.attrs["jnrrd_json_attrs"]))
+        assert {"space_directions", "kinds", "labels", "extensions", "affine", "meta:flag",
+                "meta:none"} <= json_named
+        assert "sizes" not in json_named and "jnrrd_scale" not in json_named
+        for v in ds.attrs.values():
+            assert isinstance(v, (str, int, float, list)) and not isinstance(v, bool)
+            if isinstance(v, list):
+                assert v and all(isinstance(x, (int, float)) for x in v), v
+        back = decode_attrs(ds.attrs)
+        assert "jnrrd_json_attrs" not in back
+        assert back["space_directions"] == [[0.5, 0, 0], [0, 0.25, 0], [0, 0, 2.0]]
+        assert back["labels"] == ["x", None, "z"] and back["meta:none"] is None
+        assert back["meta:flag"] is True
+        assert back["affine"] == vol.levels[1].affine.tolist()
+        assert back["thicknesses"] == vol.header["thicknesses"] == [0.5, None, 2.0]
+        assert back["sizes"] == [40, 32, 24] and back["jnrrd_scale"] == [2, 2, 2]
+
+
+@pytest.mark.parametrize("engine", ["h5netcdf", "scipy"])
+def test_to_netcdf_round_trips(tmp_path, engine):
+    """``ds.to_netcdf`` works on a dataset opened with ``engine="jnrrd"``; netCDF-3 (scipy)
+    cannot hold uint16 > 32767, so that case uses int16 data."""
+    dtype = np.uint16 if engine == "h5netcdf" else np.int16
+    a = (_a() * 60).astype(dtype)
+    src = tmp_path / "v.nrrd"  # NRRD: key/values and a measurement frame come along
+    jnrrd.write(src, a, {**SPACE, "measurement_frame": [[1, 0, 0], [0, 1, 0], [0, 0, 1]],
+                         "nrrd:key_values": {"modality": "CT"},
+                         "extensions": {"nrrd": "https://jnrrd.org/extensions/nrrd/v1.0.0"}})
+    out = tmp_path / "v.nc"
+    with xr.open_dataset(src) as ds:
+        ds.to_netcdf(out, engine=engine)
+        expected = decode_attrs(ds.attrs)
+    with xr.open_dataset(out, engine=engine) as back:
+        np.testing.assert_array_equal(back["data"].values, a)
+        assert back["data"].dtype == dtype
+        got = decode_attrs(back.attrs)
+        assert got == expected
+        assert got["nrrd:key_values"] == {"modality": "CT"}
+        np.testing.assert_allclose(back["axis1"].values, 20.0 + 0.25 * np.arange(32))
+
+
+def test_netcdf_chunks_never_exceed_the_array(tmp_path):
+    p = tmp_path / "small.jnrrd"
+    jnrrd.write(p, _a((5, 6, 7)), tile=(8, 8, 4))
+    with xr.open_dataset(p) as ds:
+        assert ds["data"].encoding["chunksizes"] == (5, 6, 4)
+        ds.to_netcdf(tmp_path / "small.nc", engine="h5netcdf")
+    with xr.open_dataset(tmp_path / "small.nc", engine="h5netcdf") as back:
+        np.testing.assert_array_equal(back["data"].values, _a((5, 6, 7)))
+
+
+def test_open_nrrd_and_save_netcdf_as_a_user_would(tmp_path):
+    """A fresh interpreter: no engine named on open nor on save (the default netCDF engine)."""
+    import subprocess
+    import sys
+
+    a = (_a() * 60).astype(np.uint16)
+    jnrrd.write(tmp_path / "scan.nrrd", a, SPACE)
+    code = ("import xarray as xr, numpy as np\n"
+            "ds = xr.open_dataset('scan.nrrd')\n"
+            "ds.to_netcdf('scan.nc')\n"
+            "back = xr.open_dataset('scan.nc')\n"
+            "assert back['data'].dtype == np.uint16, back['data'].dtype\n"
+            "assert (back['data'].values == ds['data'].values).all()\n"
+            "print('saved', back['data'].shape)\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, text=True,
+                          capture_output=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "saved (40, 32, 24)\n"
