@@ -16,6 +16,7 @@ from .errors import (
     VersionError,
 )
 from .header import Header
+from .leftovers import cleanup
 from .validate import Problem, validate
 from .volume import LevelView, Volume
 from .writing import write
@@ -38,6 +39,7 @@ __all__ = [
     "VersionError",
     "Volume",
     "__version__",
+    "cleanup",
     "open",
     "read",
     "read_header",

@@ -173,6 +173,11 @@ def remove_leftovers(target: str, keep: Iterable[str] = (), patterns: Iterable[s
         path = os.path.join(d, name)
         if path in keep_set:
             continue
+        if name.startswith(marker) and name.endswith(".pending"):
+            from .leftovers import is_live
+
+            if is_live(path):
+                continue  # the journal of a running write (jnrrd.leftovers)
         if name.startswith(marker) or any(r.fullmatch(name) or _tmp_of(r, name)
                                           for r in regexes):
             try:

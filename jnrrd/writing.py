@@ -13,6 +13,7 @@ from .atomic import durability, reported_as
 from .dtypes import type_name_for
 from .errors import HeaderError, UnsupportedError
 from .header import TILE_URI, Header
+from .leftovers import write_guard
 from .targets import file_format_of, jnrrd_spelled, write_nrrd_target
 from .write_checks import (
     check_arguments,
@@ -64,7 +65,7 @@ def write(target: Any, data: Any, header: Mapping[str, Any] | None = None, *,
     versions (the trade-off of scratch data; zarr and tensorstore never ``fsync``).
     """
     file_format = file_format_of(target, format, options)
-    with durability(durable), reported_as(target):
+    with durability(durable), reported_as(target), write_guard(target):
         _write(target, data, header, index_order=index_order, encoding=encoding, tile=tile,
                compression=compression, codecs=codecs, levels=levels, downsample=downsample,
                detached=detached, file_format=file_format, **options)

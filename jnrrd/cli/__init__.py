@@ -1,4 +1,5 @@
-"""The ``jnrrd`` command line (CONVENTIONS §4): ``info``, ``validate`` and ``convert``.
+"""The ``jnrrd`` command line (CONVENTIONS §4): ``info``, ``validate``, ``convert`` and
+``cleanup``.
 
 Exit codes: 0 success, 1 an invalid file or a failed command, 2 a usage error. Errors are
 one line on stderr (``jnrrd: error: <file>: <field>: <what>``), never a traceback: the CLI
@@ -15,7 +16,7 @@ import warnings
 from collections.abc import Sequence
 
 from ..errors import JnrrdError, JnrrdWarning
-from . import convert, info, validate
+from . import cleanup, convert, info, validate
 from .common import UsageError, one_line, show_warning
 
 __all__ = ["main"]
@@ -30,7 +31,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.code if isinstance(e.code, int) else 2
     if args.command is None:
         parser.print_usage(sys.stderr)
-        print("jnrrd: error: a command is required (info, validate, convert)", file=sys.stderr)
+        print("jnrrd: error: a command is required (info, validate, convert, cleanup)",
+              file=sys.stderr)
         return 2
     with warnings.catch_warnings():
         # A lenient read (e.g. a missing `encoding`) is worth one line, not a stack of them.
@@ -68,4 +70,5 @@ def _parser() -> argparse.ArgumentParser:
     info.register(sub)
     validate.register(sub)
     convert.register(sub)
+    cleanup.register(sub)
     return p
