@@ -1,10 +1,11 @@
 """The ``jnrrd`` command line (CONVENTIONS §4): ``info``, ``validate``, ``convert`` and
 ``cleanup``.
 
-Exit codes: 0 success, 1 an invalid file or a failed command, 2 a usage error. Errors are
-one line on stderr (``jnrrd: error: <file>: <field>: <what>``), never a traceback: the CLI
-catches :class:`jnrrd.JnrrdError` (bad input), ``OSError`` (missing or unreadable files) and
-the ``ValueError`` that :func:`jnrrd.write` raises for impossible option values.
+Exit codes: 0 success, 1 an invalid file or a failed command, 2 a usage error (also an
+option value that parses but cannot apply: the commands raise :class:`.common.UsageError`).
+Errors are one line on stderr (``jnrrd: error: <file>: <field>: <what>``), never a
+traceback: the CLI catches :class:`jnrrd.JnrrdError` (bad input), ``OSError`` (missing or
+unreadable files) and ``ValueError``.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return int(args.run(args))
         except UsageError as e:
-            parser.print_usage(sys.stderr)
+            print(getattr(args, "usage", parser.format_usage)(), end="", file=sys.stderr)
             print(f"jnrrd: error: {e}", file=sys.stderr)
             return 2
         except BrokenPipeError:
@@ -71,4 +72,6 @@ def _parser() -> argparse.ArgumentParser:
     validate.register(sub)
     convert.register(sub)
     cleanup.register(sub)
+    for command in sub.choices.values():  # a usage error shows the command's own usage
+        command.set_defaults(usage=command.format_usage)
     return p
