@@ -174,6 +174,18 @@ def test_cli_convert_encoding_gzip_writes_gzip_nrrd(tmp_path):
     assert their_header["encoding"] == "gzip"
 
 
+def test_cli_convert_encoding_with_tiles_is_the_tile_compression(tmp_path):
+    from jnrrd.cli import main
+
+    data = np.arange(60, dtype=np.uint8).reshape(3, 4, 5)
+    jnrrd.write(tmp_path / "in.jnrrd", data)
+    for extra in ([], ["--compression", "gz"]):
+        assert main(["convert", str(tmp_path / "in.jnrrd"), str(tmp_path / "o.jnrrd"),
+                     "--encoding", "gzip", "--tile", "2", "-q", *extra]) == 0
+        assert jnrrd.read_header(tmp_path / "o.jnrrd")["tile:compression"] == "gzip"
+        np.testing.assert_array_equal(jnrrd.read(tmp_path / "o.jnrrd")[0], data)
+
+
 def test_cli_convert_encoding_replaces_the_input_encoding(tmp_path):
     from jnrrd.cli import main
 
@@ -192,6 +204,8 @@ def test_cli_convert_encoding_replaces_the_input_encoding(tmp_path):
     (["o.nrrd", "--encoding", "zstd"], "NRRD has no zstd"),
     (["o.npy", "--encoding", "gzip"], ".npy output has no encoding"),
     (["o.nrrd", "--encoding", "brotli"], "invalid choice"),
+    (["o.jnrrd", "--encoding", "gzip", "--compression", "zstd"], "already say"),
+    (["o.jnrrd", "--encoding", "gz", "--codecs", '[{"name": "bytes"}]'], "already say"),
 ])
 def test_cli_convert_encoding_usage_errors(tmp_path, capsys, args, needle):
     from jnrrd.cli import main

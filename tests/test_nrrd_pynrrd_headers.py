@@ -162,6 +162,20 @@ def test_pynrrd_key_value_escapes_read_as_the_reader_reads_them(tmp_path):
         assert got["nrrd:key_values"] == {"note": "two\nlines", "path": "C:\\data"}
 
 
+def test_pynrrd_detached_header_data_placement_is_not_carried(tmp_path):
+    """'data file' (and the skips) say where the source's data was, not the new file's."""
+    data = np.arange(24, dtype=np.int16).reshape(2, 3, 4)
+    src = tmp_path / "src.nhdr"
+    nrrd.write(str(src), data, {"space": "LPS", "space directions": np.eye(3)},
+               detached_header=True)
+    data_read, header = nrrd.read(str(src))
+    assert "data file" in header
+    header["line skip"], header["byte skip"] = 0, 0
+    for target in TARGETS:
+        got = _check(tmp_path, src, data_read, header, target)
+        assert got.get("data_file") != header["data file"]
+
+
 def test_jnrrd_headers_are_not_taken_for_nrrd_spellings(tmp_path):
     data = np.zeros((2, 3), np.int16)
     jnrrd.write(tmp_path / "a.nrrd", data, {"space_directions": [[1, 0], [0, 2]],

@@ -85,6 +85,12 @@ def run(args: argparse.Namespace) -> int:
     if args.encoding in ("zstd", "lz4") and dst_kind == NRRD:
         raise UsageError(f"--encoding {args.encoding}: NRRD has no {args.encoding} encoding "
                          "(raw, gzip, bzip2, ascii, hex)")
+    enc = {"gz": "gzip", "bz2": "bzip2"}.get(args.encoding, args.encoding)
+    comp = {"gz": "gzip", "bz2": "bzip2"}.get(args.compression, args.compression)
+    if enc not in (None, "raw") and (args.codecs is not None
+                                     or comp not in (None, enc)):
+        raise UsageError(f"--encoding {args.encoding}: with tiles, --compression or --codecs "
+                         "already say how the tiles are stored; give one of them")
     if args.compression is not None and args.codecs is not None:
         raise UsageError("--compression and --codecs exclude each other (a compression name "
                           "is shorthand for a codec list)")
