@@ -12,7 +12,6 @@ frame header claims, so a decompression bomb costs at most the caller's expected
 from __future__ import annotations
 
 import bz2
-import os
 import threading
 import warnings
 import zlib
@@ -346,245 +345,123 @@ def _drain(
     name: str, data: Any, limit: int, allow_zlib: bool, what: str, *, zlib_stream: bool = False
 ) -> bytes:
     """Decode concatenated members/streams/frames, stopping at ``limit`` output bytes."""
-    buf = bytes(data) if not isinstance(data, bytes) else data
-    if not buf:
+    src = MemberInput(data)
+    if src.exhausted():
         raise DataError(f"{what}{name} data is empty")
-    zlib_stream = zlib_stream or (name == "gzip" and _gzip_or_zlib(buf[:2], allow_zlib, what))
+    zlib_stream = zlib_stream or (name == "gzip" and _gzip_or_zlib(src.head(2), allow_zlib, what))
     if zlib_stream:
         name = "zlib"
     make = _factory(name, zlib_stream)
     parts: list[bytes] = []
     n = 0
     try:
+        d, piece = make(), src.take(None)  # the first member sees all of the input
         while True:
-            d = make()
-            chunk = d.feed(buf, limit - n)
-            parts.append(chunk)
-            n += len(chunk)
+            chunk = d.feed(piece, limit - n)
+            if chunk:
+                parts.append(chunk)
+                n += len(chunk)
             if n >= limit:
                 break
-            if not d.eof:
-                if d.pending:  # limit reached mid-member (cannot happen below limit)
+            if d.eof:
+                src.unread(d.unused_data)
+                # Trailing zero bytes after the last member are tolerated (as gzip does).
+                if src.zero_tail():
                     break
+                d, piece = make(), src.take(src.first_piece())
+                continue
+            if d.pending:  # limit reached mid-member (cannot happen below limit)
+                break
+            piece = src.take(src.next_piece())
+            if not piece:
                 raise DataError(
                     f"{what}{name} data is truncated (the stream ends before its end marker)"
                 )
-            buf = d.unused_data
-            # Trailing zero bytes after the last member are tolerated (as the gzip module does).
-            if not buf or not buf.strip(b"\x00"):
-                break
     except (OSError, EOFError, RuntimeError, zlib.error) as exc:
         raise _corrupt(name, what, exc) from None
+    if not parts:
+        return b""
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def decompress_stream_into(
-    name: str,
-    fileobj: BinaryIO,
-    out: memoryview,
-    *,
-    skip: int = 0,
-    allow_zlib: bool = False,
-    what: str = "",
-    chunk_size: int = 1 << 20,
-) -> None:
-    """Fill ``out`` exactly from the compressed stream in ``fileobj``, after skipping ``skip``.
+class MemberInput:
+    """Compressed input handed to a decoder in pieces, from a buffer or a file.
 
-    Compressed input is read ``chunk_size`` bytes at a time, so memory is O(chunk_size) besides
-    ``out``. Whatever follows the needed bytes is ignored. A stream that ends early or is
-    corrupt is a ``DataError``.
+    A decoder that reaches the end of a member copies the input it did not use
+    (``unused_data``): fed everything left each time, a flood of tiny members costs time
+    quadratic in the input. So the first member of a buffer sees all of it (one call for the
+    usual single member), and every later member starts with a small piece that doubles while
+    the member goes on: the copy at a member's end is at most about the member's own size, and
+    member iteration is linear. A file is read ``chunk_size`` bytes at a time.
     """
-    _check_name(name, what)
-    if skip < 0:
-        raise UnsupportedError(f"{what}negative byte skip {skip}")
-    out = memoryview(out).cast("B")
-    need = skip + len(out)
-    if name == "zstd":
-        if not skip and _zstd_frames_into(fileobj, out, what):
+
+    FIRST = 64
+
+    def __init__(self, data: Any = None, fileobj: BinaryIO | None = None,
+                 chunk_size: int = 1 << 20) -> None:
+        view = memoryview(data if data is not None else b"")
+        self._view = view.cast("B") if view.format != "B" or view.ndim != 1 else view
+        self._pos = 0
+        self._f = fileobj
+        self._chunk = chunk_size
+        self._size = chunk_size
+
+    def _refill(self) -> bool:
+        if self._pos < len(self._view):
+            return True
+        if self._f is None:
+            return False
+        more = self._f.read(self._chunk)
+        self._view, self._pos = memoryview(more), 0
+        return bool(more)
+
+    def exhausted(self) -> bool:
+        return not self._refill()
+
+    def head(self, n: int) -> bytes:
+        self._refill()
+        return bytes(self._view[self._pos : self._pos + n])
+
+    def first_piece(self) -> int:
+        self._size = self.FIRST
+        return self._size
+
+    def next_piece(self) -> int:
+        self._size = min(self._size * 2, max(self._chunk, self.FIRST))
+        return self._size
+
+    def take(self, size: int | None) -> memoryview:
+        """The next ``size`` bytes at most (all of the current buffer when ``None``)."""
+        if not self._refill():
+            return memoryview(b"")
+        end = len(self._view) if size is None else self._pos + size
+        piece = self._view[self._pos : end]
+        self._pos += len(piece)
+        return piece
+
+    def unread(self, rest: bytes) -> None:
+        """Give back the input a decoder did not use (a suffix of what it was fed)."""
+        if not rest:
             return
-        _zstd_stream_into(fileobj, out, skip, need, what, chunk_size)
-        return
-    pos = 0  # decompressed bytes produced so far (including skipped ones)
-    first = fileobj.read(chunk_size)
-    if not first:
-        raise DataError(f"{what}{name} data is empty")
-    make = _factory(name, name == "gzip" and _gzip_or_zlib(first[:2], allow_zlib, what))
-    pending_in: bytes = first
-    try:
-        d = make()
-        while pos < need:
-            chunk = d.feed(pending_in, min(chunk_size, need - pos))
-            pending_in = b""
-            if chunk:
-                lo = max(pos, skip)
-                hi = pos + len(chunk)
-                if hi > lo:
-                    out[lo - skip : hi - skip] = chunk[lo - pos :]
-                pos = hi
-            if pos >= need:
-                _finish_member(d, pending_in, fileobj, chunk_size, need, name, what)
-                break
-            if d.eof:
-                rest = d.unused_data
-                if not rest:
-                    rest = fileobj.read(chunk_size)
-                if not rest or not rest.strip(b"\x00"):
-                    break
-                d = make()
-                pending_in = rest
-            elif not d.pending:
-                pending_in = fileobj.read(chunk_size)
-                if not pending_in:
-                    break
-    except (OSError, EOFError, RuntimeError, zlib.error) as exc:
-        raise _corrupt(name, what, exc) from None
-    if pos < need:
-        raise DataError(
-            f"{what}{name} data is short: decompresses to {pos} bytes; expected {need}"
-            + (f" ({skip} skipped + {len(out)})" if skip else "")
-        )
+        if len(rest) <= self._pos:
+            self._pos -= len(rest)
+        else:  # it reaches back into an earlier file chunk (at most once per chunk)
+            self._view = memoryview(bytes(rest) + self._view[self._pos :].tobytes())
+            self._pos = 0
+
+    def zero_tail(self) -> bool:
+        """True at the end of the input, or when only zero bytes follow in the current
+        buffer (padding after the last member, tolerated)."""
+        if not self._refill():
+            return True
+        if self._view[self._pos] != 0:
+            return False
+        return not self._view[self._pos :].tobytes().strip(b"\x00")
 
 
-def _finish_member(d: Any, pending_in: bytes, fileobj: BinaryIO, chunk_size: int,
-                   budget: int, name: str, what: str) -> None:
-    """The data is complete: read on to the member's end marker (gzip CRC-32 and length,
-    bzip2 stream CRC, lz4 end mark) so a file cut inside it is reported, not silently taken.
+def decompress_stream_into(name: str, fileobj: BinaryIO, out: Any, **kwargs: Any) -> None:
+    """Fill ``out`` exactly from the compressed stream in ``fileobj`` (see
+    :func:`jnrrd.compress_stream.decompress_stream_into`)."""
+    from .compress_stream import decompress_stream_into as fill
 
-    Decompressed bytes past the data are ignored (NRRD §5); past ``budget`` of them the rest of
-    the member is not decoded at all, so a long tail costs bounded time.
-    """
-    extra = 0
-    while not d.eof:
-        if not pending_in and not d.pending:
-            pending_in = fileobj.read(chunk_size)
-            if not pending_in:
-                raise DataError(
-                    f"{what}{name} data is truncated (the stream ends before its end marker)"
-                )
-        extra += len(d.feed(pending_in, 1 << 16))
-        pending_in = b""
-        if extra > budget:
-            return
-
-
-_ZSTD_MAGIC = 0xFD2FB528
-#: a data section is decoded frame-parallel when it holds at least this many frames
-_PARALLEL_FRAMES = 2
-
-
-def _zstd_frame_index(fd: int, start: int, size: int, need: int
-                      ) -> list[tuple[int, int, int]] | None:
-    """``(offset, compressed length, content size)`` of the zstd frames from ``start`` that
-    hold the first ``need`` bytes, found by walking frame and block headers (RFC 8878 §3.1)
-    with small ``pread`` calls; ``None`` when the layout does not allow parallel decoding
-    (a frame without a content size, skippable frames, anything unexpected)."""
-    frames: list[tuple[int, int, int]] = []
-    pos, total = start, 0
-    while total < need:
-        head = os.pread(fd, 18, pos)
-        if len(head) < 6 or int.from_bytes(head[:4], "little") != _ZSTD_MAGIC:
-            return None
-        try:
-            params = zstandard.get_frame_parameters(head)
-            hsize = zstandard.frame_header_size(head)
-        except zstandard.ZstdError:
-            return None
-        content = params.content_size
-        if content <= 0 or content >= 2**62:  # unknown size: sequential decoding
-            return None
-        p = pos + hsize
-        while True:
-            b = os.pread(fd, 3, p)
-            if len(b) < 3:
-                return None
-            word = int.from_bytes(b, "little")
-            last, kind, bsize = word & 1, (word >> 1) & 3, word >> 3
-            if kind == 3:
-                return None  # reserved block type: let the decoder report it
-            p += 3 + (1 if kind == 1 else bsize)
-            if last:
-                break
-            if p > start + size:
-                return None
-        if params.has_checksum:
-            p += 4
-        if p > start + size:
-            return None
-        frames.append((pos, p - pos, content))
-        total += content
-        pos = p
-    return frames if len(frames) >= _PARALLEL_FRAMES else None
-
-
-def _zstd_frames_into(fileobj: BinaryIO, out: memoryview, what: str) -> bool:
-    """Decode a multi-frame zstd data section on two threads, each frame straight into its
-    place in ``out``. False when this path does not apply (then decode sequentially)."""
-    try:
-        fd = fileobj.fileno()
-        start = fileobj.tell()
-        size = os.fstat(fd).st_size - start
-    except (AttributeError, OSError, ValueError):
-        return False
-    if not hasattr(os, "pread"):
-        return False
-    frames = _zstd_frame_index(fd, start, size, len(out))
-    if frames is None:
-        return False
-    from concurrent.futures import ThreadPoolExecutor
-
-    places, at = [], 0
-    for off, length, content in frames:
-        places.append((off, length, at, min(content, len(out) - at)))
-        at += content
-
-    def one(place: tuple[int, int, int, int]) -> None:
-        off, length, lo, n = place
-        data = os.pread(fd, length, off)
-        try:
-            reader = _zstd_decompressor().stream_reader(data)
-            got = 0
-            view = out[lo : lo + n]
-            while got < n:
-                k = reader.readinto(view[got:])
-                if not k:
-                    break
-                got += k
-        except zstandard.ZstdError as exc:
-            raise _corrupt("zstd", what, exc) from None
-        if got < n:
-            raise DataError(f"{what}zstd frame at byte {off} is short: {got} of {n} bytes")
-
-    with ThreadPoolExecutor(2, thread_name_prefix="jnrrd-zstd") as pool:
-        for f in [pool.submit(one, pl) for pl in places]:
-            f.result()
-    fileobj.seek(frames[-1][0] + frames[-1][1])
-    return True
-
-
-def _zstd_stream_into(
-    fileobj: BinaryIO, out: memoryview, skip: int, need: int, what: str, chunk_size: int
-) -> None:
-    pos = 0
-    try:
-        reader = _zstd_decompressor().stream_reader(
-            fileobj, read_size=chunk_size, read_across_frames=True, closefd=False
-        )
-        scratch = bytearray(min(chunk_size, skip)) if skip else None
-        while pos < skip:
-            assert scratch is not None
-            got = reader.readinto(memoryview(scratch)[: min(len(scratch), skip - pos)])
-            if not got:
-                break
-            pos += got
-        while pos < need and pos >= skip:
-            got = reader.readinto(out[pos - skip :])
-            if not got:
-                break
-            pos += got
-    except zstandard.ZstdError as exc:
-        raise _corrupt("zstd", what, exc) from None
-    if pos < need:
-        raise DataError(
-            f"{what}zstd data is short: decompresses to {pos} bytes; expected {need}"
-            + (f" ({skip} skipped + {len(out)})" if skip else "")
-        )
+    fill(name, fileobj, out, **kwargs)

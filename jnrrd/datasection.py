@@ -16,7 +16,8 @@ from typing import IO, Any
 
 import numpy as np
 
-from .compress import decompress_stream_into, zstd_compress
+from .compress import zstd_compress
+from .compress_stream import decompress_stream_into
 from .dtypes import from_user, storage_dtype, to_user, user_dtype
 from .encodings import (
     COMPRESSED,

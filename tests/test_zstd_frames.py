@@ -9,21 +9,21 @@ import pytest
 import zstandard
 
 import jnrrd
-from jnrrd import compress, datasection
+from jnrrd import compress_stream, datasection
 
 
 @pytest.fixture
 def small_frames(monkeypatch):
     monkeypatch.setattr(datasection, "_ZSTD_FRAME_BYTES", 1000)
     calls = []
-    real = compress._zstd_frames_into
+    real = compress_stream._zstd_frames_into
 
     def spy(fileobj, out, what):
         used = real(fileobj, out, what)
         calls.append(used)
         return used
 
-    monkeypatch.setattr(compress, "_zstd_frames_into", spy)
+    monkeypatch.setattr(compress_stream, "_zstd_frames_into", spy)
     return calls
 
 

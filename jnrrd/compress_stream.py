@@ -1,0 +1,299 @@
+"""Decoding a compressed data section from a file straight into its output.
+
+:func:`decompress_stream_into` reads the stream ``chunk_size`` bytes at a time and writes the
+decoded bytes into a preallocated buffer or a :class:`GrowingBuffer`, which allocates memory
+only as decoded bytes arrive (for a claim the compressed size does not make plausible: a
+short stream that claims gigabytes then fails having allocated only what it produced).
+Multi-frame zstd sections written by this library decode frame-parallel into a preallocated
+buffer.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from typing import Any, BinaryIO
+
+import zstandard
+
+from .compress import (
+    MemberInput,
+    _check_name,
+    _corrupt,
+    _factory,
+    _gzip_or_zlib,
+    _zstd_decompressor,
+)
+from .errors import DataError, UnsupportedError
+
+__all__ = ["GrowingBuffer", "decompress_stream_into"]
+
+
+class GrowingBuffer:
+    """``size`` output bytes held in blocks allocated in order as they are written."""
+
+    def __init__(self, size: int, block: int = 64 << 20) -> None:
+        self.size = size
+        self._block = max(1, block)
+        self._blocks: list[bytearray] = []
+
+    def __len__(self) -> int:
+        return self.size
+
+    def window(self, at: int) -> memoryview:
+        """A writable view of the bytes from ``at`` to the end of its block (``at`` is the
+        number of bytes written so far)."""
+        k, off = divmod(at, self._block)
+        while len(self._blocks) <= k:
+            lo = len(self._blocks) * self._block
+            self._blocks.append(bytearray(min(self._block, self.size - lo)))
+        return memoryview(self._blocks[k])[off:]
+
+    def write(self, at: int, data: Any) -> None:
+        data = memoryview(data).cast("B")
+        while len(data):
+            w = self.window(at)
+            n = min(len(w), len(data))
+            w[:n] = data[:n]
+            data, at = data[n:], at + n
+
+    def move_into(self, out: memoryview) -> None:
+        """Copy everything into ``out`` (``size`` bytes), freeing each block as it goes."""
+        at = 0
+        while self._blocks:
+            b = self._blocks.pop(0)
+            out[at : at + len(b)] = b
+            at += len(b)
+
+
+class _Fixed:
+    """A preallocated output with the :class:`GrowingBuffer` interface."""
+
+    def __init__(self, view: memoryview) -> None:
+        self.view = view
+
+    def __len__(self) -> int:
+        return len(self.view)
+
+    def window(self, at: int) -> memoryview:
+        return self.view[at:]
+
+    def write(self, at: int, data: Any) -> None:
+        self.view[at : at + len(data)] = data
+
+
+def decompress_stream_into(
+    name: str,
+    fileobj: BinaryIO,
+    out: Any,
+    *,
+    skip: int = 0,
+    allow_zlib: bool = False,
+    what: str = "",
+    chunk_size: int = 1 << 20,
+) -> None:
+    """Fill ``out`` exactly from the compressed stream in ``fileobj``, after skipping ``skip``.
+
+    ``out`` is a writable buffer or a :class:`GrowingBuffer`. Compressed input is read
+    ``chunk_size`` bytes at a time, so memory is O(chunk_size) besides ``out``. Whatever
+    follows the needed bytes is ignored. A stream that ends early or is corrupt is a
+    ``DataError``.
+    """
+    _check_name(name, what)
+    if skip < 0:
+        raise UnsupportedError(f"{what}negative byte skip {skip}")
+    sink = out if isinstance(out, GrowingBuffer) else _Fixed(memoryview(out).cast("B"))
+    need = skip + len(sink)
+    if name == "zstd":
+        if not skip and isinstance(sink, _Fixed) and _zstd_frames_into(fileobj, sink.view,
+                                                                      what):
+            return
+        _zstd_stream_into(fileobj, sink, skip, need, what, chunk_size)
+        return
+    src = MemberInput(fileobj=fileobj, chunk_size=chunk_size)
+    if src.exhausted():
+        raise DataError(f"{what}{name} data is empty")
+    make = _factory(name, name == "gzip" and _gzip_or_zlib(src.head(2), allow_zlib, what))
+    pos = _members_into(make, src, sink, skip, need, name, what, chunk_size)
+    if pos < need:
+        raise DataError(
+            f"{what}{name} data is short: decompresses to {pos} bytes; expected {need}"
+            + (f" ({skip} skipped + {len(sink)})" if skip else "")
+        )
+
+
+def _members_into(make: Any, src: MemberInput, sink: Any, skip: int, need: int, name: str,
+                  what: str, chunk_size: int) -> int:
+    """Decode members from ``src`` into ``sink`` until ``need`` bytes (skipped ones
+    included) are produced or the input ends; returns how many were produced."""
+    pos = 0
+    try:
+        d, piece = make(), src.take(None)
+        while pos < need:
+            chunk = d.feed(piece, min(chunk_size, need - pos))
+            piece = memoryview(b"")
+            if chunk:
+                lo, hi = max(pos, skip), pos + len(chunk)
+                if hi > lo:
+                    sink.write(lo - skip, memoryview(chunk)[lo - pos :])
+                pos = hi
+            if pos >= need:
+                _finish_member(d, src, need, name, what)
+                break
+            if d.eof:
+                src.unread(d.unused_data)
+                if src.zero_tail():
+                    break
+                d, piece = make(), src.take(src.first_piece())
+            elif not d.pending:
+                piece = src.take(src.next_piece())
+                if not piece:
+                    break
+    except (OSError, EOFError, RuntimeError, zlib.error) as exc:
+        raise _corrupt(name, what, exc) from None
+    return pos
+
+
+def _finish_member(d: Any, src: MemberInput, budget: int, name: str, what: str) -> None:
+    """The data is complete: read on to the member's end marker (gzip CRC-32 and length,
+    bzip2 stream CRC, lz4 end mark) so a file cut inside it is reported, not silently taken.
+
+    Decompressed bytes past the data are ignored (NRRD §5); past ``budget`` of them the rest of
+    the member is not decoded at all, so a long tail costs bounded time.
+    """
+    extra = 0
+    piece: Any = b""
+    while not d.eof:
+        if not d.pending:
+            piece = src.take(src.next_piece())
+            if not piece:
+                raise DataError(
+                    f"{what}{name} data is truncated (the stream ends before its end marker)"
+                )
+        extra += len(d.feed(piece, 1 << 16))
+        piece = b""
+        if extra > budget:
+            return
+
+
+_ZSTD_MAGIC = 0xFD2FB528
+#: a data section is decoded frame-parallel when it holds at least this many frames
+_PARALLEL_FRAMES = 2
+
+
+def _zstd_frame_index(fd: int, start: int, size: int, need: int
+                      ) -> list[tuple[int, int, int]] | None:
+    """``(offset, compressed length, content size)`` of the zstd frames from ``start`` that
+    hold the first ``need`` bytes, found by walking frame and block headers (RFC 8878 §3.1)
+    with small ``pread`` calls; ``None`` when the layout does not allow parallel decoding
+    (a frame without a content size, skippable frames, anything unexpected)."""
+    frames: list[tuple[int, int, int]] = []
+    pos, total = start, 0
+    while total < need:
+        head = os.pread(fd, 18, pos)
+        if len(head) < 6 or int.from_bytes(head[:4], "little") != _ZSTD_MAGIC:
+            return None
+        try:
+            params = zstandard.get_frame_parameters(head)
+            hsize = zstandard.frame_header_size(head)
+        except zstandard.ZstdError:
+            return None
+        content = params.content_size
+        if content <= 0 or content >= 2**62:  # unknown size: sequential decoding
+            return None
+        p = pos + hsize
+        while True:
+            b = os.pread(fd, 3, p)
+            if len(b) < 3:
+                return None
+            word = int.from_bytes(b, "little")
+            last, kind, bsize = word & 1, (word >> 1) & 3, word >> 3
+            if kind == 3:
+                return None  # reserved block type: let the decoder report it
+            p += 3 + (1 if kind == 1 else bsize)
+            if last:
+                break
+            if p > start + size:
+                return None
+        if params.has_checksum:
+            p += 4
+        if p > start + size:
+            return None
+        frames.append((pos, p - pos, content))
+        total += content
+        pos = p
+    return frames if len(frames) >= _PARALLEL_FRAMES else None
+
+
+def _zstd_frames_into(fileobj: BinaryIO, out: memoryview, what: str) -> bool:
+    """Decode a multi-frame zstd data section on two threads, each frame straight into its
+    place in ``out``. False when this path does not apply (then decode sequentially)."""
+    try:
+        fd = fileobj.fileno()
+        start = fileobj.tell()
+        size = os.fstat(fd).st_size - start
+    except (AttributeError, OSError, ValueError):
+        return False
+    if not hasattr(os, "pread"):
+        return False
+    frames = _zstd_frame_index(fd, start, size, len(out))
+    if frames is None:
+        return False
+    from concurrent.futures import ThreadPoolExecutor
+
+    places, at = [], 0
+    for off, length, content in frames:
+        places.append((off, length, at, min(content, len(out) - at)))
+        at += content
+
+    def one(place: tuple[int, int, int, int]) -> None:
+        off, length, lo, n = place
+        data = os.pread(fd, length, off)
+        try:
+            reader = _zstd_decompressor().stream_reader(data)
+            got = 0
+            view = out[lo : lo + n]
+            while got < n:
+                k = reader.readinto(view[got:])
+                if not k:
+                    break
+                got += k
+        except zstandard.ZstdError as exc:
+            raise _corrupt("zstd", what, exc) from None
+        if got < n:
+            raise DataError(f"{what}zstd frame at byte {off} is short: {got} of {n} bytes")
+
+    with ThreadPoolExecutor(2, thread_name_prefix="jnrrd-zstd") as pool:
+        for f in [pool.submit(one, pl) for pl in places]:
+            f.result()
+    fileobj.seek(frames[-1][0] + frames[-1][1])
+    return True
+
+
+def _zstd_stream_into(
+    fileobj: BinaryIO, sink: Any, skip: int, need: int, what: str, chunk_size: int
+) -> None:
+    pos = 0
+    try:
+        reader = _zstd_decompressor().stream_reader(
+            fileobj, read_size=chunk_size, read_across_frames=True, closefd=False
+        )
+        scratch = bytearray(min(chunk_size, skip)) if skip else None
+        while pos < skip:
+            assert scratch is not None
+            got = reader.readinto(memoryview(scratch)[: min(len(scratch), skip - pos)])
+            if not got:
+                break
+            pos += got
+        while pos < need and pos >= skip:
+            got = reader.readinto(sink.window(pos - skip))
+            if not got:
+                break
+            pos += got
+    except zstandard.ZstdError as exc:
+        raise _corrupt("zstd", what, exc) from None
+    if pos < need:
+        raise DataError(
+            f"{what}zstd data is short: decompresses to {pos} bytes; expected {need}"
+            + (f" ({skip} skipped + {len(sink)})" if skip else "")
+        )
