@@ -30,40 +30,51 @@ __all__ = ["GrowingBuffer", "decompress_stream_into"]
 
 
 class GrowingBuffer:
-    """``size`` output bytes held in blocks allocated in order as they are written."""
+    """``size`` output bytes held in blocks allocated in order as they are written.
 
-    def __init__(self, size: int, block: int = 64 << 20) -> None:
+    Blocks start at 1 MiB and double up to 64 MiB, so the memory held is at most about twice
+    what was written (plus 1 MiB), whatever ``size`` claims.
+    """
+
+    FIRST, LARGEST = 1 << 20, 64 << 20
+
+    def __init__(self, size: int) -> None:
         self.size = size
-        self._block = max(1, block)
         self._blocks: list[bytearray] = []
+        self._end = 0  # bytes covered by the blocks so far
 
     def __len__(self) -> int:
         return self.size
 
     def window(self, at: int) -> memoryview:
-        """A writable view of the bytes from ``at`` to the end of its block (``at`` is the
-        number of bytes written so far)."""
-        k, off = divmod(at, self._block)
-        while len(self._blocks) <= k:
-            lo = len(self._blocks) * self._block
-            self._blocks.append(bytearray(min(self._block, self.size - lo)))
-        return memoryview(self._blocks[k])[off:]
+        """A writable view from byte ``at`` to the end of its block; ``at`` is the number of
+        bytes written so far (output is written in order)."""
+        if at >= self._end and self._end < self.size:
+            grow = min(self.LARGEST, self.FIRST << len(self._blocks), self.size - self._end)
+            self._blocks.append(bytearray(grow))
+            self._end += grow
+        last = self._blocks[-1] if self._blocks else bytearray()
+        return memoryview(last)[len(last) - (self._end - at):]
 
     def write(self, at: int, data: Any) -> None:
         data = memoryview(data).cast("B")
         while len(data):
             w = self.window(at)
             n = min(len(w), len(data))
+            if not n:
+                raise ValueError("write past the end of a GrowingBuffer")
             w[:n] = data[:n]
             data, at = data[n:], at + n
 
     def move_into(self, out: memoryview) -> None:
         """Copy everything into ``out`` (``size`` bytes), freeing each block as it goes."""
         at = 0
+        self._blocks.reverse()
         while self._blocks:
-            b = self._blocks.pop(0)
+            b = self._blocks.pop()
             out[at : at + len(b)] = b
             at += len(b)
+        self._end = 0
 
 
 class _Fixed:

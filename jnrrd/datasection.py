@@ -17,7 +17,7 @@ from typing import IO, Any
 import numpy as np
 
 from .compress import zstd_compress
-from .compress_stream import decompress_stream_into
+from .compress_stream import GrowingBuffer, decompress_stream_into
 from .dtypes import from_user, storage_dtype, to_user, user_dtype
 from .encodings import (
     COMPRESSED,
@@ -169,9 +169,14 @@ def read_untiled(core: Any, f: IO[bytes] | None, paths: list[str] | None, policy
             part = _Part(core, fh, per * st.itemsize, what)
             _check_room(core.encoding, fh, per, st.itemsize, what)
             parts.append(part)
+        grown = [_grow(part, per * st.itemsize) if not _eager(part, per * st.itemsize)
+                 else None for part in parts]
         flat = np.empty(n, dtype=st)
         for j, part in enumerate(parts):
-            _fill(part, flat[j * per : (j + 1) * per], st, policy)
+            if grown[j] is not None:
+                grown[j].move_into(memoryview(flat[j * per : (j + 1) * per]).cast("B"))
+            else:
+                _fill(part, flat[j * per : (j + 1) * per], st, policy)
     finally:
         for fh in opened:
             fh.close()
@@ -211,6 +216,33 @@ def _check_room(encoding: str, f: IO[bytes], count: int, itemsize: int, what: st
     if rem is not None and rem < need:
         raise DataError(f"{what}the data needs at least {need} {unit}, the file holds {rem} "
                         "bytes after the header and skips")
+
+
+#: compressed data up to this size is decoded into an output allocated at once
+_EAGER_BYTES = 64 << 20
+#: ... and so is larger data that is at most this many times its compressed size
+_PLAUSIBLE_RATIO = 256
+
+
+def _eager(part: _Part, nbytes: int) -> bool:
+    """Whether a part's output may be allocated before decoding it.
+
+    Raw and text data were checked against the file size (:func:`_check_room`). A compressed
+    stream may still be short: a 300 KB zstd stream can claim 8 GiB. Unless the claim is small
+    or plausible for the compressed size, the output grows with the bytes the stream actually
+    produces (:class:`~jnrrd.compress_stream.GrowingBuffer`) and is copied once at the end.
+    """
+    if part.encoding not in COMPRESSED or nbytes <= _EAGER_BYTES:
+        return True
+    rem = _remaining(part.f)
+    return rem is not None and nbytes <= rem * _PLAUSIBLE_RATIO
+
+
+def _grow(part: _Part, nbytes: int) -> GrowingBuffer:
+    out = GrowingBuffer(nbytes)
+    decompress_stream_into(COMPRESSED[part.encoding], part.f, out, skip=part.skip,
+                           allow_zlib=part.encoding == "gzip", what=part.what)
+    return out
 
 
 def _fill(part: _Part, out: np.ndarray, st: np.dtype, policy: Policy) -> None:

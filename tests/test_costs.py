@@ -62,6 +62,11 @@ def peak_of(fn: Callable[[], Any]) -> tuple[Any, int]:
     return result, peak
 
 
+def open_all(path: Any, **kw: Any) -> np.ndarray:
+    with jnrrd.open(path, **kw) as vol:
+        return vol[...]
+
+
 def header_lines(fields: list[tuple[str, Any]]) -> bytes:
     items = [("jnrrd", "0004"), *fields]
     return b"".join(json.dumps({k: v}).encode() + b"\n" for k, v in items) + b"\n"
@@ -128,3 +133,48 @@ def test_member_flood_in_an_attached_file_reads_in_bounded_time(tmp_path):
     with alarm(4.0):
         data, _ = jnrrd.read(path)
     assert data.tobytes() == PAYLOAD
+
+
+# -- short compressed streams claiming gigabytes -----------------------------------------------
+
+NOISE = np.random.default_rng(19).integers(0, 256, 300_000, dtype=np.uint8).tobytes()
+
+
+@pytest.mark.parametrize("encoding, sizes", [
+    pytest.param("zstd", [2**20, 2**10, 2**3], id="zstd-8GiB"),
+    pytest.param("gzip", [2**20, 300], id="gzip-300MiB"),
+    pytest.param("lz4", [2**20, 85], id="lz4-85MiB"),
+])
+def test_short_stream_claiming_gigabytes_allocates_only_what_it_produces(tmp_path, encoding,
+                                                                          sizes):
+    """Regression (a known issue): a 300 KB stream whose header claims 8 GiB (zstd; within
+    each format's largest expansion, so not refused up front) allocated the whole claim before
+    finding the stream short. The output now grows with the bytes the stream produces."""
+    name = {"zstd": "zstd", "gzip": "gzip", "lz4": "lz4"}[encoding]
+    path = tmp_path / "claim.jnrrd"
+    path.write_bytes(header_lines([("type", "uint8"), ("dimension", len(sizes)),
+                                   ("sizes", sizes), ("encoding", encoding)])
+                     + compress.compress(name, NOISE))
+    for fn in (lambda: jnrrd.read(path), lambda: open_all(path)):
+        with alarm(10.0):
+            result, peak = peak_of(fn)
+        assert isinstance(result, jnrrd.DataError) and "short" in str(result), result
+        assert peak < 16 * MiB, peak
+
+
+@pytest.mark.parametrize("encoding", ["zstd", "gzip"])
+def test_highly_compressible_large_volume_reads_through_the_growing_output(tmp_path, monkeypatch,
+                                                                          encoding):
+    """A claim beyond the plausible ratio that is true (a constant volume) reads exactly."""
+    from jnrrd import datasection
+
+    monkeypatch.setattr(datasection, "_EAGER_BYTES", 1 << 16)
+    grown = []
+    real = datasection._grow
+    monkeypatch.setattr(datasection, "_grow", lambda *a: grown.append(1) or real(*a))
+    a = np.full((300, 200, 40), 7, dtype=np.uint16)
+    a[::7, ::5, ::3] = 9
+    path = tmp_path / "v.jnrrd"
+    jnrrd.write(path, a, encoding=encoding)
+    np.testing.assert_array_equal(jnrrd.read(path)[0], a)
+    assert grown
