@@ -129,7 +129,10 @@ class _Zlib(_Obj):
 
     def feed(self, data: Any, max_length: int) -> bytes:
         d = self._d
-        return d.decompress(d.unconsumed_tail + data if d.unconsumed_tail else data, max_length)
+        tail = d.unconsumed_tail
+        if tail:
+            data = tail + data if len(data) else tail  # no copy of the tail when nothing is new
+        return d.decompress(data, max_length)
 
     @property
     def pending(self) -> bool:

@@ -14,6 +14,7 @@ import os
 import zlib
 from typing import Any, BinaryIO
 
+import numpy as np
 import zstandard
 
 from .compress import (
@@ -26,7 +27,7 @@ from .compress import (
 )
 from .errors import DataError, UnsupportedError
 
-__all__ = ["GrowingBuffer", "decompress_stream_into"]
+__all__ = ["GrowingBuffer", "decompress_stream_into", "zstd_claim_backed"]
 
 
 class GrowingBuffer:
@@ -40,7 +41,7 @@ class GrowingBuffer:
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._blocks: list[bytearray] = []
+        self._blocks: list[np.ndarray] = []
         self._end = 0  # bytes covered by the blocks so far
 
     def __len__(self) -> int:
@@ -51,9 +52,9 @@ class GrowingBuffer:
         bytes written so far (output is written in order)."""
         if at >= self._end and self._end < self.size:
             grow = min(self.LARGEST, self.FIRST << len(self._blocks), self.size - self._end)
-            self._blocks.append(bytearray(grow))
+            self._blocks.append(np.empty(grow, np.uint8))
             self._end += grow
-        last = self._blocks[-1] if self._blocks else bytearray()
+        last = self._blocks[-1] if self._blocks else np.empty(0, np.uint8)
         return memoryview(last)[len(last) - (self._end - at):]
 
     def write(self, at: int, data: Any) -> None:
@@ -142,7 +143,7 @@ def _members_into(make: Any, src: MemberInput, sink: Any, skip: int, need: int, 
         d, piece = make(), src.take(None)
         while pos < need:
             chunk = d.feed(piece, min(chunk_size, need - pos))
-            piece = memoryview(b"")
+            piece = b""
             if chunk:
                 lo, hi = max(pos, skip), pos + len(chunk)
                 if hi > lo:
@@ -190,14 +191,17 @@ def _finish_member(d: Any, src: MemberInput, budget: int, name: str, what: str) 
 _ZSTD_MAGIC = 0xFD2FB528
 #: a data section is decoded frame-parallel when it holds at least this many frames
 _PARALLEL_FRAMES = 2
+#: the most one compressed zstd block decodes to (RFC 8878 §3.1.1.2.4)
+_ZSTD_BLOCK_MAX = 128 << 10
 
 
-def _zstd_frame_index(fd: int, start: int, size: int, need: int
+def _zstd_frame_index(fd: int, start: int, size: int, need: int, min_frames: int = 2
                       ) -> list[tuple[int, int, int]] | None:
     """``(offset, compressed length, content size)`` of the zstd frames from ``start`` that
     hold the first ``need`` bytes, found by walking frame and block headers (RFC 8878 §3.1)
     with small ``pread`` calls; ``None`` when the layout does not allow parallel decoding
-    (a frame without a content size, skippable frames, anything unexpected)."""
+    (a frame without a content size, skippable frames, fewer than ``min_frames`` frames, a
+    content size more than its blocks can produce, anything unexpected)."""
     frames: list[tuple[int, int, int]] = []
     pos, total = start, 0
     while total < need:
@@ -212,7 +216,7 @@ def _zstd_frame_index(fd: int, start: int, size: int, need: int
         content = params.content_size
         if content <= 0 or content >= 2**62:  # unknown size: sequential decoding
             return None
-        p = pos + hsize
+        p, most = pos + hsize, 0
         while True:
             b = os.pread(fd, 3, p)
             if len(b) < 3:
@@ -222,18 +226,33 @@ def _zstd_frame_index(fd: int, start: int, size: int, need: int
             if kind == 3:
                 return None  # reserved block type: let the decoder report it
             p += 3 + (1 if kind == 1 else bsize)
+            most += _ZSTD_BLOCK_MAX if kind == 2 else bsize  # raw and RLE state their size
             if last:
                 break
             if p > start + size:
                 return None
         if params.has_checksum:
             p += 4
-        if p > start + size:
+        if p > start + size or content > most:
             return None
         frames.append((pos, p - pos, content))
         total += content
         pos = p
-    return frames if len(frames) >= _PARALLEL_FRAMES else None
+    return frames if len(frames) >= min_frames else None
+
+
+def zstd_claim_backed(fileobj: BinaryIO, need: int) -> bool:
+    """True when the zstd frames from the current position state content sizes adding up
+    to ``need`` bytes, and their block headers (walked, not decoded) can produce them."""
+    try:
+        fd = fileobj.fileno()
+        start = fileobj.tell()
+        size = os.fstat(fd).st_size - start
+    except (AttributeError, OSError, ValueError):
+        return False
+    if not hasattr(os, "pread"):
+        return False
+    return _zstd_frame_index(fd, start, size, need, min_frames=1) is not None
 
 
 def _zstd_frames_into(fileobj: BinaryIO, out: memoryview, what: str) -> bool:

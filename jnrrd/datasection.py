@@ -17,7 +17,7 @@ from typing import IO, Any
 import numpy as np
 
 from .compress import zstd_compress
-from .compress_stream import GrowingBuffer, decompress_stream_into
+from .compress_stream import GrowingBuffer, decompress_stream_into, zstd_claim_backed
 from .dtypes import from_user, storage_dtype, to_user, user_dtype
 from .encodings import (
     COMPRESSED,
@@ -235,7 +235,11 @@ def _eager(part: _Part, nbytes: int) -> bool:
     if part.encoding not in COMPRESSED or nbytes <= _EAGER_BYTES:
         return True
     rem = _remaining(part.f)
-    return rem is not None and nbytes <= rem * _PLAUSIBLE_RATIO
+    if rem is not None and nbytes <= rem * _PLAUSIBLE_RATIO:
+        return True
+    # zstd frames with content sizes (as this library writes them) whose block headers can
+    # produce the claim: highly compressible data keeps the frame-parallel path
+    return part.encoding == "zstd" and not part.skip and zstd_claim_backed(part.f, nbytes)
 
 
 def _grow(part: _Part, nbytes: int) -> GrowingBuffer:

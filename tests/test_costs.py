@@ -162,19 +162,50 @@ def test_short_stream_claiming_gigabytes_allocates_only_what_it_produces(tmp_pat
         assert peak < 16 * MiB, peak
 
 
-@pytest.mark.parametrize("encoding", ["zstd", "gzip"])
-def test_highly_compressible_large_volume_reads_through_the_growing_output(tmp_path, monkeypatch,
-                                                                          encoding):
-    """A claim beyond the plausible ratio that is true (a constant volume) reads exactly."""
+@pytest.fixture
+def growth(monkeypatch):
+    """Small eager limit; records whether the growing output was used."""
     from jnrrd import datasection
 
     monkeypatch.setattr(datasection, "_EAGER_BYTES", 1 << 16)
-    grown = []
+    grown: list[int] = []
     real = datasection._grow
     monkeypatch.setattr(datasection, "_grow", lambda *a: grown.append(1) or real(*a))
+    return grown
+
+
+def _constant_volume() -> np.ndarray:
     a = np.full((300, 200, 40), 7, dtype=np.uint16)
     a[::7, ::5, ::3] = 9
+    return a
+
+
+@pytest.mark.parametrize("stream", ["gzip", "zstd-without-content-size"])
+def test_highly_compressible_large_volume_reads_through_the_growing_output(tmp_path, growth,
+                                                                          stream):
+    """A claim beyond the plausible ratio that is true (a nearly constant volume) reads
+    exactly through the growing output."""
+    import zstandard
+
+    a = _constant_volume()
     path = tmp_path / "v.jnrrd"
-    jnrrd.write(path, a, encoding=encoding)
+    if stream == "gzip":
+        jnrrd.write(path, a, encoding="gzip")
+    else:
+        c = zstandard.ZstdCompressor().compressobj()
+        body = c.compress(a.tobytes(order="F")) + c.flush()
+        path.write_bytes(header_lines([("type", "uint16"), ("dimension", 3),
+                                       ("sizes", list(a.shape)), ("endian", "little"),
+                                       ("encoding", "zstd")]) + body)
     np.testing.assert_array_equal(jnrrd.read(path)[0], a)
-    assert grown
+    assert growth
+
+
+def test_highly_compressible_zstd_written_by_jnrrd_keeps_the_eager_path(tmp_path, growth):
+    """Frames with content sizes whose block headers can produce them are allocated at once
+    (and decoded frame-parallel): no growing output, no extra copy."""
+    a = _constant_volume()
+    path = tmp_path / "v.jnrrd"
+    jnrrd.write(path, a, encoding="zstd")
+    np.testing.assert_array_equal(jnrrd.read(path)[0], a)
+    assert not growth
