@@ -209,3 +209,60 @@ def test_highly_compressible_zstd_written_by_jnrrd_keeps_the_eager_path(tmp_path
     jnrrd.write(path, a, encoding="zstd")
     np.testing.assert_array_equal(jnrrd.read(path)[0], a)
     assert not growth
+
+
+# -- virtual levels at extreme scales ----------------------------------------------------------
+
+def rewrite_header(path: Any, **changes: Any) -> None:
+    """Set (or, with None, remove) header keys of a written file, keeping its data."""
+    raw = path.read_bytes()
+    head, sep, tail = raw.partition(b"\n\n")
+    items = [next(iter(json.loads(line).items())) for line in head.split(b"\n")]
+    keys = [k for k, _ in items]
+    items = [(k, changes.get(k, v)) for k, v in items if changes.get(k, v) is not None]
+    items += [(k, v) for k, v in changes.items() if k not in keys and v is not None]
+    body = b"\n".join(json.dumps({k: v}).encode() for k, v in items)
+    if b"tile:offset_table" in body:
+        raise AssertionError("internal tables would move; use external storage")
+    path.write_bytes(body + sep + tail)
+
+
+def virtual_level(tmp_path: Any, method: str, scale: int, data: np.ndarray) -> Any:
+    """A 2-level external dataset whose level 1 (``scale``) is virtual."""
+    path = tmp_path / "v.jnrrd"
+    jnrrd.write(path, data, tile=(4, 4), storage="external")
+    rewrite_header(path, **{"tile:levels": 2, "tile:level_scales": [1, scale],
+                            "tile:levels_stored": [0], "tile:levels_virtual": [1],
+                            "tile:downsample_method": method})
+    return path
+
+
+SQUARE = np.array([[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12], [13, 14, 15, 16]], np.float64)
+
+
+@pytest.mark.parametrize("method, scale", [
+    pytest.param("gaussian", 2**30, id="gaussian-2^30"),  # MemoryError before
+    pytest.param("gaussian", 2**26, id="gaussian-2^26"),  # 20 s and 4 GB before
+    pytest.param("lanczos", 2**16, id="lanczos-2^16"),  # 14 s before
+])
+def test_virtual_level_at_extreme_scale_costs_what_the_axis_costs(tmp_path, method, scale):
+    """Regression: a 4×4 volume's virtual level at a huge scale built (and applied) the whole
+    kernel: the work is now bounded by the axis length (taps past an edge are folded)."""
+    path = virtual_level(tmp_path, method, scale, SQUARE)
+    with alarm(5.0):
+        (level, _), peak = peak_of(lambda: jnrrd.read(path, level=1))
+    assert peak < 64 * MiB, peak  # the fuzzers' bound (lanczos weights: ~40 MB at 2^16)
+    assert level.shape == (1, 1) and SQUARE.min() <= level[0, 0] <= SQUARE.max()
+    # the same kernel shape relative to s as at scale 2^12, which test_pyramid checks
+    # against an independent reference
+    from jnrrd.pyramid import downsample
+
+    np.testing.assert_allclose(level, downsample(SQUARE, (2**12, 2**12), method), rtol=1e-3)
+
+
+def test_lanczos_beyond_the_tap_limit_is_refused(tmp_path):
+    path = virtual_level(tmp_path, "lanczos", 2**26, SQUARE)
+    with alarm(5.0):
+        result, peak = peak_of(lambda: jnrrd.read(path, level=1))
+    assert isinstance(result, jnrrd.UnsupportedError) and "taps" in str(result), result
+    assert peak < 16 * MiB, peak

@@ -102,7 +102,8 @@ def _compute(x: np.ndarray, scale: tuple[int, ...], block: tuple[int, ...],
              bounds: tuple[tuple[int, int], ...], method: str, dt: np.dtype) -> np.ndarray:
     """Dispatch one method on the local level-0 array ``x`` (which starts at ``lo``)."""
     if method == "gaussian":
-        return blocks.round_to_dtype(gaussian_region(x, scale, block, lo, bounds), dt)
+        return blocks.round_to_dtype(gaussian_region(x, scale, block, lo, bounds, cropped),
+                                     dt)
     if method == "lanczos":
         return blocks.round_to_dtype(lanczos_region(x, scale, cropped, lo, bounds), dt)
     if method == "max":
