@@ -28,7 +28,6 @@ __all__ = [
     "compress",
     "decompress",
     "decompress_at_most",
-    "decompress_stream_into",
     "zstd_compress",
 ]
 
@@ -460,11 +459,3 @@ class MemberInput:
         if self._view[self._pos] != 0:
             return False
         return not self._view[self._pos :].tobytes().strip(b"\x00")
-
-
-def decompress_stream_into(name: str, fileobj: BinaryIO, out: Any, **kwargs: Any) -> None:
-    """Fill ``out`` exactly from the compressed stream in ``fileobj`` (see
-    :func:`jnrrd.compress_stream.decompress_stream_into`)."""
-    from .compress_stream import decompress_stream_into as fill
-
-    fill(name, fileobj, out, **kwargs)

@@ -13,6 +13,7 @@ import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from itertools import islice
 from typing import Any
 
 import crc32c
@@ -34,6 +35,8 @@ __all__ = ["LevelView", "Running", "Volume", "fork_join", "run_parallel"]
 
 #: raw selections up to this size are copied in the calling thread
 _INLINE_RAW_BYTES = 8 << 20
+#: tile tasks listed (and run) at a time
+_TASK_BATCH = 4096
 
 
 #: tile compressors that can stop decoding after a prefix of the tile
@@ -449,7 +452,6 @@ class Volume(LevelView):
         assert dec is not None
         grid = level.grid
         fill = self._fill_value()
-        pieces = list(grid.pieces(sel))
 
         def task(piece: Any) -> Callable[[], None]:
             planes = _planes(piece.src[-1])
@@ -462,14 +464,20 @@ class Volume(LevelView):
                     out[piece.dst] = tile[piece.src]
             return run
 
-        tasks = [task(p) for p in pieces]
-        if dec.raw and out.nbytes <= _INLINE_RAW_BYTES:
-            # Small raw reads are memory copies: the pool's hand-offs would cost more.
-            for t in tasks:
-                t()
-        else:
-            run_parallel(tasks)
-        return out
+        # Small raw reads are memory copies: the pool's hand-offs would cost more.
+        inline = dec.raw and out.nbytes <= _INLINE_RAW_BYTES
+        pieces = grid.pieces(sel)
+        while True:
+            # bounded batches: memory does not grow with the tile count, and a failing tile
+            # (a missing file) ends the read before the rest are even listed
+            tasks = [task(p) for p in islice(pieces, _TASK_BATCH)]
+            if not tasks:
+                return out
+            if inline:
+                for t in tasks:
+                    t()
+            else:
+                run_parallel(tasks)
 
     def _fill_value(self) -> Any:
         assert self._tiling is not None

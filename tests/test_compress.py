@@ -13,7 +13,8 @@ import lz4.frame
 import pytest
 import zstandard
 
-from jnrrd.compress import NAMES, compress, decompress, decompress_stream_into, zstd_compress
+from jnrrd.compress import NAMES, compress, decompress, zstd_compress
+from jnrrd.compress_stream import decompress_stream_into
 from jnrrd.errors import DataError, JnrrdWarning, UnsupportedError
 
 PAYLOAD = os.urandom(3000) + bytes(50_000) + b"jnrrd" * 2000

@@ -20,6 +20,9 @@ from itertools import product
 
 import numpy as np
 
+#: selections whose tile range along an axis is at most this long precompute its pieces
+_CACHED_AXIS_TILES = 1 << 16
+
 __all__ = ["AxisSel", "Piece", "TileGrid", "normalize_selection", "selection_with_booleans"]
 
 
@@ -246,32 +249,48 @@ class TileGrid:
         """
         if any(s.count == 0 for s in sel):
             return
-        per_axis: list[list[tuple[int, slice, slice]]] = []
+        ranges, cached = [], []
         for k, a in enumerate(self.axes):
-            s, size, o, n = sel[a], self.tile[k], self.overlap[k], self.shape[a]
-            opts = []
-            for t in range(s.start // size, s.last // size + 1):
-                lo_core, hi_core = t * size, min((t + 1) * size, n)
-                i0 = max(0, -(-(lo_core - s.start) // s.step))
-                i1 = min(s.count, -(-(hi_core - s.start) // s.step))
-                if i0 >= i1:
-                    continue
-                stored_lo = t * size - o
-                if self.edge == "variable":
-                    stored_lo = max(0, stored_lo)
-                first = s.start + i0 * s.step - stored_lo
-                src = slice(first, first + (i1 - i0 - 1) * s.step + 1, s.step)
-                opts.append((t, src, slice(i0, i1)))
-            per_axis.append(opts)
+            s, size = sel[a], self.tile[k]
+            r = range(s.start // size, s.last // size + 1)
+            ranges.append(r)
+            # options of an axis with few tiles are computed once; a huge tile axis is walked
+            # lazily (memory stays O(ndim) whatever the tile count)
+            cached.append([self._axis_piece(k, sel, t) for t in r]
+                          if len(r) <= _CACHED_AXIS_TILES else None)
         # Untiled axes: the whole axis is inside every tile, stored from 0.
         fixed_src = [slice(s.start, s.last + 1, s.step) for s in sel]
         fixed_dst = [slice(0, s.count) for s in sel]
-        for combo in product(*reversed(per_axis)):
-            combo = tuple(reversed(combo))
-            src, dst = list(fixed_src), list(fixed_dst)
-            for k, a in enumerate(self.axes):
-                src[a], dst[a] = combo[k][1], combo[k][2]
-            yield Piece(tuple(c[0] for c in combo), tuple(src), tuple(dst))
+        lengths = [len(r) for r in ranges]
+        for n in range(math.prod(lengths)):
+            src, dst, coords = list(fixed_src), list(fixed_dst), []
+            for k, a in enumerate(self.axes):  # first tiled axis fastest
+                n, j = divmod(n, lengths[k])
+                c = cached[k]
+                opt = c[j] if c is not None else self._axis_piece(k, sel, ranges[k][j])
+                if opt is None:
+                    break
+                coords.append(ranges[k][j])
+                src[a], dst[a] = opt
+            else:
+                yield Piece(tuple(coords), tuple(src), tuple(dst))
+
+    def _axis_piece(self, k: int, sel: tuple[AxisSel, ...], t: int
+                    ) -> tuple[slice, slice] | None:
+        """(stored-tile slice, output slice) of tile ``t`` on tiled position ``k``, or None
+        when the selection's step skips that tile."""
+        a = self.axes[k]
+        s, size, o, n = sel[a], self.tile[k], self.overlap[k], self.shape[a]
+        lo_core, hi_core = t * size, min((t + 1) * size, n)
+        i0 = max(0, -(-(lo_core - s.start) // s.step))
+        i1 = min(s.count, -(-(hi_core - s.start) // s.step))
+        if i0 >= i1:
+            return None
+        stored_lo = t * size - o
+        if self.edge == "variable":
+            stored_lo = max(0, stored_lo)
+        first = s.start + i0 * s.step - stored_lo
+        return slice(first, first + (i1 - i0 - 1) * s.step + 1, s.step), slice(i0, i1)
 
     def tiles_in_region(self, region: tuple[slice, ...]) -> Iterator[tuple[int, ...]]:
         """Tile coordinates whose core intersects a step-1 region (linear-index order)."""
