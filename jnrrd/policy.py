@@ -33,7 +33,8 @@ class Policy:
 
     ``max_bytes`` caps any single array allocation (decoded volume or level); ``max_tile_bytes``
     caps one stored tile's decoded size; ``max_header_bytes``/``max_line_bytes`` cap the header;
-    ``max_tiles`` the tile count; ``max_files`` the number of data or tile files; ``max_pad``
+    ``max_tiles`` the tile count; ``max_files`` the number of data or tile files;
+    ``max_levels`` the number of resolution levels (stored and virtual); ``max_pad``
     how far a ``[n]`` extension path may jump past the end of a list.
     """
 
@@ -50,6 +51,7 @@ class Policy:
     max_tiles: int = 10**7
     max_tile_bytes: int = 1 * GiB
     max_files: int = 10**5
+    max_levels: int = 1024
     max_pad: int = 65536
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 

@@ -341,7 +341,8 @@ def test_hostile_json_lines_are_header_errors(tmp_path, line):
 # -- 4. every cap keyword: the default applies, lowering refuses, raising admits ---------------
 
 DEFAULTS = {"max_bytes": 16 * GiB, "max_header_bytes": GiB, "max_line_bytes": 256 * MiB,
-            "max_tiles": 10**7, "max_tile_bytes": GiB, "max_files": 10**5, "max_pad": 65536}
+            "max_tiles": 10**7, "max_tile_bytes": GiB, "max_files": 10**5, "max_levels": 1024,
+            "max_pad": 65536}
 
 
 def test_documented_defaults():
@@ -376,6 +377,9 @@ def _legit(tmp_path, kind: str) -> tuple[Any, int, type[jnrrd.JnrrdError]]:
         path.write_bytes(lines([*core([4, 6, 8], "uint16"), ("endian", "little"),
                                 ("data_files", [f"d{k}.raw" for k in range(4)])]))
         return path, 4, jnrrd.UnsupportedError
+    if kind == "max_levels":
+        jnrrd.write(path, x, tile=(2, 3, 4), levels=3)
+        return path, 3, jnrrd.UnsupportedError
     if kind == "max_pad":
         (tmp_path / "d.raw").write_bytes(x.tobytes(order="F"))
         path.write_bytes(lines([*core([4, 6, 8], "uint16"), ("endian", "little"),
@@ -417,6 +421,13 @@ def _over_default(tmp_path, kind: str) -> Any:
                                             "step": 1})]
     elif kind == "max_pad":
         fields = [*core([1]), ("extensions", {"a": "urn:a"}), ("a:list[70000].v", 1)]
+    elif kind == "max_levels":  # 10^5 virtual levels in a 400 KB header (10^6 took 19 s)
+        n = 10**5
+        fields = [*core([4, 4]), ("extensions", {"tile": TILE_URI}), ("tile:enabled", True),
+                  ("tile:storage", "external"), ("tile:dimensions", [0, 1]),
+                  ("tile:sizes", [4, 4]), ("tile:pattern", "t{l}.bin"), ("tile:levels", n),
+                  ("tile:level_scales", [1] + [2] * (n - 1)), ("tile:levels_stored", [0]),
+                  ("tile:levels_virtual", list(range(1, n)))]
     else:
         raise AssertionError(kind)
     path = tmp_path / "over.jnrrd"
@@ -425,7 +436,7 @@ def _over_default(tmp_path, kind: str) -> Any:
 
 
 @pytest.mark.parametrize("kind", ["max_bytes", "max_tiles", "max_tile_bytes", "max_files",
-                                  "max_pad"])
+                                  "max_pad", "max_levels"])
 def test_claims_over_the_default_cap_are_refused(tmp_path, kind):
     """Without a keyword the default refuses the claim; raising the cap moves the read past
     the cap check (to the next problem of this hostile file, never to an allocation)."""
@@ -433,7 +444,7 @@ def test_claims_over_the_default_cap_are_refused(tmp_path, kind):
     _, exc, elapsed, peak = measured(lambda: jnrrd.read(path))
     assert isinstance(exc, (jnrrd.UnsupportedError, jnrrd.HeaderError)), exc
     assert kind in str(exc) and elapsed < TIME_BOUND and peak < SMALL_PEAK
-    if kind in ("max_tiles", "max_tile_bytes", "max_files"):
+    if kind in ("max_tiles", "max_tile_bytes", "max_files", "max_levels"):
         return  # raising these admits work proportional to the claim: the caller's choice
     big = {kind: DEFAULTS[kind] * 1000}
     _, exc, elapsed, peak = measured(lambda: jnrrd.read(path, **big))

@@ -102,6 +102,9 @@ def check_tile_caps(grids: Sequence[TileGrid], itemsize: int, field: str,
     """The reader's ``max_tiles``/``max_tile_bytes`` caps (default policy) on a planned layout,
     checked before anything is allocated: a file the writer writes opens under default caps."""
     policy = policy or Policy()
+    if len(grids) > policy.max_levels:
+        raise UnsupportedError(f"{field}: {len(grids)} levels exceed the readers' max_levels "
+                               f"cap ({policy.max_levels})")
     total = 0
     for i, grid in enumerate(grids):
         total += grid.ntiles

@@ -304,6 +304,9 @@ def _levels(header: Mapping[str, Any], p: str, pre: str, ndim: int, shape0: tupl
     if n is None:
         n = len(scales_v) if scales_v is not None else 1
     n = int(n)
+    if n > policy.max_levels:  # before any per-level work (a level costs its bookkeeping)
+        raise UnsupportedError(f"{pre}{p}levels: {n} levels exceed the max_levels cap "
+                               f"({policy.max_levels}); pass max_levels=... to allow them")
     if n > 1 and scales_v is None:
         raise HeaderError(f"{pre}{p}level_scales: required when {p}levels is {n}")
     if scales_v is not None and len(scales_v) != n:
