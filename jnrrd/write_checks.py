@@ -116,6 +116,10 @@ def check_arguments(header: Mapping[Any, Any] | None, ndim: int, *, encoding: An
         bad = [k for k in header if not isinstance(k, str)]
         if bad:
             raise HeaderError(f"header: field names must be strings, found {bad[0]!r}")
+        ext = header.get("extensions")
+        if ext is not None and not isinstance(ext, Mapping):  # as the reader says it
+            raise HeaderError(f"extensions: expected an object mapping prefixes to URIs, "
+                              f"found {type(ext).__name__}")
     _choice("encoding", encoding, list(ENCODINGS))
     _choice("compression", compression, list(SHORTHAND))
     _choice("downsample", downsample, METHODS)

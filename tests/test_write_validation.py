@@ -49,6 +49,12 @@ def test_write_refuses_header_the_reader_refuses(tmp_path, header, field):
     _refused(tmp_path, HeaderError, field, header)
 
 
+@pytest.mark.parametrize("tiled", [{}, {"tile": 2}])
+def test_write_refuses_extensions_that_are_not_an_object(tmp_path, tiled):
+    """Found by the property test: a tiled write gave a bare TypeError."""
+    _refused(tmp_path, HeaderError, "extensions", {"extensions": 3}, **tiled)
+
+
 @pytest.mark.parametrize("tiled", [{}, {"tile": 2}, {"tile": 2, "storage": "external"}])
 def test_write_refuses_bad_kinds_untiled_and_tiled(tmp_path, tiled):
     _refused(tmp_path, HeaderError, "kinds", {"kinds": ["space"]}, **tiled)
@@ -368,3 +374,47 @@ def test_write_refuses_bad_header_for_dask_arrays_before_any_file(tmp_path):
         jnrrd.write(tmp_path / "d.jnrrd", _refused_data, tile=2, storage="external",
                     pattern="C:{x}{y}{z}")
     assert os.listdir(tmp_path) == []
+
+
+_ARGS = {
+    "tile": st.one_of(st.integers(-1, 5), _lists(st.integers(-1, 5), 0, 4), st.none(),
+                      st.just("4"), st.dictionaries(st.integers(-4, 4), st.integers(0, 4),
+                                                    max_size=2)),
+    "overlap": st.one_of(st.integers(-1, 2), _lists(st.integers(-1, 2), 0, 4), st.just("1")),
+    "compression": st.sampled_from(["zstd", "gz", "raw", "lzma", ["zstd"], 3]),
+    "checksum": st.sampled_from(["crc32", "crc32c", "md5", True, None]),
+    "storage": st.sampled_from(["internal", "external", "cloud", ""]),
+    "pattern": st.sampled_from(["{x}{y}{z}.t", "{i}", "C:{x}{y}{z}", "{x}{y}{z}/", "a\x00{i}",
+                                "../{i}", 5]),
+    "edge": st.sampled_from(["pad", "variable", "wrap"]),
+    "align": st.sampled_from([0, 4096, -1, "page"]),
+    "levels": st.one_of(st.integers(-1, 3), st.just([1, 2]), st.just([2]), st.just(True)),
+    "downsample": st.sampled_from(["average", "max", "median", 1]),
+    "encoding": st.sampled_from(["raw", "gzip", "hex", "base64", 1]),
+    "sparse": st.sampled_from([True, False, "yes"]),
+    "tile_format": st.sampled_from(["contiguous", "chunked", "striped"]),
+    "decision": st.sampled_from(["always", "maybe", -1, 1]),
+    "padding_value": st.sampled_from([0, 255, 300, -1, None, "x", 1.5]),
+    "index_order": st.sampled_from(["F", "C", "K"]),
+}
+
+
+@given(st.dictionaries(st.sampled_from(sorted(_ARGS)), st.none(), max_size=4)
+       .flatmap(lambda keys: st.fixed_dictionaries({k: _ARGS[k] for k in keys})))
+def test_bad_write_arguments_are_named_errors_and_leave_nothing(kw):
+    """Random keyword values: the write succeeds and reads back, or raises a JnrrdError (or a
+    TypeError/ValueError naming the argument) and creates nothing."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
+        warnings.simplefilter("ignore", jnrrd.JnrrdWarning)
+        target = os.path.join(d, "a.jnrrd")
+        try:
+            jnrrd.write(target, A, **kw)
+        except (JnrrdError, TypeError, ValueError) as e:
+            assert type(e) in (TypeError, ValueError) or isinstance(e, JnrrdError)
+            assert os.listdir(d) == []
+            return
+        order = kw.get("index_order", "F")
+        data = jnrrd.read(target, index_order=order)[0]
+        assert np.array_equal(data, A)
