@@ -17,7 +17,8 @@ import numpy as np
 
 from .errors import HeaderError, JnrrdWarning, SecurityError
 
-__all__ = ["check_arguments", "check_final_header", "check_tile_names", "probe_header"]
+__all__ = ["check_arguments", "check_final_header", "check_layout_request", "check_tile_names",
+           "probe_header"]
 
 #: longest file name component and whole path the writer creates (POSIX NAME_MAX/PATH_MAX)
 NAME_MAX = 255
@@ -151,6 +152,20 @@ def check_arguments(header: Mapping[Any, Any] | None, ndim: int, *, encoding: An
         raise TypeError(f"write(): pattern must be a string, not {type(pattern).__name__}")
     _tile_arg(tile, ndim)
     _overlap_arg(options.get("overlap"))
+
+
+def check_layout_request(p: str, scales: Sequence[tuple[int, ...]], storage: Any,
+                         options: Mapping[str, Any], header: Mapping[str, Any]) -> None:
+    """What the tiled layout would not carry is an error, never dropped: a level 0 that is
+    not full resolution (digest 2.9), a pattern for tiles stored inside the file."""
+    if any(s != 1 for s in scales[0]):
+        raise HeaderError(f"{p}level_scales: level 0 must have scale 1, found "
+                          f"{list(scales[0])}")
+    asked = options.get("pattern") is not None or (
+        options.get("storage") is None and header.get(p + "pattern") is not None)
+    if storage != "external" and asked:
+        raise HeaderError(f"{p}pattern: names external tile files; pass storage='external' "
+                          f"(or {p}storage: external) with it")
 
 
 def probe_header(plan: Any, build: Callable[..., bytes], target: str) -> bytes:

@@ -38,6 +38,7 @@ from .tiling.spec import (
     tile_geometry,
     typed_padding,
 )
+from .write_checks import check_layout_request
 from .write_untiled import _ENC_ALIASES, _endian
 from .writer import FileOrder, TilePlan
 
@@ -92,6 +93,7 @@ def plan_tiled(src: FileOrder, out: Header, prefix: str, type_name: str, *,
     storage = options.get("storage") or out.get(p + "storage", "internal")
     pattern = options.get("pattern")
     pattern = out.get(p + "pattern") if pattern is None else pattern
+    check_layout_request(p, scales, storage, options, out)
     if storage == "external" and pattern is None:
         pattern = _default_pattern(len(axes), len(scales))
     plan = TilePlan(

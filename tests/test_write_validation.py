@@ -49,6 +49,32 @@ def test_write_refuses_header_the_reader_refuses(tmp_path, header, field):
     _refused(tmp_path, HeaderError, field, header)
 
 
+@pytest.mark.parametrize("header", [{"tile:level_scales": [2]},
+                                    {"tile:level_scales": [[2, 1, 1]], "tile:levels": 1}])
+def test_write_refuses_level_zero_below_full_resolution(tmp_path, header):
+    """Found by the property test: a single level of scale 2 was written downsampled under a
+    header that says full resolution (wrong data, no error)."""
+    _refused(tmp_path, HeaderError, "level 0 must have scale 1", header)
+
+
+@pytest.mark.parametrize(("header", "kw"), [({"tile:pattern": "{x}.t"}, {}),
+                                           ({}, {"tile": 2, "pattern": "{x}{y}{z}.t"}),
+                                           ({"tile:pattern": "{x}.t", "tile:storage": "internal"},
+                                            {})])
+def test_write_refuses_pattern_for_internal_tiles(tmp_path, header, kw):
+    """A tile pattern asks for tile files: with internal storage it was dropped silently."""
+    _refused(tmp_path, HeaderError, "storage", header, **kw)
+
+
+def test_write_storage_keyword_overrides_a_read_external_layout(tmp_path):
+    ext = tmp_path / "e.jnrrd"
+    jnrrd.write(ext, A, tile=2, storage="external")
+    data, header = jnrrd.read(ext)
+    jnrrd.write(tmp_path / "i.jnrrd", data, header, storage="internal")
+    assert jnrrd.read_header(tmp_path / "i.jnrrd")["tile:storage"] == "internal"
+    assert np.array_equal(jnrrd.read(tmp_path / "i.jnrrd")[0], A)
+
+
 @pytest.mark.parametrize("tiled", [{}, {"tile": 2}])
 def test_write_refuses_extensions_that_are_not_an_object(tmp_path, tiled):
     """Found by the property test: a tiled write gave a bare TypeError."""
