@@ -64,6 +64,8 @@ def write(target: Any, data: Any, header: Mapping[str, Any] | None = None, *,
     atomic against a crashing process, but a power loss right after the write may lose both
     versions (the trade-off of scratch data; zarr and tensorstore never ``fsync``).
     """
+    if not isinstance(durable, (bool, np.bool_)):
+        raise TypeError(f"write(): durable must be True or False, not {durable!r:.80}")
     file_format = file_format_of(target, format, options)
     with durability(durable), reported_as(target), write_guard(target):
         _write(target, data, header, index_order=index_order, encoding=encoding, tile=tile,

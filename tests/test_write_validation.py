@@ -183,6 +183,8 @@ def test_write_unknown_checksum_is_an_error(tmp_path):
     ({"levels": True}, "levels"),
     ({"tile": 2, "padding_value": "x"}, "padding_value"),
     ({"tile": 2, "progress": "yes"}, "progress"),
+    ({"durable": "no"}, "durable"),
+    ({"detached": "yes"}, "detached"),
 ])
 def test_write_refuses_unknown_option_values(tmp_path, kw, name):
     with pytest.raises((JnrrdError, TypeError, ValueError), match=name):
