@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import jnrrd
+from jnrrd.cli import main as cli_main
 from jnrrd.errors import HeaderError
 from jnrrd.pyramid import downsample
 from jnrrd.tiling.kinds import axis_kinds, domain_axes
@@ -158,33 +159,28 @@ def test_levels_without_a_domain_axis_are_an_error(tmp_path):
     assert h["tile:dimensions"] == [0, 1] and h["tile:sizes"] == [2, 2]  # nothing else to tile
 
 
-def test_cli_tile_none_leaves_an_axis_untiled(tmp_path):
+def test_cli_tile_none_leaves_an_axis_untiled(tmp_path, capsys):
     x = rgb(8, (3, 30, 20))
     jnrrd.write(tmp_path / "in.nrrd", x, {"kinds": ["RGB-color", "space", "space"]})
-    env = dict(os.environ, PYTHONPATH=ROOT)
-
-    def convert(*opts: str) -> dict:
-        out = tmp_path / "out.jnrrd"
-        proc = subprocess.run([sys.executable, "-m", "jnrrd", "convert", "in.nrrd", "out.jnrrd",
-                               *opts, "-q"], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=120)
-        assert proc.returncode == 0, proc.stderr
-        np.testing.assert_array_equal(jnrrd.read(out)[0], x)
-        return json.loads(subprocess.run(
-            [sys.executable, "-m", "jnrrd", "info", "out.jnrrd", "--json"], cwd=tmp_path,
-            env=env, capture_output=True, text=True, timeout=120, check=True).stdout)
-
-    info = convert("--tile", "none,16,8", "--levels", "2")
+    src, out = str(tmp_path / "in.nrrd"), str(tmp_path / "out.jnrrd")
+    # as a user types it: a subprocess
+    proc = subprocess.run([sys.executable, "-m", "jnrrd", "convert", "in.nrrd", "out.jnrrd",
+                           "--tile", "none,16,8", "--levels", "2", "-q"], cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    np.testing.assert_array_equal(jnrrd.read(out)[0], x)
+    assert cli_main(["info", out, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
     h = info["header"]
     assert h["tile:dimensions"] == [1, 2] and h["tile:sizes"] == [16, 8]
     assert [lv["shape"] for lv in info["levels"]] == [[3, 30, 20], [3, 15, 10]]
     # one number: the domain axes only (the colour axis is not tiled)
-    h = convert("--tile", "16", "--levels", "2")["header"]
+    assert cli_main(["convert", src, out, "--tile", "16", "--levels", "2", "-q"]) == 0
+    h = jnrrd.read_header(out)
     assert h["tile:dimensions"] == [1, 2] and h["tile:sizes"] == [16, 16]
-    bad = subprocess.run([sys.executable, "-m", "jnrrd", "convert", "in.nrrd", "o.jnrrd",
-                          "--tile", "none,none,none"], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "at least one axis" in bad.stderr
+    assert cli_main(["convert", src, str(tmp_path / "o.jnrrd"), "--tile", "none,none,none"]) == 2
+    assert "at least one axis" in capsys.readouterr().err
 
 
 DOMAIN = ["space", "domain", "time", None, "???"]
@@ -232,3 +228,33 @@ def test_random_kinds_levels_keep_non_domain_axes(tmp_path_factory, vol, method,
             sub = tuple(s for b, s in enumerate(scale) if b != a)
             close(np.take(data, shape[a] - 1, axis=a),
                   downsample(np.take(x, shape[a] - 1, axis=a), sub, method), method)
+
+
+def test_a_foreign_file_scaling_a_colour_axis_reads_as_written_and_validate_warns(tmp_path):
+    x = rgb(9, (3, 32, 32))
+    path = tmp_path / "old.jnrrd"
+    # as an older writer laid it out: the colour axis tiled and halved, tiles in files
+    jnrrd.write(path, x, tile=(3, 16, 16), levels=[1, [2, 2, 2]], storage="external")
+    lines = path.read_bytes().split(b"\n")
+    lines.insert(1, json.dumps({"kinds": ["RGB-color", "space", "space"]}).encode())
+    path.write_bytes(b"\n".join(lines))
+    problems = jnrrd.validate(path)
+    assert [(p.severity, p.field) for p in problems] == [("warning",
+                                                          "/tile:level_scales/1")]
+    assert "axis 0, a non-domain axis (kind 'rgb_color')" in problems[0].message
+    assert jnrrd.read(path, level=1)[0].shape == (1, 16, 16)  # the header's scales decide
+
+
+@pytest.mark.parametrize("method", ["average", "mode"])
+def test_dask_sources_keep_every_channel(tmp_path, method):
+    import dask.array as da
+
+    x = rgb(10, (3, 40, 30))
+    path = tmp_path / "d.jnrrd"
+    jnrrd.write(path, da.from_array(x, chunks=(3, 20, 15)),
+                {"kinds": ["RGB-color", "space", "space"]}, levels=3, downsample=method)
+    h = jnrrd.read_header(path)
+    assert h["tile:dimensions"] == [1, 2] and h["tile:sizes"] == [40, 30]
+    for k in (1, 2):
+        np.testing.assert_array_equal(jnrrd.read(path, level=k)[0],
+                                      per_channel(x, 0, (1, 2**k, 2**k), method))

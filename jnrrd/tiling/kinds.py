@@ -17,7 +17,7 @@ from ..policy import Policy
 from .grid import TileGrid
 
 __all__ = ["DOMAIN_KINDS", "axis_kinds", "cap_level_tiles", "cap_tile", "check_level_scales",
-           "check_tile_caps", "domain_axes", "max_levels"]
+           "check_tile_caps", "domain_axes", "max_levels", "non_domain_scales"]
 
 #: kind spellings (lower case, ``-`` as ``_``) of domain axes; ``None`` (absent) is one too
 DOMAIN_KINDS = frozenset({"domain", "space", "time", "none", "???"})
@@ -69,6 +69,13 @@ def max_levels(shape: Sequence[int], scaled: Sequence[int]) -> int:
     return 1 + max((shape[a].bit_length() - 1 for a in scaled), default=0)
 
 
+def non_domain_scales(scales: Sequence[Sequence[int]], kinds: Sequence[str | None]
+                      ) -> list[tuple[int, int, int]]:
+    """``(level, axis, scale)`` wherever a level scales a non-domain axis."""
+    return [(i, a, k) for i, s in enumerate(scales) for a, k in enumerate(s)
+            if k != 1 and not is_domain(kinds[a])]
+
+
 def check_level_scales(scales: Sequence[Sequence[int]], shape: Sequence[int],
                        kinds: Sequence[str | None], scaled: Sequence[int], field: str) -> None:
     """Refuse scales on non-domain axes and levels that repeat a one-voxel level.
@@ -76,12 +83,10 @@ def check_level_scales(scales: Sequence[Sequence[int]], shape: Sequence[int],
     ``scaled`` lists the axes ``levels=N`` downsamples (the tiled domain axes); ``field`` names
     the argument or header field in messages.
     """
-    for i, s in enumerate(scales):
-        for a, k in enumerate(s):
-            if k != 1 and not is_domain(kinds[a]):
-                raise HeaderError(
-                    f"{field}: level {i} scales {_describe(kinds, a)} by {k}; a non-domain "
-                    "axis is never downsampled (CONVENTIONS §7), its scale must be 1")
+    for i, a, k in non_domain_scales(scales, kinds)[:1]:
+        raise HeaderError(
+            f"{field}: level {i} scales {_describe(kinds, a)} by {k}; a non-domain "
+            "axis is never downsampled (CONVENTIONS §7), its scale must be 1")
     if len(scales) > 1 and not scaled:
         described = ", ".join(_describe(kinds, a) for a in range(len(kinds)))
         raise HeaderError(f"{field}: {len(scales)} levels need a tiled domain axis to "

@@ -23,6 +23,7 @@ from ..header.fields import CoreFields
 from ..header.model import TILE_FIELDS
 from ..policy import Policy, resolve_path
 from ..tiling.grid import TileGrid
+from ..tiling.kinds import axis_kinds, non_domain_scales
 from ..tiling.layout import check_pattern, expand_pattern, past_the_end
 from ..tiling.levels import Level, expand_scale, level_shape
 from ..tiling.padding import chain_fill
@@ -232,6 +233,10 @@ class _Checker:
             r.error(self.key("level_scales", 0), "level 0 is the full-resolution data: its "
                     "scale must be 1", scales_v[0], 1)
             ok = False
+        for i, a, k in non_domain_scales(scales, axis_kinds(self.h, ndim)):
+            r.warning(self.key("level_scales", i), f"level {i} scales axis {a}, a non-domain "
+                      f"axis (kind {axis_kinds(self.h, ndim)[a]!r}), by {k}: its values are "
+                      "mixed (CONVENTIONS §7 never downsamples such axes)", k, 1)
         tiles = self._level_tiles(n, tile)
         stored = self._stored_levels(n)
         if not ok or tiles is None or stored is None or overlap is None or core is None:
