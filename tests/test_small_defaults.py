@@ -160,6 +160,9 @@ def _example_nrrds(tmp_path: Path) -> list[Path]:
     ]:
         jnrrd.write(tmp_path / name, data, header, encoding="gzip")
         out.append(tmp_path / name)
+    for real in sorted((ROOT / "tests" / "data").glob("*.nrrd")):  # pynrrd-written files
+        out.append(tmp_path / real.name)
+        out[-1].write_bytes(real.read_bytes())
     return out
 
 
