@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from typing import IO
 
 __all__ = [
+    "TOKEN_RE",
     "atomic_file",
     "durability",
     "durable",
@@ -34,9 +35,17 @@ __all__ = [
 _MARK = ".jnrrd-tmp-"
 
 
+#: The tokens in fresh names: 8 lower-case hex digits, at least one of them a letter, so that a
+#: user's ``scan.20231105.raw`` (a date, a frame number) never looks like one of ours.
+TOKEN_RE = "(?=[0-9]{0,7}[a-f])[0-9a-f]{8}"
+
+
 def fresh_token() -> str:
-    """A short random token for fresh file and directory names."""
-    return secrets.token_hex(4)
+    """A short random token for fresh file and directory names (matches ``TOKEN_RE``)."""
+    while True:
+        token = secrets.token_hex(4)
+        if not token.isdigit():
+            return token
 
 
 def tmp_marker(target: str) -> str:

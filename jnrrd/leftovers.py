@@ -31,7 +31,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from .atomic import fresh_token, tmp_marker
+from .atomic import TOKEN_RE, fresh_token, tmp_marker
 
 __all__ = ["STALE_AFTER", "cleanup", "is_live", "sweep", "write_guard", "write_journal"]
 
@@ -43,10 +43,10 @@ except ImportError:  # pragma: no cover - Windows: open files cannot be removed 
 #: default age (seconds) after which a leftover counts as stale
 STALE_AFTER = 600.0
 
-_TOKEN = "[0-9a-f]{8}"
-_TEMP = re.compile(rf"\.(?P<base>.+)\.jnrrd-tmp-{_TOKEN}(?P<kind>\.level[0-9]+|\.tiles|\.pending)?")
+_TEMP = re.compile(
+    r"\.(?P<base>.+)\.jnrrd-tmp-[0-9a-f]{8}(?P<kind>\.level[0-9]+|\.tiles|\.pending)?")
 _FINAL = re.compile(
-    rf"(?P<stem>.+)\.{_TOKEN}\.(?:tiles|data(?:\.[a-z0-9]+)?|raw(?:\.gz|\.bz2)?|txt|hex)")
+    rf"(?P<stem>.+)\.{TOKEN_RE}\.(?:tiles|data(?:\.[a-z0-9]+)?|raw(?:\.gz|\.bz2)?|txt|hex)")
 #: timestamp granularity allowed for "made by the write that journal belongs to" (FAT: 2 s)
 _SLACK = 2.0
 _HEADER_CAP = 64 << 20  # a header longer than this is not searched: its directory is kept

@@ -18,7 +18,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
-from .atomic import durable, tmp_marker
+from .atomic import TOKEN_RE, durable, tmp_marker
 from .errors import UnsupportedError
 from .tiling.layout import expand_pattern
 from .tiling.levels import Level
@@ -408,7 +408,7 @@ def _stem(target: str) -> str:
 def stale_patterns(target: str) -> list[str]:
     """Names of fresh data files / tile directories that earlier writes of ``target`` made."""
     stem = re.escape(_stem(target))
-    return [rf"{stem}\.[0-9a-f]{{8}}\.tiles", rf"{stem}\.[0-9a-f]{{8}}\.data(\.[a-z0-9]+)?"]
+    return [rf"{stem}\.{TOKEN_RE}\.tiles", rf"{stem}\.{TOKEN_RE}\.data(\.[a-z0-9]+)?"]
 
 
 def _fixed_point(plan: TilePlan, sink: _Sink, build: Callable[..., bytes],

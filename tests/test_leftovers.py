@@ -239,3 +239,30 @@ def test_cli_cleanup(tmp_path, capsys):
     assert main(["cleanup", str(tmp_path)]) == 0
     out, err = capsys.readouterr()
     assert out == "" and "removed 0 leftovers" in err
+
+
+@pytest.mark.parametrize("target", ["scan.nhdr", "scan.jnrrd"])
+def test_a_date_named_user_file_survives_a_write_to_the_same_target(tmp_path, target):
+    """Tokens always hold a letter, so ``<stem>.<8 digits>.<ext>`` (a date, a frame number)
+    is never taken for a data file of an earlier write."""
+    user = ["scan.20231105.raw", "scan.20231105.data.raw", "scan.00000001.tiles"]
+    for n in user:
+        if n.endswith(".tiles"):
+            (tmp_path / n).mkdir()
+        else:
+            (tmp_path / n).write_bytes(b"mine")
+    stale = tmp_path / ("scan.2023110a.raw" if target.endswith(".nhdr")
+                        else "scan.2023110a.data.raw")
+    stale.write_bytes(b"an earlier write's")
+    jnrrd.write(tmp_path / target, A, detached=True)
+    jnrrd.write(tmp_path / target, B, detached=True)
+    names = set(os.listdir(tmp_path))
+    assert set(user) <= names and stale.name not in names
+
+
+def test_fresh_tokens_always_hold_a_letter(monkeypatch):
+    from jnrrd import atomic
+
+    words = iter(["20231105", "00000000", "1234567a"])
+    monkeypatch.setattr(atomic.secrets, "token_hex", lambda n: next(words))
+    assert atomic.fresh_token() == "1234567a"

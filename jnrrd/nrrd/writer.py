@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..atomic import atomic_file, fresh_token, remove_leftovers
+from ..atomic import TOKEN_RE, atomic_file, fresh_token, remove_leftovers
 from ..datasection import encode_chunks
 from ..dtypes import TYPES, canonical_type, type_name_for
 from ..errors import HeaderError, JnrrdWarning, UnsupportedError, where
@@ -130,7 +130,7 @@ def _stem(path: str) -> str:
 def _stale_patterns(path: str) -> list[str]:
     """Names of data files that earlier detached writes of ``path`` made."""
     exts = "|".join(re.escape(e) for e in _EXT.values())
-    return [rf"{re.escape(_stem(path))}\.[0-9a-f]{{8}}\.(?:{exts})"]
+    return [rf"{re.escape(_stem(path))}\.{TOKEN_RE}\.(?:{exts})"]
 
 
 def _type_name(given: Mapping[str, Any], dtype: np.dtype, path: str) -> str:
