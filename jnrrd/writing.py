@@ -12,7 +12,7 @@ import numpy as np
 from .atomic import durability, reported_as
 from .dtypes import type_name_for
 from .errors import HeaderError, UnsupportedError
-from .header import TILE_URI, Header
+from .header import TILE_URI, TILE_URI_PREFIX, Header
 from .leftovers import write_guard
 from .targets import file_format_of, jnrrd_spelled, write_nrrd_target
 from .write_checks import (
@@ -150,7 +150,21 @@ def _write(target: Any, data: Any, header: Mapping[str, Any] | None, *, index_or
         return
     for k in tile_keys:
         out.pop(k)
+    _drop_declaration(out, prefix)
     write_untiled(target, src, out, type_name, encoding, detached, options)
+
+
+def _drop_declaration(out: Header, prefix: str) -> None:
+    """An untiled write drops the tiling fields; their extension's declaration goes too (a
+    declared tiling extension requires its fields, so the file would not validate)."""
+    ext = out.get("extensions")
+    if isinstance(ext, dict) and isinstance(ext.get(prefix), str) and ext[prefix].startswith(
+            TILE_URI_PREFIX):
+        rest = {p: u for p, u in ext.items() if p != prefix}
+        if rest:
+            out["extensions"] = rest
+        else:
+            out.pop("extensions")
 
 
 def _type_name(out: Header, dtype: np.dtype) -> str:

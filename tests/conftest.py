@@ -22,7 +22,7 @@ settings.register_profile(
 )
 settings.register_profile(
     "long",
-    max_examples=5000,
+    max_examples=int(os.environ.get("JNRRD_LONG_EXAMPLES", "20000")),
     deadline=None,
     suppress_health_check=list(HealthCheck),
 )

@@ -25,7 +25,7 @@ import threading
 import tracemalloc
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -171,8 +171,15 @@ def split_header(raw: bytes) -> tuple[list[tuple[str, Any]], bytes]:
 
 
 def render(fields: list[tuple[str, Any]]) -> bytes:
-    """Header lines (one single-key JSON object each) and the closing blank line."""
-    return b"".join(json.dumps({k: v}).encode() + b"\n" for k, v in fields) + b"\n"
+    """Header lines (one single-key JSON object each) and the closing blank line; a
+    :class:`RawJSON` value is written as its text."""
+    return b"".join(_line(k, v) for k, v in fields) + b"\n"
+
+
+def _line(key: str, value: Any) -> bytes:
+    if isinstance(value, RawJSON):
+        return b"{" + json.dumps(key).encode() + b": " + value.text.encode() + b"}\n"
+    return json.dumps({key: value}).encode() + b"\n"
 
 
 # -- value mutations ------------------------------------------------------------------------
@@ -242,6 +249,8 @@ class Case:
     kind: str
     files: dict[str, bytes]
     what: str
+    #: symlinks to create beside the files: {relative path: target}
+    links: dict[str, str] = field(default_factory=dict)
 
 
 @st.composite
@@ -312,21 +321,32 @@ def field_mutation(draw: st.DrawFn, files: dict[str, bytes]) -> tuple[dict[str, 
 
 
 @st.composite
-def hostile_case(draw: st.DrawFn, seeds: SeedCache, kinds: list[str]) -> Case:
-    """A seed of one of ``kinds`` with one to three mutations applied."""
+def hostile_case(draw: st.DrawFn, seeds: SeedCache, kinds: list[str],
+                 hostile: float = 0.25, mutations: tuple[int, int] = (1, 3)) -> Case:
+    """A seed of one of ``kinds`` with ``mutations`` (a range) mutations applied, then (with
+    probability about ``hostile``) one :func:`hostile_value_mutation` of a header field."""
     kind = draw(st.sampled_from(kinds))
     files = seeds.files(kind)
     notes = []
-    for _ in range(draw(st.integers(1, 3))):
+    for _ in range(draw(st.integers(*mutations))):
         strat = draw(st.sampled_from([byte_mutation, field_mutation, field_mutation]))
-        if strat is field_mutation:
-            try:
-                split_header(files[HEADER])
-            except (ValueError, UnicodeDecodeError):
-                strat = byte_mutation
+        if strat is field_mutation and not _parsable(files):
+            strat = byte_mutation
         files, note = draw(strat(files))
         notes.append(note)
-    return Case(kind, files, "; ".join(notes))
+    links: dict[str, str] = {}
+    if hostile and draw(st.integers(0, 99)) < 100 * hostile and _parsable(files):
+        files, note, links = draw(hostile_value_mutation(files))
+        notes.append(note)
+    return Case(kind, files, "; ".join(notes), links)
+
+
+def _parsable(files: dict[str, bytes]) -> bool:
+    try:
+        split_header(files[HEADER])
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return False
+    return True
 
 
 def materialize(case: Case, directory: str) -> str:
@@ -336,7 +356,186 @@ def materialize(case: Case, directory: str) -> str:
         os.makedirs(os.path.dirname(full), exist_ok=True)
         with open(full, "wb") as f:
             f.write(data)
+    for rel, target in case.links.items():
+        full = os.path.join(directory, rel)
+        if not os.path.lexists(full):
+            os.symlink(target, full)
     return os.path.join(directory, HEADER)
+
+
+# -- hostile value classes ------------------------------------------------------------------
+# Each class of bare exception the reliability campaign found (docs/reliability.md) has a
+# generator here, so the fuzzers keep it closed: ragged and overflowing tile tables, integers
+# past 64 bits / float64 / NumPy's item size / the interpreter's digit limit, nesting past
+# the recursion limit, paths the OS refuses, and tiny arrays with many dimensions (seeds).
+
+@dataclass(frozen=True)
+class RawJSON:
+    """JSON text written into a header line verbatim: values ``json.dumps`` cannot build
+    (integers past the interpreter's digit limit, nesting past its recursion limit)."""
+
+    text: str
+
+    def __repr__(self) -> str:
+        return f"RawJSON({self.text[:40]!r}{'...' if len(self.text) > 40 else ''}, " \
+               f"{len(self.text)} chars)"
+
+
+def _nested(depth: int, leaf: str = "1", objects: bool = False) -> RawJSON:
+    if objects:
+        return RawJSON('{"a": ' * depth + leaf + "}" * depth)
+    return RawJSON("[" * depth + leaf + "]" * depth)
+
+
+#: integers at every boundary a header number can cross
+BOUNDARY_INTS: list[Any] = [
+    2**31 - 1, 2**31, 2**32, 2**53 + 1, 2**62, 2**63 - 2, 2**63 - 1, 2**63, 2**64 - 1, 2**64,
+    -(2**63), -(2**63) - 1, 10**400, -(10**400),
+    RawJSON("9" * 5000), RawJSON("-" + "9" * 4400), RawJSON("0" * 5000 + "7"),
+    RawJSON("1e999"), RawJSON("-1e999"), 1e308, -0.0,
+]
+#: fields whose values are counts, sizes, offsets or numbers a reader computes with
+NUMERIC_FIELDS = ["sizes", "dimension", "block_size", "byte_skip", "line_skip",
+                  "space_dimension", "tile:sizes", "tile:dimensions", "tile:padding_value",
+                  "tile:levels", "tile:level_scales", "tile:overlap", "tile:level_tile_sizes",
+                  "tile:levels_stored", "tile:offset_table", "tile:size_table"]
+
+
+@st.composite
+def huge_integer(draw: st.DrawFn, value: Any) -> Any:
+    """``value`` (an int or a list of them) with one number replaced by a boundary value."""
+    big = draw(st.sampled_from(BOUNDARY_INTS))
+    if isinstance(value, list) and value and not any(isinstance(v, RawJSON) for v in value):
+        i = draw(st.integers(0, len(value) - 1))
+        if isinstance(big, RawJSON):
+            items = [json.dumps(v) for v in value]
+            items[i] = big.text
+            return RawJSON("[" + ", ".join(items) + "]")
+        out = list(value)
+        out[i] = big
+        return out
+    return big
+
+
+@st.composite
+def hostile_table(draw: st.DrawFn, table: Any) -> Any:
+    """A tile table made ragged, nested, mixed, or overflowing in offset + size arithmetic."""
+    t = list(table) if isinstance(table, list) and table else [0]
+    op = draw(st.sampled_from(["ragged", "nested", "mixed", "wrap", "edge", "huge"]))
+    i = draw(st.integers(0, len(t) - 1))
+    out: list[Any] = list(t)
+    if op == "ragged":
+        return [[t[0], t[0]], [t[-1]], *t[2:]]
+    if op == "nested":
+        return [[x] if isinstance(x, int) else x for x in t]
+    if op == "mixed":
+        out[i] = draw(st.sampled_from(["1", 1.5, True, [], {}, [[1], 2], None]))
+    elif op == "wrap":
+        # with the seed's offset near i, offset + this size passes 2**63 by a little
+        base = t[i] if isinstance(t[i], int) and not isinstance(t[i], bool) else 0
+        out[i] = 2**63 - max(0, min(base, 2**62)) + draw(st.integers(0, 4096))
+    elif op == "edge":
+        out[i] = draw(st.sampled_from([2**63 - 1, 2**63 - 4096, 2**62, 2**31, 2**32 + 1]))
+    else:
+        return draw(huge_integer(t))
+    return out
+
+
+@st.composite
+def deep_value(draw: st.DrawFn) -> Any:
+    """Lists or objects nested around the reader's limit and past the recursion limit."""
+    depth = draw(st.sampled_from([63, 64, 65, 66, 200, 700, 1200, 3000]))
+    leaf = draw(st.sampled_from(["1", "\"x\"", "null", "[]", "{}"]))
+    return _nested(depth, leaf, objects=draw(st.booleans()))
+
+
+def nested_conditional(depth: int) -> RawJSON:
+    """A codec chain whose ``conditional`` codecs nest ``depth`` levels."""
+    inner = '{"name": "zstd", "configuration": {"level": 1}}'
+    for _ in range(depth):
+        inner = '{"name": "conditional", "configuration": {"codecs": [' + inner + "]}}"
+    return RawJSON('[{"name": "bytes", "configuration": {"endian": "little"}}, ' + inner + "]")
+
+
+#: names the OS refuses: too long for a component or a path, through a regular file
+#: (the header itself), a symlink loop (made by the mutation), NUL, a directory
+OS_PATHS = ["a" * 300, ("d" * 200 + "/") * 30 + "x", HEADER + "/x", "loop1", "loop1/x", ".",
+            "a\u0000b", "", "/", "tiles/" + "b" * 256 + "/{x}"]
+
+
+@st.composite
+def hostile_value_mutation(draw: st.DrawFn, files: dict[str, bytes]
+                           ) -> tuple[dict[str, bytes], str, dict[str, str]]:
+    """Give one header field a value of a hostile class (see the section comment); returns
+    (files, what was done, symlinks to create)."""
+    fields, tail = split_header(files[HEADER])
+    present = {k: n for n, (k, _) in enumerate(fields)}
+    cls = draw(st.sampled_from(["table", "huge", "huge", "deep", "path", "codecs"]))
+    links: dict[str, str] = {}
+    if cls == "table":
+        key = draw(st.sampled_from(["tile:offset_table", "tile:size_table"]))
+        new = draw(hostile_table(fields[present[key]][1] if key in present else None))
+    elif cls == "huge":
+        key = draw(st.sampled_from(NUMERIC_FIELDS + ["data_file_pattern"]))
+        old = fields[present[key]][1] if key in present else 0
+        if isinstance(old, dict):
+            sub = draw(st.sampled_from(["min", "max", "step"]))
+            big = draw(st.sampled_from([b for b in BOUNDARY_INTS if isinstance(b, int)]))
+            new = {**old, sub: big}
+        else:
+            new = draw(huge_integer(old))
+    elif cls == "deep":
+        key = draw(st.sampled_from(["sizes", "meta:x", "tile:codecs", "tile:metadata",
+                                    "space_directions", "meta:" + ".".join(["a"] * 80),
+                                    "meta:a" + "[0]" * 70]))
+        new = (nested_conditional(draw(st.sampled_from([2, 20, 70, 250])))
+               if key == "tile:codecs" else draw(deep_value()) if "." not in key
+               and "[" not in key else 1)
+    elif cls == "path":
+        key = draw(st.sampled_from(["data_file", "tile:pattern", "tile:base_dir",
+                                    "data_files"]))
+        name = draw(st.sampled_from(OS_PATHS))
+        if name.startswith("loop1"):
+            links = {"loop1": "loop2", "loop2": "loop1"}
+        if key == "tile:pattern" and "{" not in name:
+            name += "/{i}_{l}"
+        new = [name] if key == "data_files" else name
+    else:
+        key = "tile:codecs"
+        entry = draw(st.sampled_from([5, ["bytes"], "zstd", None, {"configuration": {}},
+                                      {"name": "bytes", "configuration": 7},
+                                      {"name": "conditional", "configuration": {"codecs": [7]}},
+                                      {"name": 1}]))
+        new = [{"name": "bytes", "configuration": {"endian": "little"}}, entry] \
+            if draw(st.booleans()) else [entry]
+    if key in present:
+        fields[present[key]] = (key, new)
+    else:
+        fields.append((key, new))
+    head = render(fields)
+    old_head = len(files[HEADER]) - len(tail)
+    if tail[:1] == b"\0" and len(head) < old_head:
+        head += b"\0" * (old_head - len(head))
+    out = dict(files)
+    out[HEADER] = head + tail
+    return out, f"hostile {cls}: {key}={new!r:.100}", links
+
+
+def _tiny(shape: tuple[int, ...], **kw: Any) -> Callable[[str], None]:
+    def make(path: str) -> None:
+        n = int(np.prod(shape))
+        data = (np.arange(n) % 7).astype("uint8").reshape(shape, order="F")
+        jnrrd.write(path, data, **kw)
+    return make
+
+
+#: tiny arrays with many dimensions: a mutated size multiplies across every axis
+TINY_SEEDS: dict[str, Callable[[str], None]] = {
+    "attached-tiny-16d": _tiny((2,) + (1,) * 14 + (2,)),
+    "internal-tiny-7d-zstd": _tiny((2, 1, 1, 1, 1, 1, 2), tile=(1,) * 7, compression="zstd"),
+    "external-tiny-6d": _tiny((2, 1, 1, 1, 1, 2), tile=(1,) * 6, storage="external"),
+}
+SEEDS.update(TINY_SEEDS)
 
 
 # -- running a read under bounds ------------------------------------------------------------

@@ -12,15 +12,20 @@ KiB must never make the library allocate more. Warnings are fine; any exception 
 from __future__ import annotations
 
 import collections
+import json
+import os
 import tempfile
+import time
 
 import fuzz_strategies as fz
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-DEADLINE_S = 20.0  # per example, generous: tracemalloc runs alongside on shared cores
-MAX_PEAK = 64 << 20
+# per example, generous: tracemalloc runs alongside on shared cores (env overrides for runs
+# that should hold the documented bounds, e.g. JNRRD_FUZZ_DEADLINE_S=2)
+DEADLINE_S = float(os.environ.get("JNRRD_FUZZ_DEADLINE_S", "20"))
+MAX_PEAK = int(os.environ.get("JNRRD_FUZZ_MAX_PEAK", str(64 << 20)))
 
 UNTILED = [k for k in fz.SEEDS if k.startswith(("attached", "detached"))]
 INTERNAL = [k for k in fz.SEEDS if k.startswith("internal")]
@@ -28,6 +33,11 @@ EXTERNAL = [k for k in fz.SEEDS if k.startswith("external")]
 
 #: examples run and reads that returned data, per test (printed at the end of the module)
 COUNTS: collections.Counter[str] = collections.Counter()
+#: slowest example (s) and largest tracemalloc peak (bytes), per test; also written after
+#: every example to the JSON file named by JNRRD_FUZZ_STATS, so a long run cut short by a
+#: time budget still reports its figures
+SLOWEST: dict[str, float] = collections.defaultdict(float)
+PEAKS: dict[str, int] = collections.defaultdict(int)
 
 
 @pytest.fixture(scope="module")
@@ -37,20 +47,35 @@ def seeds():
     cache.close()
     if COUNTS:
         print("\nfuzz examples:", dict(sorted(COUNTS.items())))
+        print("slowest example (s):", {k: round(v, 3) for k, v in sorted(SLOWEST.items())})
+        print("largest peak (MiB):", {k: round(v / 2**20, 1) for k, v in sorted(PEAKS.items())})
+
+
+def _record(counter: str, seconds: float, peak: int) -> None:
+    SLOWEST[counter] = max(SLOWEST[counter], seconds)
+    PEAKS[counter] = max(PEAKS[counter], peak)
+    out = os.environ.get("JNRRD_FUZZ_STATS")
+    if out:
+        with open(out, "w") as f:
+            json.dump({"examples": COUNTS, "slowest_s": SLOWEST, "peak_bytes": PEAKS}, f)
 
 
 def _run(case: fz.Case, counter: str) -> None:
     COUNTS[counter] += 1
     with tempfile.TemporaryDirectory(prefix="jnrrd-fuzz-") as d:
         path = fz.materialize(case, d)
+        t0 = time.perf_counter()
+        stats: dict[str, int] = {}
         try:
-            with fz.bounded(DEADLINE_S, MAX_PEAK):
+            with fz.bounded(DEADLINE_S, MAX_PEAK) as stats:
                 done = fz.exercise(path)
         except fz.Deadline as exc:
             raise AssertionError(f"{case.kind} after [{case.what}]: {exc}") from None
         except BaseException as exc:  # anything that is not a JnrrdError is a bug
             fz.check_exception(exc, case)
             raise
+        finally:
+            _record(counter, time.perf_counter() - t0, stats.get("peak", 0))
         if done:
             COUNTS[counter + ":read-ok"] += 1
 
@@ -97,3 +122,10 @@ def test_fuzz_internal_tiles(seeds, data):
 def test_fuzz_external_tiles(seeds, data):
     """External tiles by pattern and by tile:files, sparse, with checksums and levels."""
     _run(data.draw(fz.hostile_case(seeds, EXTERNAL)), "external")
+
+
+@given(data=st.data())
+def test_fuzz_every_kind(seeds, data):
+    """Every kind of dataset in one stream of cases, a hostile value class in half of them:
+    the test the long profile runs for the documented figures (docs/reliability.md)."""
+    _run(data.draw(fz.hostile_case(seeds, sorted(fz.SEEDS), hostile=0.5)), "every-kind")

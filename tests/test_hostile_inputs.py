@@ -398,3 +398,20 @@ def test_detached_file_replaced_during_a_read(tmp_path, monkeypatch):
     monkeypatch.setattr(datasection._Part, "__init__", remove_after_check)
     with jnrrd.open(path) as vol:
         assert np.array_equal(vol[...], VOL)
+
+
+# -- found by the entry-point fuzzer --------------------------------------------------------
+
+def test_write_with_tiling_switched_off_drops_the_tile_declaration(tmp_path):
+    """Found by test_fuzz_entry_points (``convert`` of a file with ``tile:enabled: false``):
+    the untiled write dropped the tile fields but kept the extension's declaration, so the
+    file it wrote failed validation (the declared tiling extension requires its fields)."""
+    src = tiled(tmp_path, compression="zstd")
+    rewrite(src, **{"tile:enabled": False})
+    data, header = _quiet(lambda: jnrrd.read(src))
+    out = tmp_path / "out.jnrrd"
+    _quiet(lambda: jnrrd.write(out, data, header=header))
+    assert not [p for p in jnrrd.validate(out) if p.severity == "error"]
+    assert "tile" not in (jnrrd.read_header(out).get("extensions") or {})
+    assert np.array_equal(jnrrd.read(out)[0], data)  # the bytes after the header, untiled
+    assert _cli("convert", "--quiet", str(src), str(tmp_path / "out2.jnrrd")) == 0
