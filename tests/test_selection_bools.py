@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import jnrrd
 
@@ -78,3 +80,42 @@ def test_boolean_selection_keeps_index_errors(files):
             vol[True, 0, 0, 0, 0]
         with pytest.raises(IndexError):
             vol[True, ..., ...]
+
+
+def _component(draw, n: int):
+    return draw(st.one_of(
+        st.integers(-n, n - 1),
+        st.builds(slice, st.none() | st.integers(-n - 2, n + 2),
+                  st.none() | st.integers(-n - 2, n + 2),
+                  st.none() | st.integers(-3, 3).filter(bool)),
+    ))
+
+
+@st.composite
+def keys(draw):
+    shape = (6, 5, 4)
+    parts = [_component(draw, n) for n in shape[: draw(st.integers(0, 3))]]
+    for _ in range(draw(st.integers(0, 3))):  # booleans anywhere, any number
+        parts.insert(draw(st.integers(0, len(parts))),
+                     draw(st.sampled_from([True, False, np.True_, np.False_])))
+    if draw(st.booleans()):
+        at = draw(st.integers(0, len(parts)))
+        parts.insert(at, Ellipsis)
+    return tuple(parts)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=keys(), order=st.sampled_from(["F", "C"]))
+def test_mixed_selections_match_numpy(files, key, order):
+    _, tiled, _ = files
+    with jnrrd.open(tiled, index_order=order) as vol:
+        whole = np.asarray(vol)
+        try:
+            want = whole[key]
+        except IndexError:
+            with pytest.raises(IndexError):
+                vol[key]
+            return
+        got = vol[key]
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)

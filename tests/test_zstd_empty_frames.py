@@ -8,9 +8,11 @@ import json
 import numpy as np
 import pytest
 import zstandard
+from hypothesis import given
+from hypothesis import strategies as st
 
 import jnrrd
-from jnrrd.compress import decompress, decompress_at_most, decompress_prefix
+from jnrrd.compress import decompress, decompress_at_most, decompress_prefix, zstd_into
 
 A = np.arange(4 * 3 * 5, dtype=np.uint8).reshape((4, 3, 5), order="F")
 WITH_SIZE = zstandard.ZstdCompressor(write_content_size=True)
@@ -108,3 +110,28 @@ def test_tile_and_attached_data_agree(tmp_path):
     tiled = tmp_path / "t.jnrrd"
     tiled_file(tiled, [frames("E E D", A[:, :, z].tobytes(order="F")) for z in range(5)])
     np.testing.assert_array_equal(jnrrd.read(tiled)[0], A)
+
+
+@given(payload=st.binary(min_size=0, max_size=600),
+       cuts=st.lists(st.integers(0, 600), max_size=4),
+       empties=st.lists(st.integers(0, 6), max_size=4),
+       sized=st.booleans(), prefix=st.integers(0, 600))
+def test_any_frame_sequence_decodes_on_every_path(payload, cuts, empties, sized, prefix):
+    """Empty frames anywhere (before, between, after data frames; with or without a content
+    size) never change what a zstd stream decodes to."""
+    c = WITH_SIZE if sized else NO_SIZE
+    bounds = sorted({0, len(payload), *(min(x, len(payload)) for x in cuts)})
+    pieces = [payload[a:b] for a, b in zip(bounds, bounds[1:])] or [b""]
+    parts = []
+    for i, piece in enumerate(pieces):
+        parts.extend([EMPTY] * (empties[i] if i < len(empties) else 0))
+        parts.append(c.compress(piece))
+    parts.extend([EMPTY] * (empties[-1] if empties else 0))
+    data = b"".join(parts)
+    assert decompress("zstd", data, len(payload)) == payload
+    assert decompress_at_most("zstd", data, len(payload)) == payload
+    need = min(prefix, len(payload))
+    assert bytes(decompress_prefix("zstd", data, need)) == payload[:need]
+    out = bytearray(len(payload))
+    zstd_into(data, memoryview(out), exact=True)
+    assert bytes(out) == payload
