@@ -8,7 +8,6 @@ Untiled files are served by :mod:`jnrrd.datasection` (a memory map for raw data)
 
 from __future__ import annotations
 
-import os
 import threading
 import zlib
 from collections import OrderedDict
@@ -553,13 +552,8 @@ class Volume(LevelView):
         if isinstance(src, InternalSource):
             sl = src.sizes[level.first : level.first + level.grid.ntiles]
             return int(sl[sl > 0].sum())
-        total = 0
         assert isinstance(src, ExternalSource)
-        for c in level.grid.all_coords():
-            p = src.path(level, c, level.grid.index(c))
-            if p is not None and os.path.exists(p):
-                total += os.path.getsize(p)
-        return total
+        return src.stored_bytes(level)
 
     def _geometry(self, level: Level, for_affine: bool = False) -> tuple[Any, Any]:
         from .geometry import level_geometry

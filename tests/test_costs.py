@@ -293,3 +293,34 @@ def test_many_missing_external_tiles_fail_at_the_first_one(tmp_path):
             result, peak = peak_of(fn)
         assert isinstance(result, jnrrd.DataError) and "missing" in str(result), result
         assert peak < 64 * MiB, peak
+
+
+@pytest.mark.parametrize("pattern", ["tiles/{l}/{y}_{x}.bin", "t_{l}_{i}", "{l}/{x}/{y}.t"])
+def test_stored_bytes_of_many_external_tiles_lists_the_files_present(tmp_path, pattern):
+    """Over max_files tiles, a level's stored bytes come from listing the files present and
+    matching them back to tiles: the same sum as stat-ing every tile's name."""
+    a = (np.arange(24 * 18) % 251).astype(np.uint16).reshape(24, 18)
+    a[:8, :6] = 0
+    path = tmp_path / "v.jnrrd"
+    jnrrd.write(path, a, tile=(4, 3), storage="external", pattern=pattern, levels=2,
+                sparse=True, compression="gzip")
+    base = jnrrd.read_header(path).get("tile:base_dir", ".")
+    (tmp_path / base / "unrelated.bin").write_bytes(b"x" * 100)  # matches no tile
+    with jnrrd.open(path) as vol:
+        expected = [lv.stored_bytes for lv in vol.levels]
+    assert expected[0] > 0
+    with jnrrd.open(path, max_files=8) as vol:  # both levels (36, 9 tiles) over it: listing
+        assert [lv.stored_bytes for lv in vol.levels] == expected
+
+
+def test_info_json_of_many_missing_external_tiles_is_fast(tmp_path, capsys):
+    """Regression: ``info --json`` on a 290-byte header declaring 10^7 missing tiles stat-ed
+    every tile name (246 s). The files present are listed instead."""
+    from jnrrd.cli import main
+
+    path = tmp_path / "many.jnrrd"
+    path.write_bytes(many_tiles_header(10**6))
+    with alarm(10.0):
+        assert main(["info", "--json", str(path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["levels"][0]["stored_bytes"] == 0

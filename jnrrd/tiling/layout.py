@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import mmap
 import os
+import posixpath
 import re
 import threading
 from collections.abc import Mapping, Sequence
@@ -395,5 +396,102 @@ class ExternalSource:
         except IsADirectoryError:
             raise DataError(f"{where(self._source)}tile path {path!r} is a directory") from None
 
+    def stored_bytes(self, level: Level) -> int:
+        """The sum of the sizes of the level's tile files that exist.
+
+        A level of at most ``max_files`` tiles resolves and stats each tile's name. A larger
+        one (a header may declare 10⁷ tiles in a few bytes) counts its ``tile:files`` entries
+        and lists the files actually present under the pattern's directory, matching each
+        back to its tile: the cost follows the files on disk, not the declared count.
+        """
+        grid = level.grid
+        if grid.ntiles <= self._policy.max_files:
+            total = 0
+            for c in grid.all_coords():
+                total += _size_or_zero(self.path(level, c, grid.index(c)))
+            return total
+        total = 0
+        for (lv, coords), name in self._files.items():
+            if lv == level.index and name is not None:
+                total += _size_or_zero(self.path(level, coords, grid.index(coords)))
+        if self._pattern is not None:
+            total += self._scan(level)
+        return total
+
+    def _scan(self, level: Level) -> int:
+        pattern = self._pattern
+        assert pattern is not None
+        regex = _pattern_regex(pattern)
+        if regex is None:
+            raise UnsupportedError(
+                f"{where(self._source, self._prefix + ':pattern')}{pattern!r}: the stored "
+                f"bytes of {level.grid.ntiles} tiles (over the max_files cap, "
+                f"{self._policy.max_files}) are counted by listing the pattern's directory, "
+                "which needs a plain relative pattern; pass max_files=... to count them one "
+                "by one")
+        grid, total = level.grid, 0
+        literal = _PLACEHOLDER.split(pattern)[0]
+        start = os.path.join(self.root, literal.rpartition("/")[0])
+        for top, _, names in os.walk(start):
+            for n in names:
+                rel = os.path.relpath(os.path.join(top, n), self.root).replace(os.sep, "/")
+                coords = _match_tile(regex, rel, pattern, grid, level.index)
+                if coords is not None and (level.index, coords) not in self._files:
+                    total += _size_or_zero(self.path(level, coords, grid.index(coords)))
+        return total
+
     def close(self) -> None:
         """Nothing is held open between reads."""
+
+
+def _size_or_zero(path: str | None) -> int:
+    if path is None or is_url(path):
+        return 0
+    try:
+        return os.path.getsize(path) if os.path.isfile(path) else 0
+    except OSError:
+        return 0
+
+
+def _pattern_regex(pattern: str) -> re.Pattern[str] | None:
+    """A regex matching exactly the names ``pattern`` expands to (placeholders as decimal
+    integers without leading zeros), or None for a pattern that is not a plain relative path
+    (its names would not equal the listed relative paths)."""
+    if (not pattern or "\\" in pattern or pattern.startswith(("/", "..")) or is_url(pattern)
+            or posixpath.normpath(pattern) != pattern):
+        return None
+    parts = _PLACEHOLDER.split(pattern)
+    out, seen = [], set()
+    for k, part in enumerate(parts):
+        if k % 2 == 0:
+            out.append(re.escape(part))
+        elif part in seen:
+            out.append(f"(?P={part})")
+        else:
+            seen.add(part)
+            out.append(f"(?P<{part}>0|[1-9][0-9]{{0,18}})")
+    return re.compile("".join(out))
+
+
+def _match_tile(regex: re.Pattern[str], rel: str, pattern: str, grid: Any, level: int
+                ) -> tuple[int, ...] | None:
+    """The coordinates of the tile of ``level`` whose file is ``rel``, or None."""
+    m = regex.fullmatch(rel)
+    if m is None:
+        return None
+    found = m.groupdict()
+    if "l" in found and int(found["l"]) != level:
+        return None
+    if "i" in found:
+        local = int(found["i"])
+        if local >= grid.ntiles:
+            return None
+        coords = grid.coords(local)
+    else:
+        coords = tuple(int(found.get("xyzct"[k], 0)) if k < 5 else 0
+                       for k in range(len(grid.grid)))
+        if any(c >= g for c, g in zip(coords, grid.grid, strict=True)):
+            return None
+    if expand_pattern(pattern, coords, level, grid.index(coords)) != rel:
+        return None
+    return coords
