@@ -86,13 +86,17 @@ def write_guard(target: Any) -> Iterator[None]:
 
 
 def is_live(journal: str) -> bool:
-    """Whether a running write holds ``journal`` (its lock cannot be taken)."""
+    """Whether a running write holds ``journal`` (its lock cannot be taken). A journal that
+    cannot be opened (another user's) or locked (a file system without locks) counts as
+    held: only evidence of a dead writer lets its files go."""
     if fcntl is None:
         return False
     try:
         fd = os.open(journal, os.O_RDONLY)
-    except OSError:
+    except FileNotFoundError:
         return False
+    except OSError:
+        return True
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
