@@ -35,9 +35,7 @@ def write_untiled(target: Any, src: FileOrder, out: Header, type_name: str,
     final header passes the reader's checks before anything is written."""
     enc_h = out.get("encoding")
     enc = _ENC_ALIASES.get(encoding, encoding) if encoding is not None else None
-    if enc is not None and enc_h is not None and _ENC_ALIASES.get(enc_h, enc_h) != enc:
-        raise HeaderError(f"encoding: the argument {encoding!r} disagrees with the header's "
-                          f"{enc_h!r}")
+    # An explicit argument wins over the header's encoding (how its source was stored).
     enc = enc or _ENC_ALIASES.get(enc_h, enc_h) or "raw"
     if enc not in _EXT:
         raise HeaderError(f"encoding: expected one of {', '.join(_EXT)}, found {enc!r}")

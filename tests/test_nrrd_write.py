@@ -153,8 +153,6 @@ def test_block_type(tmp_path):
                      "lz4", id="lz4-in-header"),
         pytest.param(np.zeros(2, np.uint8), None, {"encoding": "rle"}, HeaderError,
                      "encoding", id="unknown-encoding"),
-        pytest.param(np.zeros(2, np.uint8), {"encoding": "gzip"}, {"encoding": "raw"},
-                     HeaderError, "disagrees", id="encoding-disagrees"),
         pytest.param(np.zeros(2, np.uint16), {"endian": "middle"}, {}, HeaderError, "endian",
                      id="bad-endian"),
         pytest.param(np.zeros((2, 2), np.uint8), {"spacings": [1.0]}, {}, HeaderError,
@@ -291,3 +289,29 @@ def test_leftover_data_of_interrupted_write_is_removed(tmp_path):
     jnrrd.write(p, A43)
     names = sorted(os.listdir(tmp_path))
     assert "x.0123abcd.raw" not in names and "x.raw" in names and len(names) == 3
+
+
+@pytest.mark.parametrize("suffix", [".nrrd", ".nhdr", ".jnrrd"])
+@pytest.mark.parametrize(("in_header", "argument"), [("raw", "gzip"), ("gzip", "raw"),
+                                                     ("bzip2", "hex")])
+def test_encoding_argument_wins_over_the_headers(tmp_path, suffix, in_header, argument):
+    # A header read from one file describes how that file was stored; the argument is the
+    # caller's choice for the new one (only storage changes, never a value).
+    data = np.arange(60, dtype=np.int16).reshape(3, 4, 5)
+    p = tmp_path / f"v{suffix}"
+    jnrrd.write(p, data, {"encoding": in_header, "spacings": [1.0, 2.0, 3.0]},
+                encoding=argument)
+    back, header = jnrrd.read(p)
+    assert header["encoding"] == argument
+    assert header["spacings"] == [1.0, 2.0, 3.0]
+    np.testing.assert_array_equal(back, data)
+
+
+def test_a_tiled_files_header_writes_gzip_nrrd(tmp_path):
+    data = np.arange(8 * 8 * 8, dtype=np.int16).reshape(8, 8, 8)
+    jnrrd.write(tmp_path / "t.jnrrd", data, tile=4, compression="zstd", levels=2)
+    back, header = jnrrd.read(tmp_path / "t.jnrrd")
+    jnrrd.write(tmp_path / "t.nrrd", back, header, encoding="gzip")
+    again, h2 = jnrrd.read(tmp_path / "t.nrrd")
+    assert h2["encoding"] == "gzip"
+    np.testing.assert_array_equal(again, data)

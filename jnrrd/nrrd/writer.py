@@ -149,9 +149,8 @@ def _encoding(given: Mapping[str, Any], encoding: str | None, path: str) -> str:
     from_header = given.get("encoding")
     arg = _ENC_ALIASES.get(encoding, encoding) if encoding is not None else None
     hdr = _ENC_ALIASES.get(from_header, from_header) if from_header is not None else None
-    if arg is not None and hdr is not None and arg != hdr:
-        raise HeaderError(f"{where(path, 'encoding')}the argument {encoding!r} disagrees with "
-                          f"the header's {from_header!r}")
+    # The header's encoding says how its source was stored; an explicit argument is the
+    # caller's choice for this file and wins (storage only: the values do not change).
     enc = arg or hdr or "raw"
     if enc in ("zstd", "lz4"):
         raise UnsupportedError(f"{where(path, 'encoding')}{enc} is not a NRRD encoding; use "
