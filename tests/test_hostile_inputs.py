@@ -415,3 +415,18 @@ def test_write_with_tiling_switched_off_drops_the_tile_declaration(tmp_path):
     assert "tile" not in (jnrrd.read_header(out).get("extensions") or {})
     assert np.array_equal(jnrrd.read(out)[0], data)  # the bytes after the header, untiled
     assert _cli("convert", "--quiet", str(src), str(tmp_path / "out2.jnrrd")) == 0
+
+
+@pytest.mark.parametrize("value", [[], {}, ["zstd"], {"zstd": 1}], ids=str)
+def test_compression_that_is_not_a_string(tmp_path, value):
+    """Found by test_fuzz_entry_points: ``tile:compression: []`` was looked up in the
+    shorthand table (TypeError: unhashable type)."""
+    path = tiled(tmp_path, compression="zstd")
+    rewrite(path, **{"tile:compression": value})
+    refused_everywhere(path, jnrrd.HeaderError, match="compression", header_ok=True)
+
+
+def test_codec_name_that_is_not_a_string_with_compression(tmp_path):
+    path = tiled(tmp_path, compression="zstd")
+    rewrite(path, **{"tile:codecs": [{"name": "bytes"}, {"name": ["zstd"]}]})
+    refused_everywhere(path, jnrrd.HeaderError, match="codecs", header_ok=True)

@@ -368,7 +368,7 @@ def _codecs(header: Mapping[str, Any], p: str, pre: str, core: Any, dtype: np.dt
             ) -> tuple[list[dict[str, Any]], bool]:
     codecs = header.get(p + "codecs")
     comp = header.get(p + "compression")
-    if comp is not None and comp not in SHORTHAND:
+    if comp is not None and (not isinstance(comp, str) or comp not in SHORTHAND):
         raise HeaderError(
             f"{pre}{p}compression: expected one of raw, gzip, bzip2, zstd, lz4, found {comp!r}"
         )

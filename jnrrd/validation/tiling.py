@@ -345,7 +345,7 @@ class _Checker:
         from ..dtypes import user_dtype
 
         dtype = user_dtype(core.type_name, core.block_size, "uint16")
-        if comp is not None and comp not in SHORTHAND:
+        if comp is not None and (not isinstance(comp, str) or comp not in SHORTHAND):
             return  # the schema has reported it
         if isinstance(codecs, list) and codecs:
             if core.type_name == "block":
@@ -365,7 +365,7 @@ class _Checker:
                     r.error("endian", f"disagrees with the bytes codec's endian {bendian!r} "
                             f"in {self.key('codecs', j)}", self.h["endian"], bendian)
             if comp is not None and names != shorthand_names(comp):
-                bb = [x for x in names if x in CODEC_TO_COMPRESSION]
+                bb = [x for x in names if isinstance(x, str) and x in CODEC_TO_COMPRESSION]
                 r.error(self.key("compression"), f"{comp!r} stands for the chain "
                         f"{shorthand_names(comp)}, which disagrees with {self.p}codecs {names} "
                         "(CONVENTIONS §1.2: compared by codec name)",
