@@ -8,6 +8,7 @@ Untiled files are served by :mod:`jnrrd.datasection` (a memory map for raw data)
 
 from __future__ import annotations
 
+import math
 import threading
 import zlib
 from collections import OrderedDict
@@ -439,7 +440,7 @@ class Volume(LevelView):
         counts = tuple(s.count for s in sel)
         if self._tiling is None:
             return self._untiled.read(sel)
-        self._policy.check_bytes(int(np.prod(counts)) * self.dtype.itemsize, "the selection",
+        self._policy.check_bytes(math.prod(counts) * self.dtype.itemsize, "the selection",
                                  self.name)
         out = np.empty(counts, dtype=self.dtype, order="F")
         if out.size == 0:

@@ -335,9 +335,13 @@ def hostile_case(draw: st.DrawFn, seeds: SeedCache, kinds: list[str],
         files, note = draw(strat(files))
         notes.append(note)
     links: dict[str, str] = {}
-    if hostile and draw(st.integers(0, 99)) < 100 * hostile and _parsable(files):
-        files, note, links = draw(hostile_value_mutation(files))
-        notes.append(note)
+    if hostile and draw(st.integers(0, 99)) < 100 * hostile:
+        if files[HEADER].startswith(b"NRRD"):
+            files, note, links = draw(nrrd_value_mutation(files))
+            notes.append(note)
+        elif _parsable(files):
+            files, note, links = draw(hostile_value_mutation(files))
+            notes.append(note)
     return Case(kind, files, "; ".join(notes), links)
 
 
@@ -536,6 +540,54 @@ TINY_SEEDS: dict[str, Callable[[str], None]] = {
     "external-tiny-6d": _tiny((2, 1, 1, 1, 1, 2), tile=(1,) * 6, storage="external"),
 }
 SEEDS.update(TINY_SEEDS)
+
+
+def _nrrd(suffix: str, encoding: str) -> Callable[[str], None]:
+    """A classic NRRD seed (``.nrrd`` attached, ``.nhdr`` + data file) stored under the
+    header name: the readers recognise NRRD by its magic, not by the suffix."""
+    def make(path: str) -> None:
+        src = os.path.join(os.path.dirname(path), "v" + suffix)
+        jnrrd.write(src, _volume(), encoding=encoding)
+        os.replace(src, path)
+    return make
+
+
+#: classic NRRD headers, mutated by bytes and by :func:`nrrd_value_mutation`
+NRRD_SEEDS: dict[str, Callable[[str], None]] = {
+    "attached-nrrd-raw": _nrrd(".nrrd", "raw"),
+    "detached-nhdr-gzip": _nrrd(".nhdr", "gzip"),
+}
+SEEDS.update(NRRD_SEEDS)
+
+NRRD_FIELDS = [b"sizes", b"dimension", b"byte skip", b"line skip", b"block size", b"type",
+               b"space dimension", b"data file", b"encoding", b"kinds"]
+NRRD_VALUES = [b"4611686018427387904", b"9223372036854775807", b"9223372036854775808",
+               b"18446744073709551616", b"-1", b"-9223372036854775809", b"9" * 5000,
+               b"0" * 5000 + b"3", b"1e999", b"6 5 4 " + b"9" * 30, b"block",
+               b"LIST 1 9223372036854775807 1", *(p.encode() for p in OS_PATHS if p)]
+
+
+@st.composite
+def nrrd_value_mutation(draw: st.DrawFn, files: dict[str, bytes]
+                        ) -> tuple[dict[str, bytes], str, dict[str, str]]:
+    """Give one classic NRRD header field a boundary integer, a 5,000-digit number or a path
+    the OS refuses (the field is added when absent)."""
+    raw = files[HEADER]
+    end = raw.find(b"\n\n")
+    head, tail = (raw, b"") if end < 0 else (raw[:end], raw[end:])
+    lines = head.split(b"\n")
+    key = draw(st.sampled_from(NRRD_FIELDS))
+    value = draw(st.sampled_from(NRRD_VALUES))
+    line = key + b": " + value
+    at = next((i for i, ln in enumerate(lines) if ln.startswith(key + b":")), None)
+    if at is None:
+        lines.append(line)
+    else:
+        lines[at] = line
+    links = {"loop1": "loop2", "loop2": "loop1"} if value.startswith(b"loop1") else {}
+    out = dict(files)
+    out[HEADER] = b"\n".join(lines) + tail
+    return out, f"nrrd {key.decode()}: {value[:40]!r}", links
 
 
 # -- running a read under bounds ------------------------------------------------------------

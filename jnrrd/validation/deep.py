@@ -9,6 +9,7 @@ checked. Tiles are decoded on a small thread pool (the compressors release the G
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 import zlib
@@ -173,7 +174,7 @@ def _check_one(tiles: _Tiles, level: Level, coords: tuple[int, ...], index: int
                         f"records {value:08x}", f"{algo}:{found:08x}", f"{algo}:{value:08x}"))
     shape = level.grid.stored_shape(coords)
     if tiles.raw:
-        need = int(np.prod(shape)) * tiles.stored_dtype.itemsize
+        need = math.prod(shape) * tiles.stored_dtype.itemsize
         if len(data) < need and short is None:
             out.append((table_field, f"holds {len(data)} bytes, its {list(shape)} voxels need "
                         f"{need}", len(data), need))
