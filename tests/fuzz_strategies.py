@@ -348,8 +348,8 @@ def hostile_case(draw: st.DrawFn, seeds: SeedCache, kinds: list[str],
 def _parsable(files: dict[str, bytes]) -> bool:
     try:
         split_header(files[HEADER])
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return False
+    except (ValueError, UnicodeDecodeError, RecursionError, AttributeError):
+        return False  # not lines of single-key JSON objects any more (a line "[1]" has no items)
     return True
 
 

@@ -51,15 +51,26 @@ def seeds():
         print("largest peak (MiB):", {k: round(v / 2**20, 1) for k, v in sorted(PEAKS.items())})
 
 
-def _record(counter: str, seconds: float, peak: int) -> None:
+#: the case behind each slowest time and largest peak (kind and mutations), per test
+WORST: dict[str, str] = {}
+
+
+def _record(counter: str, seconds: float, peak: int, case: fz.Case) -> None:
     if seconds > 2.0:  # the documented per-example bound (docs/reliability.md)
         COUNTS[counter + ":over-2s"] += 1
-    SLOWEST[counter] = max(SLOWEST[counter], seconds)
-    PEAKS[counter] = max(PEAKS[counter], peak)
+        WORST[f"{counter}:over-2s:{COUNTS[counter + ':over-2s']}"] = \
+            f"{seconds:.2f} s: {case.kind} after [{case.what}]"
+    if seconds > SLOWEST[counter]:
+        SLOWEST[counter] = seconds
+        WORST[counter + ":slowest"] = f"{case.kind} after [{case.what}]"
+    if peak > PEAKS[counter]:
+        PEAKS[counter] = peak
+        WORST[counter + ":peak"] = f"{case.kind} after [{case.what}]"
     out = os.environ.get("JNRRD_FUZZ_STATS")
     if out:
         with open(out, "w") as f:
-            json.dump({"examples": COUNTS, "slowest_s": SLOWEST, "peak_bytes": PEAKS}, f)
+            json.dump({"examples": COUNTS, "slowest_s": SLOWEST, "peak_bytes": PEAKS,
+                       "worst": WORST}, f, indent=1)
 
 
 def _run(case: fz.Case, counter: str) -> None:
@@ -77,7 +88,7 @@ def _run(case: fz.Case, counter: str) -> None:
             fz.check_exception(exc, case)
             raise
         finally:
-            _record(counter, time.perf_counter() - t0, stats.get("peak", 0))
+            _record(counter, time.perf_counter() - t0, stats.get("peak", 0), case)
         if done:
             COUNTS[counter + ":read-ok"] += 1
 
