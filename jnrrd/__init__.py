@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .api import open, read, read_header
+from .engine.volume import LevelView, Volume
 from .errors import (
     CodecError,
     DataError,
@@ -16,10 +17,9 @@ from .errors import (
     VersionError,
 )
 from .header import Header
-from .leftovers import cleanup
+from .storage.leftovers import cleanup
 from .validate import Problem, validate
-from .volume import LevelView, Volume
-from .writing import write
+from .writing.dispatch import write
 
 __version__ = "0.1.0"
 

@@ -11,12 +11,13 @@ from typing import IO, Any
 
 import numpy as np
 
-from .datasection import UntiledData, data_paths
+from .engine.untiled import UntiledData, data_paths
+from .engine.volume import Volume
 from .errors import DataError, UnsupportedError, where
 from .header import CoreFields, Header, core_fields, parse_header
 from .header.fields import canonical_space
 from .policy import Policy
-from .tiling.layout import (
+from .tiling.locate import (
     ExternalSource,
     InternalSource,
     core_itemsize,
@@ -25,7 +26,6 @@ from .tiling.layout import (
     raw_tile_sizes,
 )
 from .tiling.spec import TILE_URI, Tiling, parse_tiling
-from .volume import Volume
 
 __all__ = ["check_header", "open", "read", "read_header"]
 

@@ -27,7 +27,7 @@ import fuzz_strategies as fz
 import numpy as np
 from hypothesis import strategies as st
 
-from jnrrd import compress
+from jnrrd.codecs import compress
 
 TILE_EXT = {"tile": "https://jnrrd.org/extensions/tile/v1.0.0"}
 METHODS = ["average", "gaussian", "lanczos", "max", "min", "mode"]

@@ -603,7 +603,7 @@ def quiesce_pool() -> None:
     test_fuzz_regressions.test_failed_read_leaves_no_decode_running); they must be done
     before tracemalloc stops, which races with allocations in other threads on CPython 3.11.
     """
-    from jnrrd import pools
+    from jnrrd import _threads as pools
 
     pool = pools._POOL
     if pool is None:

@@ -1,4 +1,4 @@
-"""Bounded compression primitives (jnrrd.compress): every decoding branch."""
+"""Bounded compression primitives (jnrrd.codecs.compress): every decoding branch."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import lz4.frame
 import pytest
 import zstandard
 
-from jnrrd.compress import NAMES, compress, decompress, zstd_compress
-from jnrrd.compress_stream import decompress_stream_into
+from jnrrd.codecs.compress import NAMES, compress, decompress, zstd_compress
+from jnrrd.codecs.compress_stream import decompress_stream_into
 from jnrrd.errors import DataError, JnrrdWarning, UnsupportedError
 
 PAYLOAD = os.urandom(3000) + bytes(50_000) + b"jnrrd" * 2000
@@ -301,7 +301,7 @@ def test_threads_share_nothing() -> None:
 
 
 def test_zstd_into_fills_the_buffer_and_checks_the_size():
-    from jnrrd.compress import zstd_into
+    from jnrrd.codecs.compress import zstd_into
 
     payload = bytes(range(256)) * 4096
     frame = zstandard.ZstdCompressor(level=3).compress(payload)
@@ -321,7 +321,7 @@ def test_zstd_into_fills_the_buffer_and_checks_the_size():
 
 @pytest.mark.parametrize("name", ["zstd", "lz4", "gzip", "bz2"])
 def test_decompress_prefix_returns_the_first_bytes(name):
-    from jnrrd.compress import decompress_prefix
+    from jnrrd.codecs.compress import decompress_prefix
 
     payload = bytes(b % 4 for b in os.urandom(300_000))
     data = compress(name, payload)

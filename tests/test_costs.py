@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import jnrrd
-from jnrrd import compress, compress_stream
+from jnrrd.codecs import compress, compress_stream
 
 MiB = 1 << 20
 
@@ -166,7 +166,7 @@ def test_short_stream_claiming_gigabytes_allocates_only_what_it_produces(tmp_pat
 @pytest.fixture
 def growth(monkeypatch):
     """Small eager limit; records whether the growing output was used."""
-    from jnrrd import datasection
+    from jnrrd.engine import untiled as datasection
 
     monkeypatch.setattr(datasection, "_EAGER_BYTES", 1 << 16)
     grown: list[int] = []

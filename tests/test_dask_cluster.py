@@ -41,7 +41,7 @@ def _volume(shape=(48, 40, 36), seed=1):
 
 
 def _open_on_worker() -> list[str]:
-    from jnrrd import dask_io
+    from jnrrd.integrations import dask as dask_io
 
     return sorted({ref.path for ref in dask_io._CACHE})
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import jnrrd
-from jnrrd import dask_io
+from jnrrd.integrations import dask as dask_io
 
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
@@ -153,7 +153,7 @@ def test_volume_cache_evicts_and_closes(tmp_path, monkeypatch):
 
 
 def test_to_dask_slicing_reads_only_touched_tiles(tmp_path, monkeypatch):
-    from jnrrd.volume import _TileDecoder
+    from jnrrd.engine.volume import _TileDecoder
 
     a = _volume((64, 64, 32))
     p = tmp_path / "v.jnrrd"

@@ -46,7 +46,7 @@ def test_external_tile_read_still_capped_for_streams(tmp_path):
     """The bounded read also holds for openers that serve non-file streams."""
     import io
 
-    from jnrrd.tiling.layout import _read_at_most
+    from jnrrd.tiling.locate import _read_at_most
 
     assert _read_at_most(io.BytesIO(b"x" * 100), 10) == b"x" * 10
     assert _read_at_most(io.BytesIO(b"x" * 100), 1000) == b"x" * 100
@@ -104,7 +104,7 @@ def test_failed_read_leaves_no_decode_running(tmp_path, monkeypatch):
     import threading
     import time
 
-    from jnrrd import volume
+    from jnrrd.engine import volume
 
     path = tmp_path / "v.jnrrd"
     jnrrd.write(path, np.zeros((64, 64), np.uint8), tile=(4, 4), compression="zstd")

@@ -384,7 +384,7 @@ def test_detached_file_replaced_during_a_read(tmp_path, monkeypatch):
     """The data file was opened, checked, then memory-mapped by path again: a file replaced
     (or removed) in between gave np.memmap's bare FileNotFoundError. The map now comes from
     the descriptor that was checked."""
-    from jnrrd import datasection
+    from jnrrd.engine import untiled as datasection
 
     path = _detached(tmp_path)
     data_file = tmp_path / jnrrd.read_header(path)["data_file"]

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import jnrrd
-import jnrrd.datasection
+import jnrrd.engine.untiled
 
 OLD = np.arange(12, dtype=np.int16).reshape(3, 4)
 
@@ -35,7 +35,7 @@ class Failing:
 @pytest.fixture
 def small_slabs(monkeypatch: pytest.MonkeyPatch) -> None:
     # one slab per index of the slowest axis, so a failure can come half-way through
-    monkeypatch.setattr(jnrrd.datasection, "_SLAB_BYTES", 1)
+    monkeypatch.setattr(jnrrd.engine.untiled, "_SLAB_BYTES", 1)
 
 
 @pytest.mark.parametrize("encoding", ["raw", "gzip", "ascii"])
@@ -210,7 +210,7 @@ def test_durable_false_skips_every_fsync_and_writes_the_same_data(kind, tmp_path
 def test_writeback_is_started_while_tiles_are_written(tmp_path, monkeypatch, range_sync):
     """Every few MiB the writer starts the write-back the final fsync needs: with
     sync_file_range on Linux, else an fdatasync on a background thread."""
-    from jnrrd import sinks
+    from jnrrd.writing import sinks
 
     kicked = []
     if range_sync:
@@ -235,8 +235,9 @@ def test_a_failure_while_storing_tiles_keeps_the_old_file(tmp_path, monkeypatch,
                                                           compression):
     """Rows are stored on a background thread and raw tiles written in place from the pool:
     an error there (a full disk) reaches the caller and leaves the old file and no leftovers."""
-    from jnrrd import sinks, writer
     from jnrrd.pyramid import builder
+    from jnrrd.writing import sinks
+    from jnrrd.writing import tiled as writer
 
     target = tmp_path / "v.jnrrd"
     old = np.full((48, 40, 64), 7, np.uint16)

@@ -15,7 +15,7 @@ import pytest
 
 import jnrrd
 from jnrrd.cli import main
-from jnrrd.leftovers import write_journal
+from jnrrd.storage.leftovers import write_journal
 
 HERE = Path(__file__).resolve().parent
 A = np.arange(12 * 10 * 8, dtype=np.uint16).reshape(12, 10, 8)
@@ -26,15 +26,15 @@ B = A + 1
 CRASH = """
 import os, sys
 import numpy as np
-import jnrrd, jnrrd.atomic, jnrrd.writer
+import jnrrd, jnrrd.storage.atomic, jnrrd.writing.tiled
 target, kind, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-real, calls = jnrrd.atomic.replace, [0]
+real, calls = jnrrd.storage.atomic.replace, [0]
 def replace(tmp, dst):
     calls[0] += 1
     if calls[0] == n:
         os._exit(9)
     real(tmp, dst)
-jnrrd.atomic.replace = jnrrd.writer.replace = replace
+jnrrd.storage.atomic.replace = jnrrd.writing.tiled.replace = replace
 a = np.arange(12 * 10 * 8, dtype=np.uint16).reshape(12, 10, 8) + 1
 jnrrd.write(target, a, **OPTS[kind])
 """
@@ -261,7 +261,7 @@ def test_a_date_named_user_file_survives_a_write_to_the_same_target(tmp_path, ta
 
 
 def test_fresh_tokens_always_hold_a_letter(monkeypatch):
-    from jnrrd import atomic
+    from jnrrd.storage import atomic
 
     words = iter(["20231105", "00000000", "1234567a"])
     monkeypatch.setattr(atomic.secrets, "token_hex", lambda n: next(words))

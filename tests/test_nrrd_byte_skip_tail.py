@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import jnrrd
-from jnrrd.compress_tail import decompress_tail_into, rotate_left
+from jnrrd.codecs.compress_tail import decompress_tail_into, rotate_left
 from jnrrd.errors import DataError, HeaderError, UnsupportedError
 from jnrrd.nrrd.fields import NRRD_URI  # noqa: F401  (the bridge is importable)
 

@@ -187,7 +187,7 @@ def test_pyramid_of_a_1gib_memmap_under_300mb(tmp_path):
 @pytest.mark.parametrize("levels", [1, 3])
 def test_raw_tiles_written_in_place_give_the_same_file_as_in_order(tmp_path, monkeypatch,
                                                                    levels):
-    from jnrrd import sinks
+    from jnrrd.writing import sinks
 
     a = np.random.default_rng(8).integers(0, 5, size=(40, 36, 50), dtype=np.uint16)
     placed = tmp_path / "placed.jnrrd"
@@ -201,7 +201,7 @@ def test_raw_tiles_written_in_place_give_the_same_file_as_in_order(tmp_path, mon
 
 
 def test_tiles_above_the_buffer_cap_are_written_from_fresh_memory(tmp_path, monkeypatch):
-    from jnrrd import writer
+    from jnrrd.writing import tiled as writer
 
     # 40 x 36 x 50 in 16³ tiles: the edge tiles are padded, so fresh buffers must be filled
     a = np.random.default_rng(9).integers(0, 5, size=(40, 36, 50), dtype=np.uint16)

@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import jnrrd
-from jnrrd import volume as volume_mod
-from jnrrd.tiling import layout
+from jnrrd.engine import volume as volume_mod
+from jnrrd.tiling import locate as layout
 
 QUANTIZE = [
     {"name": "scale_offset", "configuration": {"offset": 0.5, "scale": 10.0}},
@@ -124,7 +124,7 @@ def test_reads_decode_only_the_tiles_a_region_touches(tmp_path, monkeypatch, com
 @pytest.mark.parametrize("order", ["F", "C"])
 def test_regions_ending_early_in_a_tile_decode_only_its_prefix(tmp_path, monkeypatch,
                                                               compression, order):
-    from jnrrd import compress
+    from jnrrd.codecs import compress
 
     x = np.random.default_rng(4).integers(0, 9, size=(24, 20, 40), dtype=np.int16)
     path = str(tmp_path / "p.jnrrd")

@@ -10,12 +10,12 @@ import pytest
 from plugins.validate_written import check_written
 
 import jnrrd
-import jnrrd.writing
+import jnrrd.writing.dispatch
 from jnrrd.validate import validate
 
 
 def test_write_is_wrapped_everywhere() -> None:
-    for write in (jnrrd.write, jnrrd.writing.write):
+    for write in (jnrrd.write, jnrrd.writing.dispatch.write):
         assert getattr(write, "__validates_written__", False)
 
 

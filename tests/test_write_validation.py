@@ -375,9 +375,9 @@ def test_write_raises_iff_reading_the_file_would_raise(header, kw):
         assert os.listdir(d) == []
         # The same write without the final checks gives a file the reader refuses (or fails
         # on its own before writing anything).
-        with mock.patch("jnrrd.writing.check_final_header"), \
-                mock.patch("jnrrd.writing.check_tile_names"), \
-                mock.patch("jnrrd.writing.check_codec_chain"):
+        with mock.patch("jnrrd.writing.dispatch.check_final_header"), \
+                mock.patch("jnrrd.writing.dispatch.check_tile_names"), \
+                mock.patch("jnrrd.writing.dispatch.check_codec_chain"):
             try:
                 unchecked(target, A, dict(header), **kw)
             except (JnrrdError, OSError, TypeError, ValueError, KeyError, IndexError):

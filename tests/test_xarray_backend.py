@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 import jnrrd
-from jnrrd import dask_io
+from jnrrd.integrations import dask as dask_io
 
 xr = pytest.importorskip("xarray")
 
-from jnrrd.xarray_backend import JnrrdBackendEntrypoint, decode_attrs  # noqa: E402
+from jnrrd.integrations.xarray import JnrrdBackendEntrypoint, decode_attrs  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -27,7 +27,7 @@ def _clear():
 @pytest.fixture
 def decodes(monkeypatch):
     """Tile coordinates decoded (per level) while the test runs."""
-    from jnrrd.volume import _TileDecoder
+    from jnrrd.engine.volume import _TileDecoder
 
     calls: list[tuple[int, tuple[int, ...]]] = []
     original = _TileDecoder.decode

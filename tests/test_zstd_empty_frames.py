@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import jnrrd
-from jnrrd.compress import decompress, decompress_at_most, decompress_prefix, zstd_into
+from jnrrd.codecs.compress import decompress, decompress_at_most, decompress_prefix, zstd_into
 
 A = np.arange(4 * 3 * 5, dtype=np.uint8).reshape((4, 3, 5), order="F")
 WITH_SIZE = zstandard.ZstdCompressor(write_content_size=True)

@@ -9,7 +9,8 @@ import pytest
 import zstandard
 
 import jnrrd
-from jnrrd import compress_stream, datasection
+from jnrrd.codecs import compress_stream
+from jnrrd.engine import untiled as datasection
 
 
 @pytest.fixture

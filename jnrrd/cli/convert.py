@@ -73,7 +73,7 @@ _TILING_OPTIONS = ("tile", "compression", "codecs", "levels", "downsample", "ext
 def run(args: argparse.Namespace) -> int:
     """Convert ``args.input`` to ``args.output``; return the exit code."""
     from ..api import open as jopen
-    from ..writing import write
+    from ..writing.dispatch import write
 
     src_kind, dst_kind = file_kind(args.input), args.out_format or _out_kind(args.output)
     asked = [o for o in _TILING_OPTIONS if getattr(args, o) is not None]

@@ -15,8 +15,8 @@ import crc32c
 import lz4.block
 import numpy as np
 
-from .. import compress as _c
 from ..errors import CodecError, DataError
+from . import compress as _c
 from ._base import DEFAULT_LIMIT, BytesBytesCodec, b64decode, b64encode, check_size
 
 __all__ = [
@@ -41,7 +41,7 @@ def _int(value: Any, name: str, field: str, lo: int, hi: int) -> int:
 
 
 class _Compressor(BytesBytesCodec):
-    """A stream compressor from :mod:`jnrrd.compress` with a ``level``."""
+    """A stream compressor from :mod:`jnrrd.codecs.compress` with a ``level``."""
 
     stream: str = ""
     level_range: tuple[int, int] = (0, 9)

@@ -15,7 +15,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from ..datasection import UntiledData, data_paths
+from ..engine.untiled import UntiledData, data_paths
 from ..errors import (
     DataError,
     HeaderError,
@@ -429,7 +429,7 @@ def open_nrrd(f: IO[bytes], *, path: str | None, header_dir: str | None, policy:
     stream ``f`` is kept for reading the data. Detached data files resolve against
     ``header_dir`` under the path policy.
     """
-    from ..volume import Volume
+    from ..engine.volume import Volume
 
     header, core, data_start = _read(f, policy, name)
     paths = data_paths(core, header_dir, policy, name)

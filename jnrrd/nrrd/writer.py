@@ -3,7 +3,7 @@
 The header given in JNRRD field names (as ``jnrrd.read`` returns it, for JNRRD and NRRD files
 alike) is checked with :func:`jnrrd.header.core_fields` and mapped back to NRRD fields; the
 ``nrrd`` extension's key/value pairs and comments are written as such. The data bytes come from
-:func:`jnrrd.datasection.encode_chunks`, one slab at a time; files are replaced atomically
+:func:`jnrrd.engine.untiled.encode_chunks`, one slab at a time; files are replaced atomically
 (CONVENTIONS §1.2): a detached data file gets a fresh name, the header is replaced last, and
 data files of earlier writes to the same target are removed after that.
 """
@@ -19,13 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from ..atomic import TOKEN_RE, atomic_file, fresh_token, remove_leftovers
-from ..datasection import encode_chunks
 from ..dtypes import TYPES, canonical_type, type_name_for
+from ..engine.untiled import encode_chunks
 from ..errors import HeaderError, JnrrdWarning, UnsupportedError, where
 from ..header import CoreFields, core_fields
 from ..header.model import TILE_URI_PREFIX, find_prefix, split_key
-from ..writer import FileOrder
+from ..storage.atomic import TOKEN_RE, atomic_file, fresh_token, remove_leftovers
+from ..writing.tiled import FileOrder
 from .fields import (
     KIND_NAMES,
     NRRD_PREFIX,

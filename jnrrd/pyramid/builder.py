@@ -267,7 +267,7 @@ class PyramidBuilder:
         work = math.prod(self.shape0[:-1]) * (j1 - j0) * b[-1]
         if j1 - j0 >= 2 and work >= _PARALLEL_VOXELS and (os.cpu_count() or 1) > 1:
             # Two halves of the rows at once (NumPy releases the GIL in the kernels).
-            from ..volume import fork_join
+            from ..engine.volume import fork_join
 
             jm = (j0 + j1) // 2
             halves = fork_join(lambda: self._rows(lv, j0, jm), lambda: self._rows(lv, jm, j1))

@@ -4,7 +4,7 @@
 checks each field's type and consistency, resolves the per-tile codec chain (CONVENTIONS
 §1.2: ``tile:codecs``, else the ``tile:compression`` shorthand, else the core encoding), and
 builds one :class:`~jnrrd.tiling.levels.Level` per resolution level. Where tile bytes live is
-checked by :mod:`jnrrd.tiling.layout`.
+checked by :mod:`jnrrd.tiling.locate`.
 """
 
 from __future__ import annotations
@@ -498,7 +498,7 @@ def _external(header: Mapping[str, Any], p: str, pre: str, axes: tuple[int, ...]
               levels: tuple[Level, ...], policy: Policy
               ) -> tuple[str | None, dict[tuple[int, tuple[int, ...]], str | None] | None,
                          str | None]:
-    from .layout import check_pattern
+    from .locate import check_pattern
 
     pattern = header.get(p + "pattern")
     files_v = header.get(p + "files")

@@ -121,7 +121,7 @@ def _check_space(view: Mapping[str, Any], report: Report) -> None:
 def check_data(core: CoreFields, header_dir: str | None, data_start: int | None,
                file_size: int | None, policy: Policy, report: Report) -> None:
     """Detached files exist and are allowed; raw data is long enough (digest 1.11, §5)."""
-    from ..datasection import data_paths
+    from ..engine.untiled import data_paths
 
     field = ("data_file" if core.data_file is not None else
              "data_files" if core.data_files is not None else "data_file_pattern")

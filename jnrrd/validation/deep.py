@@ -23,8 +23,8 @@ import numpy as np
 from ..errors import DataError, JnrrdError, where
 from ..header.fields import CoreFields
 from ..policy import Policy
-from ..tiling.layout import ExternalSource, derived_offsets, is_raw_chain, raw_tile_sizes
 from ..tiling.levels import Level
+from ..tiling.locate import ExternalSource, derived_offsets, is_raw_chain, raw_tile_sizes
 from ..tiling.padding import chain_fill
 from ..tiling.spec import Tiling
 from .report import Report, pointer

@@ -24,8 +24,8 @@ from ..header.model import TILE_FIELDS
 from ..policy import Policy, resolve_path
 from ..tiling.grid import TileGrid
 from ..tiling.kinds import axis_kinds, non_domain_scales
-from ..tiling.layout import check_pattern, expand_pattern, past_the_end
 from ..tiling.levels import Level, expand_scale, level_shape
+from ..tiling.locate import check_pattern, expand_pattern, past_the_end
 from ..tiling.padding import chain_fill
 from ..tiling.spec import (
     CODEC_TO_COMPRESSION,

@@ -1,7 +1,7 @@
 """A pytest plugin: every ``.jnrrd`` file written through ``jnrrd.write`` must validate clean.
 
 An autouse fixture wraps ``jnrrd.write`` wherever the test suite can reach it (the package
-facade, ``jnrrd.writing`` and any module of this repository that imported the function by
+facade, ``jnrrd.writing.dispatch`` and any module of this repository that imported the function by
 name). After each successful write to a ``.jnrrd`` path the file is validated at once, so a
 test that damages the file afterwards on purpose is checked before the damage. Any problem
 of severity ``"error"`` fails the test. The path policy is relaxed for this check (absolute
@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 import jnrrd
-import jnrrd.writing
+import jnrrd.writing.dispatch
 from jnrrd.validate import validate
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_ORIGINAL: Callable[..., None] = jnrrd.writing.write
+_ORIGINAL: Callable[..., None] = jnrrd.writing.dispatch.write
 _MARKER = "__validates_written__"
 
 

@@ -8,13 +8,13 @@ from typing import IO, Any
 
 import numpy as np
 
-from .atomic import atomic_file, fresh_token, remove_leftovers
-from .datasection import encode_chunks
-from .errors import HeaderError, UnsupportedError
-from .header import Header, render_header
+from ..engine.untiled import encode_chunks
+from ..errors import HeaderError, UnsupportedError
+from ..header import Header, render_header
+from ..storage.atomic import atomic_file, fresh_token, remove_leftovers
+from .checks import check_final_header
 from .sinks import stale_patterns
-from .write_checks import check_final_header
-from .writer import FileOrder
+from .tiled import FileOrder
 
 __all__ = ["write_untiled"]
 

@@ -20,9 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from .atomic import atomic_file, fresh_token, remove_leftovers, replace
-from .compress import compress
-from .dtypes import from_user, storage_dtype
+from ..codecs.compress import compress
+from ..dtypes import from_user, storage_dtype
+from ..engine.volume import Running
+from ..storage.atomic import atomic_file, fresh_token, remove_leftovers, replace
+from ..tiling.grid import TileGrid
+from ..tiling.levels import Level, level_shape
+from ..tiling.padding import all_padding, chain_fill, value_fill
 from .sinks import (  # noqa: F401 - re-exported: the Dask writer uses these pieces
     Deferred,
     _copy,
@@ -35,10 +39,6 @@ from .sinks import (  # noqa: F401 - re-exported: the Dask writer uses these pie
     pwrite_all,
     stale_patterns,
 )
-from .tiling.grid import TileGrid
-from .tiling.levels import Level, level_shape
-from .tiling.padding import all_padding, chain_fill, value_fill
-from .volume import Running
 
 __all__ = ["TilePlan", "write_tiled"]
 
@@ -91,7 +91,7 @@ class _Encoder:
     """Per-tile encoding: chain per stored shape, stats and checksums."""
 
     def __init__(self, plan: TilePlan, chain_dtype: np.dtype) -> None:
-        from .codecs import CodecChain
+        from ..codecs import CodecChain
 
         self.plan = plan
         self._cls = CodecChain
@@ -140,7 +140,7 @@ class _Encoder:
         if self.plan.checksum == "crc32":
             meta["checksum"] = f"crc32:{zlib.crc32(data) & 0xFFFFFFFF:08x}"
         elif self.plan.checksum == "crc32c":
-            from .volume import _crc32c
+            from ..engine.volume import _crc32c
 
             meta["checksum"] = f"crc32c:{_crc32c(data):08x}"
         return meta
@@ -416,7 +416,7 @@ def values(a: np.ndarray, type_name: str) -> np.ndarray:
         return from_user(a, type_name)
     if a.dtype.name == "bfloat16":
         return a
-    from .dtypes import has_ml_dtypes, to_user
+    from ..dtypes import has_ml_dtypes, to_user
 
     words = from_user(a, "bfloat16")  # round to bfloat16 once, then work on exact values
     return to_user(words, "bfloat16", "ml_dtypes" if has_ml_dtypes() else "float32")
@@ -424,7 +424,7 @@ def values(a: np.ndarray, type_name: str) -> np.ndarray:
 
 def _level_reader(plan: TilePlan, level: Level, read0: Callable[[tuple[slice, ...]], np.ndarray]
                   ) -> Callable[[tuple[slice, ...]], np.ndarray]:
-    from .pyramid import compute_region
+    from ..pyramid import compute_region
 
     def read(region: tuple[slice, ...]) -> np.ndarray:
         return compute_region(read0, plan.shape, level.scale, plan.method, region)
@@ -434,7 +434,7 @@ def _level_reader(plan: TilePlan, level: Level, read0: Callable[[tuple[slice, ..
 
 def _quality_by_region(plan: TilePlan, read0: Callable[[tuple[slice, ...]], np.ndarray]
                        ) -> list[Any]:
-    from .pyramid import PyramidBuilder
+    from ..pyramid import PyramidBuilder
 
     builder = PyramidBuilder(plan.shape, _dtype_of(read0, plan), plan.scales, plan.method,
                              quality=True)
@@ -460,7 +460,7 @@ def _write_streaming(plan: TilePlan, enc: _Encoder, sink: _Sink,
                      read0: Callable[[tuple[slice, ...]], np.ndarray], fill: Any,
                      tick: Callable[[int], None], others: list[Level]) -> list[Any] | None:
     """Level 0 tile slabs feed the pyramid builder; finished level rows become tile slabs."""
-    from .pyramid import PyramidBuilder
+    from ..pyramid import PyramidBuilder
 
     level0 = plan.levels[0]
     axis = len(plan.shape) - 1

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import UnsupportedError
+from ..errors import UnsupportedError
 
 __all__ = ["FILE_FORMATS", "SUFFIXES", "file_format_of", "jnrrd_spelled", "write_nrrd_target"]
 
@@ -64,7 +64,7 @@ def jnrrd_spelled(header: Mapping[str, Any] | None, data: Any, index_order: str,
                    target: Any) -> Mapping[str, Any] | None:
     """A header in NRRD spellings (pynrrd's ``nrrd.read``) mapped to JNRRD fields as the
     NRRD reader maps them (jnrrd.nrrd.mapping); any other header unchanged."""
-    from .nrrd.mapping import from_nrrd_fields, is_nrrd_spelled
+    from ..nrrd.mapping import from_nrrd_fields, is_nrrd_spelled
 
     if header is None or not is_nrrd_spelled(header):
         return header
@@ -80,7 +80,7 @@ def write_nrrd_target(target: Any, data: Any, header: Mapping[str, Any] | None, 
                 index_order: str, encoding: str | None, detached: bool,
                 tiling: Mapping[str, Any]) -> None:
     """Classic NRRD: untiled, so asking for anything tiled is an error, not ignored."""
-    from .nrrd import write_nrrd
+    from ..nrrd import write_nrrd
 
     asked = sorted(k for k, v in tiling.items()
                    if k not in ("progress", "compression_level") and v not in (None, False))

@@ -13,8 +13,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from ..errors import DataError, UnsupportedError
 from .compress import _check_name, _corrupt, _factory, _gzip_or_zlib
-from .errors import DataError, UnsupportedError
 
 __all__ = ["decompress_tail_into", "rotate_left"]
 

@@ -9,22 +9,22 @@ from typing import Any
 
 import numpy as np
 
-from .atomic import durability, reported_as
-from .dtypes import type_name_for
-from .errors import HeaderError, UnsupportedError
-from .header import TILE_URI, TILE_URI_PREFIX, Header
-from .leftovers import write_guard
-from .targets import file_format_of, jnrrd_spelled, write_nrrd_target
-from .write_checks import (
+from ..dtypes import type_name_for
+from ..errors import HeaderError, UnsupportedError
+from ..header import TILE_URI, TILE_URI_PREFIX, Header
+from ..storage.atomic import durability, reported_as
+from ..storage.leftovers import write_guard
+from .checks import (
     check_arguments,
     check_codec_chain,
     check_final_header,
     check_tile_names,
     probe_header,
 )
-from .write_plan import plan_tiled
-from .write_untiled import write_untiled
-from .writer import FileOrder, _tile_dtype, write_tiled
+from .plan import plan_tiled
+from .targets import file_format_of, jnrrd_spelled, write_nrrd_target
+from .tiled import FileOrder, _tile_dtype, write_tiled
+from .untiled import write_untiled
 
 __all__ = ["write"]
 
@@ -142,7 +142,7 @@ def _write(target: Any, data: Any, header: Mapping[str, Any] | None, *, index_or
             check_codec_chain(plan, np.dtype("u2") if type_name == "bfloat16"
                               else _tile_dtype(plan, src))
         if _is_dask(data):
-            from .dask_io import write_dask
+            from ..integrations.dask import write_dask
 
             write_dask(os.fspath(target), data, plan, build, index_order=index_order)
         else:
@@ -171,7 +171,7 @@ def _type_name(out: Header, dtype: np.dtype) -> str:
     given = out.get("type")
     if given is None:
         return type_name_for(dtype)
-    from .dtypes import canonical_type
+    from ..dtypes import canonical_type
 
     name = canonical_type(given)
     if name == "block" and dtype.kind != "V":
@@ -181,7 +181,7 @@ def _type_name(out: Header, dtype: np.dtype) -> str:
 
 def _long_space(out: Header) -> Any:
     """``space`` in its long underscore form (digest 1.7: the writer normalises it)."""
-    from .header.fields import core_fields
+    from ..header.fields import core_fields
 
     probe = Header({k: out[k] for k in ("type", "dimension", "sizes", "space",
                                         "space_dimension") if k in out})

@@ -1,7 +1,7 @@
 """The tiled layout ``write`` asks for: tile geometry, levels, codecs and the final header.
 
 :func:`plan_tiled` turns header fields and ``write`` keywords into a
-:class:`~jnrrd.writer.TilePlan` and a function that renders the final header once the tile
+:class:`~jnrrd.writing.tiled.TilePlan` and a function that renders the final header once the tile
 tables are known. Axis kinds decide which axes an integer tile covers and which axes levels
 scale (CONVENTIONS §7, :mod:`jnrrd.tiling.kinds`); every layout is checked against the
 readers' default caps before anything is allocated.
@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from .errors import HeaderError, UnsupportedError
-from .header import TILE_URI, Header, render_header
-from .tiling.kinds import (
+from ..errors import HeaderError, UnsupportedError
+from ..header import TILE_URI, Header, render_header
+from ..tiling.kinds import (
     axis_kinds,
     cap_level_tiles,
     cap_tile,
@@ -28,8 +28,8 @@ from .tiling.kinds import (
     is_domain,
     max_levels,
 )
-from .tiling.levels import expand_scale, level_shape, levels_from_argument
-from .tiling.spec import (
+from ..tiling.levels import expand_scale, level_shape, levels_from_argument
+from ..tiling.spec import (
     SHORTHAND,
     _int_list,
     compression_chain,
@@ -38,9 +38,9 @@ from .tiling.spec import (
     tile_geometry,
     typed_padding,
 )
-from .write_checks import check_layout_request
-from .write_untiled import _ENC_ALIASES, _endian
-from .writer import FileOrder, TilePlan
+from .checks import check_layout_request
+from .tiled import FileOrder, TilePlan
+from .untiled import _ENC_ALIASES, _endian
 
 __all__ = ["BuildHeader", "plan_tiled"]
 
@@ -77,7 +77,7 @@ def plan_tiled(src: FileOrder, out: Header, prefix: str, type_name: str, *,
     if auto:
         sizes = cap_tile(sizes, axes, src.shape, overlap)
     pad_v = options.get("padding_value", out.get(p + "padding_value", 0))
-    from .dtypes import user_dtype
+    from ..dtypes import user_dtype
 
     typed_padding(pad_v, user_dtype(type_name, src.dtype.itemsize, "uint16")
                   if type_name != "block" else src.dtype, p + "padding_value", "", type_name)
@@ -346,7 +346,7 @@ def _progress(p: Any) -> Callable[[int, int], None] | None:
     if p is None or p is False:
         return None
     if p is True:
-        from .progress import Bar
+        from ..progress import Bar
 
         return Bar()
     if callable(p):

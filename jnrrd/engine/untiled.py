@@ -16,10 +16,9 @@ from typing import IO, Any
 
 import numpy as np
 
-from .compress import zstd_compress
-from .compress_stream import GrowingBuffer, decompress_stream_into, zstd_claim_backed
-from .dtypes import from_user, storage_dtype, to_user, user_dtype
-from .encodings import (
+from ..codecs.compress import zstd_compress
+from ..codecs.compress_stream import GrowingBuffer, decompress_stream_into, zstd_claim_backed
+from ..codecs.encodings import (
     COMPRESSED,
     bfloat16_words,
     format_ascii,
@@ -27,9 +26,10 @@ from .encodings import (
     parse_ascii,
     parse_hex,
 )
-from .errors import DataError, HeaderError, UnsupportedError, where
-from .policy import Policy, open_resolved, resolve_path
-from .tiling.grid import AxisSel
+from ..dtypes import from_user, storage_dtype, to_user, user_dtype
+from ..errors import DataError, HeaderError, UnsupportedError, where
+from ..policy import Policy, open_resolved, resolve_path
+from ..tiling.grid import AxisSel
 
 __all__ = ["UntiledData", "data_paths", "encode_chunks", "read_untiled"]
 
@@ -230,7 +230,7 @@ def _eager(part: _Part, nbytes: int) -> bool:
     Raw and text data were checked against the file size (:func:`_check_room`). A compressed
     stream may still be short: a 300 KB zstd stream can claim 8 GiB. Unless the claim is small
     or plausible for the compressed size, the output grows with the bytes the stream actually
-    produces (:class:`~jnrrd.compress_stream.GrowingBuffer`) and is copied once at the end.
+    produces (:class:`~jnrrd.codecs.compress_stream.GrowingBuffer`) and is copied once at the end.
     """
     if part.encoding not in COMPRESSED or nbytes <= _EAGER_BYTES:
         return True
@@ -257,7 +257,7 @@ def _fill(part: _Part, out: np.ndarray, st: np.dtype, policy: Policy) -> None:
         if got < len(buf):
             raise DataError(f"{what}the data needs {len(buf)} bytes, the file holds {got}")
     elif enc in COMPRESSED and part.skip == -1:
-        from .compress_tail import decompress_tail_into
+        from ..codecs.compress_tail import decompress_tail_into
 
         decompress_tail_into(COMPRESSED[enc], part.f, buf, max_total=policy.max_bytes,
                              allow_zlib=enc == "gzip", what=what)
@@ -449,7 +449,7 @@ def _seekable(f: IO[bytes]) -> bool:
 
 
 def _is_url(p: str) -> bool:
-    from .policy import is_url
+    from ..policy import is_url
 
     return is_url(p)
 
@@ -479,7 +479,7 @@ def file_order_slabs(data: Any, index_order: str, slab_bytes: int = _SLAB_BYTES
 def encode_chunks(data: Any, *, type_name: str, endian: str, encoding: str,
                   index_order: str = "F", level: int | None = None) -> Iterator[bytes]:
     """The encoded data section of an untiled volume, one slab at a time."""
-    from .encodings import stream_compressor
+    from ..codecs.encodings import stream_compressor
 
     st = storage_dtype(type_name, endian, None if type_name != "block" else data.dtype.itemsize)
     comp = (stream_compressor(encoding, level)

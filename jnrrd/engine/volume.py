@@ -3,7 +3,7 @@
 A ``Volume`` reads only the tiles a selection touches, decodes them on a shared thread pool
 (zstandard, zlib and lz4 release the GIL), and copies each decoded tile's needed part straight
 into the output. Raw internal tiles are read through a memory map, without a decode copy.
-Untiled files are served by :mod:`jnrrd.datasection` (a memory map for raw data).
+Untiled files are served by :mod:`jnrrd.engine.untiled` (a memory map for raw data).
 """
 
 from __future__ import annotations
@@ -19,17 +19,17 @@ from typing import Any
 import crc32c
 import numpy as np
 
-from .compress import decompress, decompress_prefix
-from .dtypes import storage_dtype, to_user, user_dtype
-from .errors import DataError, UnsupportedError, where
-from .header import Header
-from .policy import Policy
-from .pools import Running, fork_join, run_parallel
-from .tiling.grid import AxisSel, TileGrid, selection_with_booleans
-from .tiling.layout import ExternalSource, InternalSource
-from .tiling.levels import Level
-from .tiling.padding import chain_fill
-from .tiling.spec import Tiling
+from .._threads import Running, fork_join, run_parallel
+from ..codecs.compress import decompress, decompress_prefix
+from ..dtypes import storage_dtype, to_user, user_dtype
+from ..errors import DataError, UnsupportedError, where
+from ..header import Header
+from ..policy import Policy
+from ..tiling.grid import AxisSel, TileGrid, selection_with_booleans
+from ..tiling.levels import Level
+from ..tiling.locate import ExternalSource, InternalSource
+from ..tiling.padding import chain_fill
+from ..tiling.spec import Tiling
 
 __all__ = ["LevelView", "Running", "Volume", "fork_join", "run_parallel"]
 
@@ -77,7 +77,7 @@ class _TileDecoder:
 
     def __init__(self, tiling: Tiling, core: Any, source: InternalSource | ExternalSource,
                  policy: Policy, name: Any) -> None:
-        from .codecs import CodecChain
+        from ..codecs import CodecChain
 
         self.tiling = tiling
         self.source = source
@@ -431,7 +431,7 @@ class Volume(LevelView):
 
     def to_dask(self, level: int = 0) -> Any:
         """A ``dask.array.Array`` over level ``level`` whose chunks are the tiles."""
-        from .dask_io import volume_to_dask
+        from ..integrations.dask import volume_to_dask
 
         return volume_to_dask(self, level)
 
@@ -532,7 +532,7 @@ class Volume(LevelView):
 
     def _virtual_region(self, level: Level, region: tuple[slice, ...]) -> np.ndarray:
         """Level-L voxels of ``region``, computed from level 0 as the writer would store them."""
-        from .pyramid import compute_region
+        from ..pyramid import compute_region
 
         assert self._tiling is not None
         base = self._levels[0]
@@ -557,7 +557,7 @@ class Volume(LevelView):
         return src.stored_bytes(level)
 
     def _geometry(self, level: Level, for_affine: bool = False) -> tuple[Any, Any]:
-        from .geometry import level_geometry
+        from ..geometry import level_geometry
 
         return level_geometry(self._core, level.scale, for_affine=for_affine)
 
@@ -567,6 +567,6 @@ class Volume(LevelView):
 
 
 def describe(name: Any) -> str:
-    from .errors import describe_source
+    from ..errors import describe_source
 
     return describe_source(name) or "<stream>"

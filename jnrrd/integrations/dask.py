@@ -33,11 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from .atomic import atomic_file, fresh_token, remove_leftovers, tmp_marker
-from .errors import DataError, UnsupportedError, where
-from .policy import Policy
-from .tiling.padding import all_padding, value_fill
-from .writer import (
+from ..errors import DataError, UnsupportedError, where
+from ..policy import Policy
+from ..storage.atomic import atomic_file, fresh_token, remove_leftovers, tmp_marker
+from ..tiling.padding import all_padding, value_fill
+from ..writing.tiled import (
     TilePlan,
     _copy,
     _Encoder,
@@ -126,7 +126,7 @@ def _acquire(ref: FileRef) -> _Cached:
             _CACHE.move_to_end(ref)
             entry.users += 1
             return entry
-    from .api import open as jopen
+    from ..api import open as jopen
 
     vol = jopen(ref.path, index_order=ref.index_order, missing=ref.missing, **dict(ref.policy))
     with _CACHE_LOCK:
@@ -334,7 +334,7 @@ class _LevelSpec:
 def level_block(spec: _LevelSpec, region: tuple[slice, ...], bounds: list[Any],
                 arrays: list[np.ndarray]) -> np.ndarray:
     """One chunk of a pyramid level, from the source blocks under it (and the filter halo)."""
-    from .pyramid import compute_region
+    from ..pyramid import compute_region
 
     def read0(src: tuple[slice, ...]) -> np.ndarray:
         return _assemble([s.start for s in src], [s.stop for s in src], bounds, arrays,
@@ -350,7 +350,7 @@ def _level_array(src: Any, spec: _LevelSpec, grid: Any) -> Any:
     from dask.base import tokenize
     from dask.highlevelgraph import HighLevelGraph
 
-    from .pyramid import source_region
+    from ..pyramid import source_region
 
     shape = grid.shape
     want = core_chunks(grid)
@@ -400,7 +400,7 @@ class TileJob:
 
     def tile_path(self, level: Any, coords: tuple[int, ...]) -> str:
         """Where the encoded tile goes: the pattern (external) or its global index (spool)."""
-        from .tiling.layout import expand_pattern
+        from ..tiling.locate import expand_pattern
 
         if self.plan.storage == "external":
             rel = expand_pattern(self.plan.pattern or "", coords, level.index,
@@ -458,7 +458,7 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
     External tiles are written by the task that encodes them into a fresh tile directory,
     the header last. Internal tiles are spooled one file per tile beside the target, then
     laid out after the header exactly as the NumPy writer lays them out (``header_space`` and
-    ``internal_layout`` of :mod:`jnrrd.writer`: the same bytes for the same data).
+    ``internal_layout`` of :mod:`jnrrd.writing.tiled`: the same bytes for the same data).
     """
     from dask.base import tokenize
 
@@ -473,8 +473,8 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
         x = x.map_blocks(values, plan.type_name, dtype=vdtype)
     stored = [lv for lv in plan.levels if lv.stored]
     if len(stored) > 1 or plan.quality:
-        from .pyramid.blocks import check_dtype
-        from .pyramid.region import check_method
+        from ..pyramid.blocks import check_dtype
+        from ..pyramid.region import check_method
 
         check_dtype(vdtype)
         check_method(plan.method)

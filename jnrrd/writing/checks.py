@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import HeaderError, JnrrdWarning, SecurityError
+from ..errors import HeaderError, JnrrdWarning, SecurityError
 
 __all__ = ["check_arguments", "check_final_header", "check_layout_request", "check_tile_names",
            "probe_header"]
@@ -107,8 +107,8 @@ def check_arguments(header: Mapping[Any, Any] | None, ndim: int, *, encoding: An
     A wrongly typed argument is a ``TypeError``, an unknown value a ``HeaderError``;
     both name the argument.
     """
-    from .header.fields import ENCODINGS
-    from .tiling.spec import METHODS, SHORTHAND
+    from ..header.fields import ENCODINGS
+    from ..tiling.spec import METHODS, SHORTHAND
 
     if header is not None:
         if not isinstance(header, Mapping):
@@ -183,9 +183,9 @@ def probe_header(plan: Any, build: Callable[..., bytes], target: str) -> bytes:
 def check_final_header(head: bytes, source: Any = None) -> None:
     """Parse ``head`` back and run the reader's checks on it (``HeaderError`` naming the
     field). The reader's warnings are not repeated here: the file will give them on read."""
-    from .api import check_header
-    from .header import parse_header_bytes
-    from .policy import Policy
+    from ..api import check_header
+    from ..header import parse_header_bytes
+    from ..policy import Policy
 
     policy = Policy()
     with warnings.catch_warnings():
@@ -196,7 +196,7 @@ def check_final_header(head: bytes, source: Any = None) -> None:
 
 def check_codec_chain(plan: Any, chain_dtype: np.dtype) -> None:
     """Build the tile codec chain once, so a bad codec fails before any file is created."""
-    from .writer import _Encoder
+    from .tiled import _Encoder
 
     lv = plan.levels[0]
     _Encoder(plan, chain_dtype).chain(lv.grid.stored_shape((0,) * len(lv.grid.axes)))
@@ -208,9 +208,9 @@ def check_tile_names(pattern: str, plan: Any, target: str) -> None:
     Placeholders expand to decimal integers only, so the first and the last tile of each
     stored level stand for all of them.
     """
-    from .policy import Policy, resolve_path
+    from ..policy import Policy, resolve_path
+    from ..tiling.locate import check_pattern, expand_pattern
     from .sinks import _stem
-    from .tiling.layout import check_pattern, expand_pattern
 
     field = f"{plan.prefix}:pattern"
     check_pattern(pattern, plan.axes, plan.levels, None, field=field)

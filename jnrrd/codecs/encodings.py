@@ -1,6 +1,6 @@
 """Core data encodings (digest 1.9): text forms (ascii, hex) and streaming compressors.
 
-Decompression with caps lives in :mod:`jnrrd.compress`; this module holds what only the
+Decompression with caps lives in :mod:`jnrrd.codecs.compress`; this module holds what only the
 untiled data section needs: the text encodings both ways, and compressor objects that take a
 volume one slab at a time so the writer never holds a whole compressed copy.
 """
@@ -14,8 +14,8 @@ from typing import Protocol
 
 import numpy as np
 
-from .dtypes import bfloat16_words, decimal_int
-from .errors import DataError
+from ..dtypes import bfloat16_words, decimal_int
+from ..errors import DataError
 
 __all__ = [
     "BINARY_ENCODINGS",
@@ -31,7 +31,7 @@ __all__ = [
 
 #: canonical encoding names (aliases are normalised by the header's field checks)
 ENCODINGS = ("raw", "ascii", "hex", "gzip", "bzip2", "zstd", "lz4")
-#: encoding -> the name used by :mod:`jnrrd.compress`
+#: encoding -> the name used by :mod:`jnrrd.codecs.compress`
 COMPRESSED = {"gzip": "gzip", "bzip2": "bz2", "zstd": "zstd", "lz4": "lz4"}
 #: encodings whose bytes carry the element byte order
 BINARY_ENCODINGS = ("raw", "hex", "gzip", "bzip2", "zstd", "lz4")

@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 import lz4.frame
 import zstandard
 
-from .errors import DataError, JnrrdWarning, UnsupportedError
+from ..errors import DataError, JnrrdWarning, UnsupportedError
 
 __all__ = [
     "NAMES",

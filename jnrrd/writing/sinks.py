@@ -18,13 +18,13 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
-from .atomic import TOKEN_RE, durable, tmp_marker
-from .errors import UnsupportedError
-from .tiling.layout import expand_pattern
-from .tiling.levels import Level
+from ..errors import UnsupportedError
+from ..storage.atomic import TOKEN_RE, durable, tmp_marker
+from ..tiling.levels import Level
+from ..tiling.locate import expand_pattern
 
 if TYPE_CHECKING:
-    from .writer import TilePlan
+    from .tiled import TilePlan
 
 __all__ = ["header_space", "internal_layout", "stale_patterns"]
 

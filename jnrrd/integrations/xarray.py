@@ -10,7 +10,7 @@ in netCDF-ready form: values netCDF cannot hold (mappings, nested lists, lists o
 ``None``, booleans) are JSON text, named in the ``jnrrd_json_attrs`` attribute, so
 ``ds.to_netcdf(...)`` works; :func:`decode_attrs` turns them back into Python values.
 
-The array reopens the file by path through the per-process cache of :mod:`jnrrd.dask_io`,
+The array reopens the file by path through the per-process cache of :mod:`jnrrd.integrations.dask`,
 so it pickles (``chunks=`` with ``dask.distributed``); the preferred chunks are the tiles.
 """
 
@@ -28,8 +28,8 @@ import xarray as xr
 from xarray.backends import BackendArray, BackendEntrypoint
 from xarray.core import indexing
 
-from .dask_io import FileRef, InProcess, adopt
-from .errors import HeaderError, where
+from ..errors import HeaderError, where
+from .dask import FileRef, InProcess, adopt
 
 __all__ = ["JSON_ATTRS", "JnrrdArray", "JnrrdBackendEntrypoint", "decode_attrs",
            "netcdf_attrs"]
@@ -94,7 +94,7 @@ class JnrrdBackendEntrypoint(BackendEntrypoint):
                      index_order: str = "F", missing: str = "error",
                      policy: Mapping[str, Any] | None = None) -> xr.Dataset:
         """The dataset with the one variable ``data`` (level ``level`` of the volume)."""
-        from .api import open as jopen
+        from ..api import open as jopen
 
         vol = jopen(filename_or_obj, index_order=index_order, missing=missing,
                     **dict(policy or {}))
@@ -151,7 +151,7 @@ def _dims(vol: Any, source: Any) -> tuple[str, ...]:
 
 def _coords(vol: Any, lv: Any, dims: tuple[str, ...], source: Any) -> dict[str, xr.Variable]:
     """Coordinates of axes whose world position along one axis is known (header order)."""
-    from .pyramid import level_geometry
+    from ..pyramid import level_geometry
 
     core = vol._core
     ndim = len(core.sizes)

@@ -17,6 +17,7 @@ from typing import Any, BinaryIO
 import numpy as np
 import zstandard
 
+from ..errors import DataError, UnsupportedError
 from .compress import (
     MemberInput,
     _check_name,
@@ -25,7 +26,6 @@ from .compress import (
     _gzip_or_zlib,
     _zstd_decompressor,
 )
-from .errors import DataError, UnsupportedError
 
 __all__ = ["GrowingBuffer", "decompress_stream_into", "zstd_claim_backed"]
 

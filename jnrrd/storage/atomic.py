@@ -186,7 +186,7 @@ def remove_leftovers(target: str, keep: Iterable[str] = (), patterns: Iterable[s
             from .leftovers import is_live
 
             if is_live(path):
-                continue  # the journal of a running write (jnrrd.leftovers)
+                continue  # the journal of a running write (jnrrd.storage.leftovers)
         if name.startswith(marker) or any(r.fullmatch(name) or _tmp_of(r, name)
                                           for r in regexes):
             try:

@@ -1,0 +1,1 @@
+"""Where tiling, codecs and storage meet: tile decoding, the lazy Volume, untiled data."""

@@ -1,0 +1,1 @@
+"""Dask and xarray on top of the public API."""

@@ -1,0 +1,1 @@
+"""Where bytes live: local files, atomic replacement, leftovers of interrupted writes."""
