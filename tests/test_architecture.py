@@ -1,0 +1,174 @@
+"""The package's shape (docs/architecture.md): import layers, no cycles, one home for threads,
+small modules and functions. Each test lists every offender, not just the first."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import jnrrd
+
+ROOT = Path(jnrrd.__file__).parent
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 80
+
+
+def _modules() -> dict[str, tuple[Path, bool]]:
+    """Module name -> (file, is package) for every module of the package."""
+    out = {}
+    for p in sorted(ROOT.rglob("*.py")):
+        parts = list(p.relative_to(ROOT.parent).with_suffix("").parts)
+        is_pkg = parts[-1] == "__init__"
+        out[".".join(parts[:-1] if is_pkg else parts)] = (p, is_pkg)
+    return out
+
+
+MODULES = _modules()
+
+
+def _target(module: str, is_pkg: bool, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".")
+    if not is_pkg:
+        base = base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports_of(module: str) -> list[tuple[str, str, int]]:
+    """(imported module, imported name or '', line) for every jnrrd import, at any depth
+    (module level and inside functions)."""
+    path, is_pkg = MODULES[module]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(a.name, "", node.lineno) for a in node.names if a.name.startswith("jnrrd")]
+        elif isinstance(node, ast.ImportFrom):
+            target = _target(module, is_pkg, node)
+            if not target.startswith("jnrrd"):
+                continue
+            for a in node.names:
+                sub = f"{target}.{a.name}"
+                found.append((sub, "", node.lineno) if sub in MODULES
+                             else (target, a.name, node.lineno))
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = defaultdict(set)
+    for m in MODULES:
+        for target, _, _ in imports_of(m):
+            while target not in MODULES and "." in target:
+                target = target.rsplit(".", 1)[0]
+            if target != m and target in MODULES:
+                graph[m].add(target)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for m in sorted(MODULES):
+        if m not in index:
+            visit(m)
+    return out
+
+
+def test_the_import_walk_sees_function_level_imports() -> None:
+    # api.read_header imports the NRRD bridge inside a function: the walk must see it
+    assert any(t.startswith("jnrrd.nrrd") for t, _, _ in imports_of("jnrrd.api"))
+
+
+def test_no_import_cycles() -> None:
+    assert _cycles(_graph()) == []
+
+
+def _offenders(package: str, forbidden: tuple[str, ...]) -> list[str]:
+    return [f"{m}:{line} imports {t}" for m in MODULES if m == package or
+            m.startswith(package + ".") for t, _, line in imports_of(m)
+            if t.startswith(forbidden)]
+
+
+def test_storage_imports_nothing_above_it() -> None:
+    above = ("jnrrd.header", "jnrrd.tiling", "jnrrd.codecs", "jnrrd.engine", "jnrrd.writing",
+             "jnrrd.pyramid", "jnrrd.nrrd", "jnrrd.validation", "jnrrd.integrations",
+             "jnrrd.api", "jnrrd.cli", "jnrrd.validate")
+    assert _offenders("jnrrd.storage", above) == []
+
+
+def test_codecs_import_nothing_above_them() -> None:
+    above = ("jnrrd.header", "jnrrd.tiling", "jnrrd.storage", "jnrrd.engine", "jnrrd.writing",
+             "jnrrd.pyramid", "jnrrd.nrrd", "jnrrd.validation", "jnrrd.integrations",
+             "jnrrd.api", "jnrrd.cli", "jnrrd.validate", "jnrrd.policy", "jnrrd._threads")
+    assert _offenders("jnrrd.codecs", above) == []
+
+
+def test_integrations_use_only_public_names() -> None:
+    bad = []
+    for m in MODULES:
+        if not m.startswith("jnrrd.integrations"):
+            continue
+        for target, name, line in imports_of(m):
+            if target.startswith("jnrrd.integrations"):
+                continue
+            hidden = [p for p in [*target.split(".")[1:], name] if p.startswith("_")]
+            if hidden:
+                bad.append(f"{m}:{line} imports {target} {name}".rstrip())
+    assert bad == []
+
+
+_THREAD_START = re.compile(r"\b(Thread|ThreadPoolExecutor|ProcessPoolExecutor)\(")
+
+
+def test_threads_start_only_in_threads_module() -> None:
+    bad = [f"{p.relative_to(ROOT.parent)}:{k}" for p, _ in MODULES.values()
+           if p.name != "_threads.py"
+           for k, line in enumerate(p.read_text().splitlines(), 1)
+           if _THREAD_START.search(line.split("#", 1)[0])]
+    assert bad == []
+
+
+def test_modules_are_small() -> None:
+    big = [f"{p.relative_to(ROOT.parent)}: {n} lines" for p, _ in MODULES.values()
+           if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES]
+    assert big == []
+
+
+def test_functions_are_short() -> None:
+    long = []
+    for p, _ in MODULES.values():
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long.append(f"{p.relative_to(ROOT.parent)}:{node.lineno} {node.name}: {n}")
+    assert long == []
