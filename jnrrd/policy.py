@@ -1,28 +1,23 @@
-"""Reader policy: resource caps and the path/URL policy (digest §5, CONVENTIONS §1.1, §3).
+"""Reader policy: resource caps and the path/URL switches (digest §5, CONVENTIONS §1.1, §3).
 
 Every reader takes the same ``**policy`` keywords; :meth:`Policy.from_kwargs` turns them into
-one frozen value that is passed down, never stored in a module global.
+one frozen value that is passed down, never stored in a module global. The path rules
+themselves (confinement, regular files only) are applied by :mod:`jnrrd.storage.local`.
 """
 
 from __future__ import annotations
 
-import errno
 import os
-import re
-import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from typing import IO, Any, Literal
 
-from .errors import DataError, SecurityError, UnsupportedError, where
+from .errors import UnsupportedError, where
 
-__all__ = ["Policy", "is_url", "resolve_path"]
+__all__ = ["Policy"]
 
 GiB = 1 << 30
 MiB = 1 << 20
-
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-_DRIVE = re.compile(r"^[A-Za-z]:")
 
 Opener = Callable[[str, str], IO[bytes]]
 
@@ -90,140 +85,3 @@ def _as_iter(value: Any) -> Iterable[Any]:
     if isinstance(value, (str, os.PathLike)):
         return (value,)
     return value
-
-
-def is_url(path: str) -> bool:
-    """True for ``scheme://...`` strings."""
-    return bool(_URL.match(path))
-
-
-def resolve_path(
-    root: str,
-    path: str,
-    policy: Policy,
-    *,
-    source: Any = None,
-    field: str = "data_file",
-) -> str:
-    """Resolve a path read from a header against ``root`` under the path policy.
-
-    Returns the real (symlink-free) absolute path. URLs are returned unchanged when the policy
-    has an ``opener`` (which alone may serve them); otherwise they raise ``SecurityError``.
-    Nothing is opened here.
-    """
-    prefix = where(source, field)
-    if not isinstance(path, str) or not path:
-        raise SecurityError(f"{prefix}expected a non-empty relative path, found {path!r}")
-    if "\x00" in path:
-        raise SecurityError(f"{prefix}path contains a NUL byte: {path!r}")
-    if is_url(path):
-        if policy.opener is None:
-            raise SecurityError(
-                f"{prefix}URL {path!r} is blocked; pass opener=... to let a callable serve URLs"
-            )
-        return path
-    windows_abs = bool(_DRIVE.match(path)) or path.startswith("\\\\")
-    if windows_abs or os.path.isabs(path):
-        if not policy.allow_absolute:
-            raise SecurityError(
-                f"{prefix}absolute path {path!r} is blocked; pass allow_absolute=True to allow it"
-            )
-        full = path
-    else:
-        full = os.path.join(root, path)
-    real = _realpath(full, policy)
-    if policy.allow_absolute and (windows_abs or os.path.isabs(path)):
-        return real
-    if policy.allow_parent:
-        return real
-    roots = (_real_dir(root, policy), *policy.allowed_roots)
-    for r in roots:
-        if _inside(real, r):
-            return real
-    raise SecurityError(
-        f"{prefix}path {path!r} resolves to {real!r}, outside {roots[0]!r}; "
-        "pass allow_parent=True or allowed_roots=[...] to allow it"
-    )
-
-
-def _real_dir(d: str, policy: Policy) -> str:
-    """``realpath`` of a directory, cached in the policy (one policy per read call).
-
-    A header may name up to ``max_files`` files (10^5 by default) in a few directories;
-    resolving every directory component for each file cost ~0.3 ms per file, half a minute
-    for a 200-byte header (digest §5, "Amplification through many files").
-    """
-    cache = policy.extra.setdefault("_real_dirs", {})
-    real = cache.get(d)
-    if real is None:
-        real = cache[d] = os.path.realpath(d)
-    return real
-
-
-def _realpath(full: str, policy: Policy) -> str:
-    """``os.path.realpath(full)``: the directory part from the cache, the last component
-    checked for a symlink every time (so a symlinked file is always followed before the
-    root check)."""
-    head, tail = os.path.split(full)
-    if not tail or tail in (".", "..") or os.path.islink(full):
-        return os.path.realpath(full)
-    return os.path.join(_real_dir(head or ".", policy), tail)
-
-
-def _inside(real: str, root: str) -> bool:
-    """``commonpath([root, real]) == root`` for two real (normalised) paths."""
-    if os.name == "posix":
-        return real == root or real.startswith(root if root.endswith("/") else root + "/")
-    try:
-        return os.path.commonpath([root, real]) == root
-    except ValueError:  # different drives on Windows
-        return False
-
-
-def open_resolved(path: str, policy: Policy, mode: str = "rb", *, what: str = "") -> IO[bytes]:
-    """Open a path returned by :func:`resolve_path` (URLs through the policy's opener).
-
-    Only regular files are opened: a FIFO, device or socket named by a header would block
-    ``open()`` or a read forever, or stream endless bytes, so it is a ``DataError`` (``what``
-    prefixes its message). The check is made on the opened descriptor (``O_NONBLOCK``, then
-    ``fstat``), so a swap between check and read cannot get past it.
-    """
-    if is_url(path):
-        assert policy.opener is not None  # resolve_path refused URLs without an opener
-        return policy.opener(path, mode)
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) \
-        | getattr(os, "O_BINARY", 0)
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise  # the caller decides: a DataError, or padding under missing="fill"
-    except OSError as exc:
-        if exc.errno == errno.ENXIO:  # a socket (or a FIFO opened for writing only)
-            raise _not_regular(path, "a socket", what) from None
-        # A name too long, a symlink loop, a path through a regular file, no permission:
-        # the header named something that holds no data (DataError, not a bare OSError).
-        raise DataError(f"{what}{path!r} cannot be opened: {exc.strerror or exc}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise _not_regular(path, _kind(st.st_mode), what)
-        if flags & getattr(os, "O_NONBLOCK", 0) and hasattr(os, "set_blocking"):
-            os.set_blocking(fd, True)
-        return os.fdopen(fd, mode)  # the caller owns the handle
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
-def _not_regular(path: str, kind: str, what: str) -> DataError:
-    return DataError(f"{what}{path!r} is not a regular file ({kind}); data and tile files "
-                     "must be regular files")

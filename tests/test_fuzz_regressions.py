@@ -46,10 +46,10 @@ def test_external_tile_read_still_capped_for_streams(tmp_path):
     """The bounded read also holds for openers that serve non-file streams."""
     import io
 
-    from jnrrd.tiling.locate import _read_at_most
+    from jnrrd.storage.fileobj import read_at_most
 
-    assert _read_at_most(io.BytesIO(b"x" * 100), 10) == b"x" * 10
-    assert _read_at_most(io.BytesIO(b"x" * 100), 1000) == b"x" * 100
+    assert read_at_most(io.BytesIO(b"x" * 100), 10) == b"x" * 10
+    assert read_at_most(io.BytesIO(b"x" * 100), 1000) == b"x" * 100
 
     class Pipe(io.RawIOBase):  # no fileno(): read in pieces
         def __init__(self) -> None:
@@ -64,8 +64,8 @@ def test_external_tile_read_still_capped_for_streams(tmp_path):
             self.left -= n
             return n
 
-    assert len(_read_at_most(io.BufferedReader(Pipe()), 5 << 20)) == 3 << 20
-    assert len(_read_at_most(io.BufferedReader(Pipe()), 1 << 20)) == 1 << 20
+    assert len(read_at_most(io.BufferedReader(Pipe()), 5 << 20)) == 3 << 20
+    assert len(read_at_most(io.BufferedReader(Pipe()), 1 << 20)) == 1 << 20
 
 
 @pytest.mark.parametrize("encoding", [pytest.param("ascii", id="ascii"),

@@ -190,7 +190,8 @@ def test_an_opener_alone_serves_urls(layout):
 def test_fast_realpath_matches_os_realpath(tmp_path, name):
     """The cached resolution in ``resolve_path`` gives ``os.path.realpath``'s answer, with
     and without symlinks on the way (policy.py ``_realpath``)."""
-    from jnrrd.policy import Policy, resolve_path
+    from jnrrd.policy import Policy
+    from jnrrd.storage.local import resolve_path
 
     (tmp_path / "sub").mkdir()
     (tmp_path / "real").mkdir()

@@ -28,7 +28,8 @@ from ..codecs.encodings import (
 )
 from ..dtypes import from_user, storage_dtype, to_user, user_dtype
 from ..errors import DataError, HeaderError, UnsupportedError, where
-from ..policy import Policy, open_resolved, resolve_path
+from ..policy import Policy
+from ..storage.local import is_url, open_resolved, resolve_path
 from ..tiling.grid import AxisSel
 
 __all__ = ["UntiledData", "data_paths", "encode_chunks", "read_untiled"]
@@ -343,7 +344,7 @@ class UntiledData:
         policy.check_bytes(n * self._st.itemsize, "the data", source)
         if core.encoding == "raw" and (paths is None or len(paths) == 1):
             file_path = path if paths is None else paths[0]
-            if file_path is not None and not _is_url(file_path):
+            if file_path is not None and not is_url(file_path):
                 self._map = self._memmap(file_path, n)
         if self._map is None and core.encoding == "raw":
             self.stored_bytes = n * self._st.itemsize
@@ -446,12 +447,6 @@ def _seekable(f: IO[bytes]) -> bool:
         return bool(f.seekable())
     except (AttributeError, OSError, ValueError):
         return False
-
-
-def _is_url(p: str) -> bool:
-    from ..policy import is_url
-
-    return is_url(p)
 
 
 # -- writing ---------------------------------------------------------------------------------

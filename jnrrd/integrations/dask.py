@@ -36,6 +36,7 @@ import numpy as np
 from ..errors import DataError, UnsupportedError, where
 from ..policy import Policy
 from ..storage.atomic import atomic_file, fresh_token, remove_leftovers, tmp_marker
+from ..storage.local import file_version
 from ..tiling.padding import all_padding, value_fill
 from ..writing.tiled import (
     TilePlan,
@@ -85,7 +86,7 @@ class FileRef:
         pol = vol._policy
         kw = tuple((f.name, getattr(pol, f.name)) for f in fields(Policy) if f.name != "extra")
         missing = getattr(vol._source, "_missing", "error")
-        return cls(path, _stamp(path), vol.index_order, missing, kw)
+        return cls(path, file_version(path), vol.index_order, missing, kw)
 
     @contextlib.contextmanager
     def borrow(self) -> Iterator[Any]:
@@ -93,7 +94,7 @@ class FileRef:
 
         A volume evicted from the cache while borrowed is closed when its last user is done.
         """
-        now = _stamp(self.path)
+        now = file_version(self.path)
         if now != self.stamp:
             raise DataError(f"{where(self.path)}the file changed after the Dask graph was built "
                             "(a rewrite replaces it); build the graph again")
@@ -181,14 +182,6 @@ def clear_cache() -> None:
 
 
 atexit.register(clear_cache)
-
-
-def _stamp(path: str) -> tuple[int, int, int]:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise DataError(f"{where(path)}the file no longer exists") from None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 class InProcess:

@@ -20,7 +20,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError, HeaderError, UnsupportedError, where
-from ..policy import Policy, is_url, open_resolved, resolve_path
+from ..policy import Policy
+from ..storage.fileobj import read_at_most, size_of
+from ..storage.local import is_url, open_resolved, resolve_path
 from .levels import Level
 
 __all__ = ["ExternalSource", "InternalSource", "check_pattern", "core_itemsize", "derived_offsets",
@@ -126,7 +128,7 @@ class InternalSource:
         elif owned:
             self._owned = file  # handed over by the opener: closed by close()
         try:
-            self.file_size = _size_of(self._file)
+            self.file_size = size_of(self._file)
             self._map()
             self.offsets = offsets
             self.sizes = self._derive_sizes(offsets, sizes, data_start, fixed_size,
@@ -272,41 +274,6 @@ def derived_offsets(tiling: Any, itemsize: int, data_start: int | None, name: An
         if sizes.size else np.zeros(0, np.int64)
 
 
-def _read_at_most(f: Any, limit: int) -> bytes:
-    """Up to ``limit`` bytes of ``f`` with memory proportional to what the file holds.
-
-    ``read(limit)`` on a file object reserves ``limit`` bytes before reading (CPython's
-    ``FileIO.read``), so a 100-byte tile file would cost the whole ``max_tile_bytes`` cap
-    (digest §5, "Huge allocations"). Regular files are read up to their size (+1 to notice a
-    file that grew); other streams in 1 MiB pieces.
-    """
-    try:
-        size = os.fstat(f.fileno()).st_size
-    except (AttributeError, OSError, io.UnsupportedOperation):
-        size = None
-    if size is not None:
-        return f.read(min(limit, size + 1))
-    parts = []
-    got = 0
-    while got < limit:
-        chunk = f.read(min(1 << 20, limit - got))
-        if not chunk:
-            break
-        parts.append(chunk)
-        got += len(chunk)
-    return b"".join(parts)
-
-
-def _size_of(f: Any) -> int:
-    try:
-        return os.fstat(f.fileno()).st_size
-    except (AttributeError, OSError, io.UnsupportedOperation):
-        pos = f.tell()
-        end = f.seek(0, io.SEEK_END)
-        f.seek(pos)
-        return end
-
-
 class ExternalSource:
     """Tiles in files of their own, named by ``tile:pattern`` and/or ``tile:files``."""
 
@@ -385,7 +352,7 @@ class ExternalSource:
                     real = os.path.realpath(path)
                     if real != path:  # swapped for a symlink after resolution
                         raise DataError(f"{where(self._source)}tile file {path!r} changed")
-                return _read_at_most(f, limit)
+                return read_at_most(f, limit)
         except FileNotFoundError:
             if self._missing == "fill":
                 return None

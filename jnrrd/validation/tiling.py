@@ -21,7 +21,8 @@ import numpy as np
 from ..errors import JnrrdError
 from ..header.fields import CoreFields
 from ..header.model import TILE_FIELDS
-from ..policy import Policy, resolve_path
+from ..policy import Policy
+from ..storage.local import resolve_path
 from ..tiling.grid import TileGrid
 from ..tiling.kinds import axis_kinds, non_domain_scales
 from ..tiling.levels import Level, expand_scale, level_shape

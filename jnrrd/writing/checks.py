@@ -3,7 +3,7 @@
 The header about to be written is parsed back and put through the reader's own checks
 (:func:`jnrrd.api.check_header`), so the writer refuses exactly what its reader would refuse,
 with the same ``HeaderError`` naming the field. Tile names go through the reader's path policy
-(:func:`jnrrd.policy.resolve_path`) plus what a file system can hold.
+(:func:`jnrrd.storage.local.resolve_path`) plus what a file system can hold.
 """
 
 from __future__ import annotations
@@ -208,7 +208,8 @@ def check_tile_names(pattern: str, plan: Any, target: str) -> None:
     Placeholders expand to decimal integers only, so the first and the last tile of each
     stored level stand for all of them.
     """
-    from ..policy import Policy, resolve_path
+    from ..policy import Policy
+    from ..storage.local import resolve_path
     from ..tiling.locate import check_pattern, expand_pattern
     from .sinks import _stem
 
