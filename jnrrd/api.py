@@ -15,7 +15,7 @@ from .engine.untiled import UntiledData, data_paths
 from .engine.volume import Volume
 from .errors import DataError, UnsupportedError, where
 from .header import CoreFields, Header, core_fields, parse_header
-from .header.fields import canonical_space
+from .header.geometry_fields import canonical_space
 from .policy import Policy
 from .tiling.locate import (
     ExternalSource,

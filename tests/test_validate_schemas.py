@@ -8,7 +8,8 @@ import pytest
 from jsonschema import Draft7Validator
 
 from jnrrd.dtypes import NRRD_ALIASES, TYPES
-from jnrrd.header.fields import ENCODINGS, KIND_SIZES, SPACES
+from jnrrd.header.fields import ENCODINGS
+from jnrrd.header.geometry_fields import KIND_SIZES, SPACES
 from jnrrd.header.model import TILE_FIELDS
 from jnrrd.schemas import load_schema, schema_names, validator
 

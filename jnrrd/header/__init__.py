@@ -3,8 +3,9 @@
 The story of a header read: :mod:`.wire` splits the bytes into single-key JSON lines and finds
 where the data starts (digest 1.1-1.3); :mod:`.model` turns the lines into a :class:`Header`
 (digest 1.4), merging hierarchical extension paths with :mod:`.paths` (digest 1.5);
-:mod:`.fields` checks the core fields (digest 1.6-1.11); :mod:`.render` writes a header back
-in canonical order (digest 1.13).
+:mod:`.fields` checks the core fields (digest 1.6-1.11; space and per-axis fields in
+:mod:`.geometry_fields`, detached data in :mod:`.detached_fields`); :mod:`.render` writes a
+header back in canonical order (digest 1.13).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import os
 from typing import IO, Any
 
 from ..policy import Policy
-from .fields import CoreFields, DataFilePattern, core_fields
+from .detached_fields import DataFilePattern
+from .fields import CoreFields, core_fields
 from .model import TILE_FIELDS, TILE_URI, TILE_URI_PREFIX, Header, build_header
 from .paths import parse_path
 from .render import render_header

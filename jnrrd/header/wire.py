@@ -199,17 +199,7 @@ def read_entries(
     max_line = policy.max_line_bytes
     max_header = policy.max_header_bytes
 
-    first = _readline(stream, PROBE)
-    offset = base + len(first)
-    truncated = not first.endswith(b"\n") and len(first) >= PROBE
-    if first.startswith(BOM):
-        warnings.warn(
-            f"{where(source)}header starts with a UTF-8 byte order mark; ignored",
-            JnrrdWarning,
-            stacklevel=3,
-        )
-        first = first[len(BOM) :]
-    _check_magic(first, truncated, where(source, "line 1"))
+    offset = _read_magic(stream, base, source)
     size = offset - base  # header bytes so far (digest 1.3 running header size)
 
     entries: list[Entry] = []
@@ -264,6 +254,22 @@ def read_entries(
         if not complete:
             return entries, None  # the last line ran into EOF
 
+
+
+def _read_magic(stream: IO[bytes], base: int, source: Any) -> int:
+    """Read and check the magic line (a UTF-8 BOM before it warns); the offset after it."""
+    first = _readline(stream, PROBE)
+    offset = base + len(first)
+    truncated = not first.endswith(b"\n") and len(first) >= PROBE
+    if first.startswith(BOM):
+        warnings.warn(
+            f"{where(source)}header starts with a UTF-8 byte order mark; ignored",
+            JnrrdWarning,
+            stacklevel=4,  # the caller of parse_header (read_entries calls this)
+        )
+        first = first[len(BOM) :]
+    _check_magic(first, truncated, where(source, "line 1"))
+    return offset
 
 def _too_long(prefix: str, length: int, size: int, policy: Policy) -> None:
     if size + length > policy.max_header_bytes and length <= policy.max_line_bytes:

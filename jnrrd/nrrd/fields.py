@@ -13,7 +13,7 @@ from typing import Any
 
 from ..dtypes import NRRD_ALIASES, decimal_int
 from ..errors import HeaderError, where
-from ..header.fields import SPACES
+from ..header.geometry_fields import SPACES
 
 __all__ = [
     "ENCODINGS",

@@ -280,7 +280,7 @@ class _Translator:
             sd = parse_int(value, src, spelled)
             out["space_dimension"] = sd
         if "space" in out:
-            from ..header.fields import SPACES
+            from ..header.geometry_fields import SPACES
 
             sd = SPACES[out["space"]]
         if self.has("space_directions"):

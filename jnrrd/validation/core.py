@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import JnrrdError
-from ..header.fields import SPACES, CoreFields
+from ..header.fields import CoreFields
+from ..header.geometry_fields import SPACES
 from ..policy import Policy
 from .report import Report, pointer
 from .schema import lenient_view

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..header.fields import KIND_SIZES, SPACES
+from ..header.geometry_fields import KIND_SIZES, SPACES
 from ..schemas import validator
 from .report import Report, pointer
 
