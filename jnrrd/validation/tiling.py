@@ -23,19 +23,19 @@ from ..header.fields import CoreFields
 from ..header.model import TILE_FIELDS
 from ..policy import Policy
 from ..storage.local import resolve_path
-from ..tiling.grid import TileGrid
-from ..tiling.kinds import axis_kinds, non_domain_scales
-from ..tiling.levels import Level, expand_scale, level_shape
-from ..tiling.locate import check_pattern, expand_pattern, past_the_end
-from ..tiling.padding import chain_fill
-from ..tiling.spec import (
+from ..tiling.codec_fields import (
     CODEC_TO_COMPRESSION,
     SHORTHAND,
     codec_names,
     compression_chain,
     shorthand_names,
-    typed_padding,
 )
+from ..tiling.grid import TileGrid
+from ..tiling.kinds import axis_kinds, non_domain_scales
+from ..tiling.levels import Level, expand_scale, level_shape
+from ..tiling.locate import check_pattern, expand_pattern, past_the_end
+from ..tiling.padding import chain_fill
+from ..tiling.spec import typed_padding
 from .core import _int, dimension_of
 from .report import Report, pointer
 

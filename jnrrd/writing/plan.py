@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import HeaderError, UnsupportedError
 from ..header import TILE_URI, Header, render_header
+from ..tiling.codec_fields import SHORTHAND, compression_chain
 from ..tiling.kinds import (
     axis_kinds,
     cap_level_tiles,
@@ -29,15 +30,8 @@ from ..tiling.kinds import (
     max_levels,
 )
 from ..tiling.levels import expand_scale, level_shape, levels_from_argument
-from ..tiling.spec import (
-    SHORTHAND,
-    _int_list,
-    compression_chain,
-    level_tile_sizes,
-    overlap_of,
-    tile_geometry,
-    typed_padding,
-)
+from ..tiling.spec import level_tile_sizes, overlap_of, tile_geometry, typed_padding
+from ..tiling.values import int_list
 from .checks import check_layout_request
 from .tiled import FileOrder, TilePlan
 from .untiled import _ENC_ALIASES, _endian
@@ -85,7 +79,7 @@ def plan_tiled(src: FileOrder, out: Header, prefix: str, type_name: str, *,
     level_tiles = _level_tiles(out, p, src.shape, axes, sizes, overlap, scales, auto, levels)
     stored = out.get(p + "levels_stored")
     stored = (list(range(len(scales))) if stored is None
-              else list(_int_list(stored, p + "levels_stored", "")))
+              else list(int_list(stored, p + "levels_stored", "")))
     method = downsample or out.get(p + "downsample_method", "average")
     chain_dtype = np.dtype("u2") if type_name == "bfloat16" else src.dtype
     chain, endian, comp, explicit = _chain(out, p, type_name, chain_dtype, encoding,
