@@ -254,8 +254,8 @@ def test_a_failure_while_storing_tiles_keeps_the_old_file(tmp_path, monkeypatch,
         return f
 
     if where == "put":
-        monkeypatch.setattr(sinks._DirectSink, "put", failing(sinks._DirectSink.put))
-        monkeypatch.setattr(sinks._DirectSink, "written", failing(sinks._DirectSink.written))
+        monkeypatch.setattr(sinks.DirectSink, "put", failing(sinks.DirectSink.put))
+        monkeypatch.setattr(sinks.DirectSink, "written", failing(sinks.DirectSink.written))
     elif where == "pwrite_all":
         monkeypatch.setattr(writer, "pwrite_all", failing(writer.pwrite_all))
     else:

@@ -261,8 +261,8 @@ def test_a_date_named_user_file_survives_a_write_to_the_same_target(tmp_path, ta
 
 
 def test_fresh_tokens_always_hold_a_letter(monkeypatch):
-    from jnrrd.storage import atomic
+    from jnrrd.storage import names
 
     words = iter(["20231105", "00000000", "1234567a"])
-    monkeypatch.setattr(atomic.secrets, "token_hex", lambda n: next(words))
-    assert atomic.fresh_token() == "1234567a"
+    monkeypatch.setattr(names.secrets, "token_hex", lambda n: next(words))
+    assert names.fresh_token() == "1234567a"

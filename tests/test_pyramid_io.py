@@ -192,7 +192,7 @@ def test_raw_tiles_written_in_place_give_the_same_file_as_in_order(tmp_path, mon
     a = np.random.default_rng(8).integers(0, 5, size=(40, 36, 50), dtype=np.uint16)
     placed = tmp_path / "placed.jnrrd"
     jnrrd.write(placed, a, tile=(16, 16, 16), levels=levels, downsample="mode")
-    monkeypatch.setattr(sinks._DirectSink, "tile_offsets", lambda self, level: None)
+    monkeypatch.setattr(sinks.DirectSink, "tile_offsets", lambda self, level: None)
     ordered = tmp_path / "ordered.jnrrd"
     jnrrd.write(ordered, a, tile=(16, 16, 16), levels=levels, downsample="mode")
     assert placed.read_bytes() == ordered.read_bytes()

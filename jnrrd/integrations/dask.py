@@ -35,22 +35,13 @@ import numpy as np
 
 from ..errors import DataError, UnsupportedError, where
 from ..policy import Policy
-from ..storage.atomic import atomic_file, fresh_token, remove_leftovers, tmp_marker
+from ..storage.atomic import atomic_file, remove_leftovers
 from ..storage.local import file_version
+from ..storage.names import fresh_token, stale_patterns, tmp_marker
 from ..tiling.padding import all_padding, value_fill
-from ..writing.tiled import (
-    TilePlan,
-    _copy,
-    _Encoder,
-    _quality_by_region,
-    _Sink,
-    _Tables,
-    _tile_dtype,
-    header_space,
-    internal_layout,
-    stale_patterns,
-    values,
-)
+from ..writing.layout import TilePlan, header_space, internal_layout
+from ..writing.sinks import ExternalSink, Tables, copy_range
+from ..writing.tiled import _Encoder, _quality_by_region, _tile_dtype, values
 
 __all__ = ["volume_to_dask", "write_dask"]
 
@@ -451,7 +442,7 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
     External tiles are written by the task that encodes them into a fresh tile directory,
     the header last. Internal tiles are spooled one file per tile beside the target, then
     laid out after the header exactly as the NumPy writer lays them out (``header_space`` and
-    ``internal_layout`` of :mod:`jnrrd.writing.tiled`: the same bytes for the same data).
+    ``internal_layout`` of :mod:`jnrrd.writing.layout`: the same bytes for the same data).
     """
     from dask.base import tokenize
 
@@ -476,13 +467,13 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
     work = copy.copy(plan)
     work.progress = None  # runs on workers: no client callbacks in the graph
     if plan.storage == "external":
-        sink: _Sink | None = _Sink(plan, path, token)
+        sink: ExternalSink | None = ExternalSink(plan, path, token)
         out_dir, tables = sink.dir, sink
     else:
         sink = None
         out_dir = f"{tmp_marker(path)}{token}.tiles"
         os.makedirs(out_dir)
-        tables = _Tables([None] * plan.nstored, [{} for _ in range(plan.nstored)])
+        tables = Tables([None] * plan.nstored, [{} for _ in range(plan.nstored)])
     failed = True
     try:
         fill = value_fill(plan.padding_value, plan.type_name)
@@ -510,7 +501,7 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
                 for g, size in enumerate(tables.sizes):
                     if size is not None:
                         with open(os.path.join(out_dir, str(g)), "rb") as f:
-                            _copy(f, out, size)
+                            copy_range(f, out, size)
         failed = False
     finally:
         if sink is not None:

@@ -24,7 +24,8 @@ from ..engine.untiled import encode_chunks
 from ..errors import HeaderError, JnrrdWarning, UnsupportedError, where
 from ..header import CoreFields, core_fields
 from ..header.model import TILE_URI_PREFIX, find_prefix, split_key
-from ..storage.atomic import TOKEN_RE, atomic_file, fresh_token, remove_leftovers
+from ..storage.atomic import atomic_file, remove_leftovers
+from ..storage.names import TOKEN_RE, fresh_token
 from ..writing.tiled import FileOrder
 from .fields import (
     KIND_NAMES,

@@ -13,46 +13,23 @@ import contextlib
 import contextvars
 import os
 import re
-import secrets
 import shutil
 import threading
 from collections.abc import Iterable, Iterator
 from typing import IO
 
+from .leftovers import is_live
+from .names import MARK, fresh_token, tmp_marker
+
 __all__ = [
-    "TOKEN_RE",
     "atomic_file",
     "durability",
     "durable",
-    "replace",
-    "reported_as",
-    "fresh_token",
     "fsync_dir",
     "remove_leftovers",
-    "tmp_marker",
+    "replace",
+    "reported_as",
 ]
-
-_MARK = ".jnrrd-tmp-"
-
-
-#: The tokens in fresh names: 8 lower-case hex digits, at least one of them a letter, so that a
-#: user's ``scan.20231105.raw`` (a date, a frame number) never looks like one of ours.
-TOKEN_RE = "(?=[0-9]{0,7}[a-f])[0-9a-f]{8}"
-
-
-def fresh_token() -> str:
-    """A short random token for fresh file and directory names (matches ``TOKEN_RE``)."""
-    while True:
-        token = secrets.token_hex(4)
-        if not token.isdigit():
-            return token
-
-
-def tmp_marker(target: str) -> str:
-    """The name prefix of temporary files belonging to ``target``."""
-    d, name = os.path.split(os.path.abspath(target))
-    return os.path.join(d, f".{name}{_MARK}")
-
 
 _DURABLE: contextvars.ContextVar[bool] = contextvars.ContextVar("jnrrd_durable", default=True)
 
@@ -153,7 +130,7 @@ def reported_as(target: object) -> Iterator[None]:
     except OSError as e:
         names = (str(e.filename or ""), str(e.filename2 or ""))
         if (isinstance(target, (str, os.PathLike)) and e.errno is not None
-                and any(_MARK in n for n in names)):
+                and any(MARK in n for n in names)):
             raise type(e)(e.errno, e.strerror, os.fspath(target)) from None
         raise
 
@@ -183,8 +160,6 @@ def remove_leftovers(target: str, keep: Iterable[str] = (), patterns: Iterable[s
         if path in keep_set:
             continue
         if name.startswith(marker) and name.endswith(".pending"):
-            from .leftovers import is_live
-
             if is_live(path):
                 continue  # the journal of a running write (jnrrd.storage.leftovers)
         if name.startswith(marker) or any(r.fullmatch(name) or _tmp_of(r, name)
@@ -202,7 +177,7 @@ def remove_leftovers(target: str, keep: Iterable[str] = (), patterns: Iterable[s
 
 def _tmp_of(regex: re.Pattern[str], name: str) -> bool:
     """True for ``.<base><marker><token>`` where ``base`` matches ``regex``."""
-    if not name.startswith(".") or _MARK not in name:
+    if not name.startswith(".") or MARK not in name:
         return False
-    base = name[1:].rpartition(_MARK)[0]
+    base = name[1:].rpartition(MARK)[0]
     return bool(regex.fullmatch(base))

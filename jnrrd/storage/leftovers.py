@@ -31,7 +31,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from .atomic import TOKEN_RE, fresh_token, tmp_marker
+from .names import TOKEN_RE, fresh_token, tmp_marker
 
 __all__ = ["STALE_AFTER", "cleanup", "is_live", "sweep", "write_guard", "write_journal"]
 

@@ -174,9 +174,9 @@ def probe_header(plan: Any, build: Callable[..., bytes], target: str) -> bytes:
     n = plan.nstored
     base_dir = None
     if plan.storage == "external":
-        from .sinks import _stem
+        from ..storage.names import stem
 
-        base_dir = f"{_stem(target)}.00000000.tiles"
+        base_dir = f"{stem(target)}.00000000.tiles"
     offsets = [0] * n if plan.storage == "internal" else []
     return build(plan, [1] * n, offsets, [], base_dir, None)
 
@@ -211,13 +211,13 @@ def check_tile_names(pattern: str, plan: Any, target: str) -> None:
     """
     from ..policy import Policy
     from ..storage.local import resolve_path
+    from ..storage.names import stem
     from ..tiling.locate import check_pattern, expand_pattern
-    from .sinks import _stem
 
     field = f"{plan.prefix}:pattern"
     check_pattern(pattern, plan.axes, plan.levels, None, field=field)
     here = os.path.dirname(os.path.abspath(target))
-    root = os.path.join(here, f"{_stem(target)}.00000000.tiles")
+    root = os.path.join(here, f"{stem(target)}.00000000.tiles")
     policy = Policy()
     for lv in plan.levels:
         if not lv.stored:

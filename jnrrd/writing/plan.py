@@ -1,7 +1,7 @@
 """The tiled layout ``write`` asks for: tile geometry, levels, codecs and the final header.
 
 :func:`plan_tiled` turns header fields and ``write`` keywords into a
-:class:`~jnrrd.writing.tiled.TilePlan` and a function that renders the final header once the tile
+:class:`~jnrrd.writing.layout.TilePlan` and a function that renders the final header once the tile
 tables are known. Axis kinds decide which axes an integer tile covers and which axes levels
 scale (CONVENTIONS §7, :mod:`jnrrd.tiling.kinds`); every layout is checked against the
 readers' default caps before anything is allocated.
@@ -33,7 +33,8 @@ from ..tiling.levels import expand_scale, level_shape, levels_from_argument
 from ..tiling.spec import level_tile_sizes, overlap_of, tile_geometry, typed_padding
 from ..tiling.values import int_list
 from .checks import check_layout_request
-from .tiled import FileOrder, TilePlan
+from .layout import TilePlan
+from .tiled import FileOrder
 from .untiled import _ENC_ALIASES, _endian
 
 __all__ = ["BuildHeader", "plan_tiled"]

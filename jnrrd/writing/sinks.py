@@ -1,35 +1,34 @@
-"""Where a tiled write's encoded tiles go, and how an internal file is laid out.
+"""Where a tiled write's encoded tiles go.
 
-Internal files (:class:`_DirectSink`): level-0 tiles straight into the output after reserved
-header space (:func:`header_space`), coarser levels spooled and appended, the header written
-last with the offsets of digest 2.7 (:func:`internal_layout`, :func:`_fixed_point`). External
-datasets (:class:`_Sink`): one file per tile in a fresh directory (CONVENTIONS §1.2).
+Internal files (:class:`DirectSink`): level-0 tiles straight into the output after reserved
+header space (:func:`~jnrrd.writing.layout.header_space`), coarser levels spooled and appended,
+the header written last with the offsets of digest 2.7 (:mod:`jnrrd.writing.layout`). External
+datasets (:class:`ExternalSink`): one file per tile in a fresh directory (CONVENTIONS §1.2).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 import threading
 from collections.abc import Callable
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 import numpy as np
 
-from ..errors import UnsupportedError
-from ..storage.atomic import TOKEN_RE, durable, tmp_marker
+from ..storage.atomic import durable
+from ..storage.names import stem, tmp_marker
 from ..tiling.levels import Level
 from ..tiling.locate import expand_pattern
+from .layout import TilePlan, header_space, internal_layout
 
-if TYPE_CHECKING:
-    from .tiled import TilePlan
+__all__ = ["Deferred", "DirectSink", "ExternalSink", "Tables", "copy_range", "pwrite_all"]
 
-__all__ = ["header_space", "internal_layout", "stale_patterns"]
 
-class _Tables:
-    """Sizes and metadata per stored tile (what :func:`_fixed_point` reads)."""
+class Tables:
+    """Sizes and metadata per stored tile (what :func:`~jnrrd.writing.layout.fixed_point`
+    reads)."""
 
     def __init__(self, sizes: list[int | None], meta: list[dict[str, Any]]) -> None:
         self.sizes, self.meta = sizes, meta
@@ -67,14 +66,14 @@ def pwrite_all(fd: int, data: memoryview, offset: int) -> None:
         done += os.pwrite(fd, data[done:], offset + done)
 
 
-class _Sink(_Tables):
+class ExternalSink(Tables):
     """External storage: one file per tile in a fresh directory beside the header."""
 
     def __init__(self, plan: TilePlan, target: str, token: str) -> None:
         super().__init__([None] * plan.nstored, [{} for _ in range(plan.nstored)])
         self.plan = plan
         self.target = target
-        self.dir_name = f"{_stem(target)}.{token}.tiles"
+        self.dir_name = f"{stem(target)}.{token}.tiles"
         self.dir = os.path.join(os.path.dirname(os.path.abspath(target)), self.dir_name)
         os.makedirs(self.dir)
 
@@ -138,61 +137,6 @@ class Deferred:
         self._pending = []
 
 
-#: widest JSON numbers a tile statistic or quality figure can take (for the header bound)
-_WIDE_FLOAT = -2.2250738585072014e-308
-
-
-def header_space(plan: TilePlan, build: Callable[..., bytes], itemsize: int, exact: bool
-                 ) -> int:
-    """Where the first tile of an internal file starts (bytes reserved for the header).
-
-    ``exact``: every tile's size follows from the geometry (raw tiles, no statistics), so this
-    is the fixed point of digest 2.7 and tiles follow the header with no gap. Otherwise it is
-    the length of the header rendered with the widest values the tables can hold (each tile at
-    most its raw size + 1/32 + 4 KiB), so the real header always fits. Deterministic in the
-    plan alone: every writer (NumPy or Dask) lays a file out the same way.
-    """
-    n = plan.nstored
-    raw = np.concatenate([lv.grid.stored_voxels() * itemsize for lv in plan.levels
-                          if lv.stored])
-    check = {"crc32": "crc32:00000000", "crc32c": "crc32c:00000000"}.get(plan.checksum or "")
-    meta: list[dict[str, Any]] = [{"checksum": check} if check else {} for _ in range(n)]
-    if exact:
-        header, offsets = _fixed_point(plan, _Tables(raw.tolist(), meta), build, None)
-        return offsets[0] if offsets else len(header)
-    bound = (raw + raw // 32 + 4096).tolist()
-    total = int(sum(bound))
-    if plan.tile_stats:
-        meta = [{"min": _WIDE_FLOAT, "max": _WIDE_FLOAT, **m} for m in meta]
-    quality = ([{"rmse": _WIDE_FLOAT, "psnr": _WIDE_FLOAT}] * len(plan.levels)
-               if plan.quality else None)
-    start = 0
-    for _ in range(16):
-        need = len(build(plan, bound, [start + total] * n, meta, None, quality))
-        if plan.align:
-            need = -(-need // plan.align) * plan.align
-        if need <= start:
-            return start
-        start = need
-    raise UnsupportedError("could not bound the header size")
-
-
-def internal_layout(plan: TilePlan, tables: Any, build: Callable[..., bytes],
-                    quality: list[Any] | None, start: int) -> tuple[bytes, list[int], bool]:
-    """``(header, offsets, fits)`` for tiles laid out from ``start`` in global order; when the
-    header does not fit before ``start`` (a tile outgrew its bound), the exact fixed point of
-    digest 2.7 instead, with ``fits`` False (the caller must move the tiles)."""
-    offsets, at = [], start
-    for s in tables.sizes:
-        offsets.append(-1 if s is None else at)
-        at += s or 0
-    header = build(plan, tables.sizes, offsets, tables.meta, None, quality)
-    if len(header) <= start:
-        return header, offsets, True
-    header, offsets = _fixed_point(plan, tables, build, quality)
-    return header, offsets, False
-
-
 def _load_sync_file_range() -> Any:
     """Linux ``sync_file_range(2)`` through ctypes, or None where it is not available."""
     if not sys.platform.startswith("linux"):
@@ -251,7 +195,7 @@ class _Flusher:
             self._thread = None
 
 
-class _DirectSink(_Tables):
+class DirectSink(Tables):
     """Internal storage without a second copy of level 0.
 
     Level-0 tiles go straight into the output file after space reserved for the header;
@@ -331,7 +275,7 @@ class _DirectSink(_Tables):
                 spool.flush()
                 size = spool.seek(0, os.SEEK_END)
                 f.seek(pos)
-                _copy(spool, f, size)
+                copy_range(spool, f, size)
                 pos += size
         header, offsets, fits = internal_layout(self.plan, self, self.build, quality,
                                                 self.start)
@@ -376,7 +320,9 @@ class _DirectSink(_Tables):
                     pass
 
 
-def _copy(src: IO[bytes], dst: IO[bytes], size: int) -> None:
+def copy_range(src: IO[bytes], dst: IO[bytes], size: int) -> None:
+    """Append the first ``size`` bytes of ``src`` at ``dst``'s position (``copy_file_range``
+    where the kernel has it)."""
     src.seek(0)
     dst.flush()
     if hasattr(os, "copy_file_range"):
@@ -398,42 +344,3 @@ def _copy(src: IO[bytes], dst: IO[bytes], size: int) -> None:
         except OSError:
             src.seek(0)
     shutil.copyfileobj(src, dst, 8 << 20)
-
-
-def _stem(target: str) -> str:
-    name = os.path.basename(target)
-    return name[: -len(".jnrrd")] if name.endswith(".jnrrd") else name
-
-
-def stale_patterns(target: str) -> list[str]:
-    """Names of fresh data files / tile directories that earlier writes of ``target`` made."""
-    stem = re.escape(_stem(target))
-    return [rf"{stem}\.{TOKEN_RE}\.tiles", rf"{stem}\.{TOKEN_RE}\.data(\.[a-z0-9]+)?"]
-
-
-def _fixed_point(plan: TilePlan, sink: _Sink, build: Callable[..., bytes],
-                 quality: list[Any] | None) -> tuple[bytes, list[int]]:
-    """Offsets depend on the header length, which depends on the offsets' digits: iterate
-    from a guess until the header fits before the first tile (digest 2.7)."""
-    start = 0
-    for _ in range(16):
-        offsets: list[int] = []
-        pos = start
-        for s in sink.sizes:
-            if s is None:
-                offsets.append(-1)
-            else:
-                offsets.append(pos)
-                pos += s
-        header = build(plan, sink.sizes, offsets, sink.meta, None, quality)
-        need = len(header)
-        if plan.align:
-            need = -(-need // plan.align) * plan.align
-        if need == start:
-            return header, [o for o in offsets if o >= 0] or [start]
-        if need < start and not plan.align:
-            # Shorter than assumed: shrink and retry (converges: lengths are monotone).
-            start = need
-            continue
-        start = max(need, start)
-    raise UnsupportedError("header offsets did not reach a fixed point")

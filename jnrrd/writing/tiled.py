@@ -15,7 +15,6 @@ import sys
 import threading
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -23,68 +22,15 @@ import numpy as np
 from ..codecs.compress import compress
 from ..dtypes import from_user, storage_dtype
 from ..engine.volume import Running
-from ..storage.atomic import atomic_file, fresh_token, remove_leftovers, replace
+from ..storage.atomic import atomic_file, remove_leftovers, replace
+from ..storage.names import fresh_token, stale_patterns
 from ..tiling.grid import TileGrid
-from ..tiling.levels import Level, level_shape
+from ..tiling.levels import Level
 from ..tiling.padding import all_padding, chain_fill, value_fill
-from .sinks import (  # noqa: F401 - re-exported: the Dask writer uses these pieces
-    Deferred,
-    _copy,
-    _DirectSink,
-    _fixed_point,
-    _Sink,
-    _Tables,
-    header_space,
-    internal_layout,
-    pwrite_all,
-    stale_patterns,
-)
+from .layout import TilePlan
+from .sinks import Deferred, DirectSink, ExternalSink, pwrite_all
 
-__all__ = ["TilePlan", "write_tiled"]
-
-
-@dataclass
-class TilePlan:
-    """Everything the tiled writer decided: geometry, codecs, storage and options."""
-
-    prefix: str
-    type_name: str
-    endian: str
-    shape: tuple[int, ...]  # level 0, file axis order
-    axes: tuple[int, ...]
-    tile: tuple[int, ...]
-    overlap: tuple[int, ...]
-    edge: str
-    padding_value: Any
-    storage: str
-    fmt: str
-    scales: list[tuple[int, ...]]
-    level_tiles: list[tuple[int, ...]]
-    stored: list[int]
-    codecs: list[dict[str, Any]]
-    method: str = "average"
-    pattern: str | None = None
-    decision: Any = None
-    sparse: bool = False
-    tile_stats: bool = False
-    checksum: str | None = None
-    quality: bool = False
-    align: int = 0
-    progress: Callable[[int, int], None] | None = None
-    levels: list[Level] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        first = 0
-        for i, (s, t) in enumerate(zip(self.scales, self.level_tiles, strict=True)):
-            grid = TileGrid(level_shape(self.shape, s), self.axes, t, self.overlap, self.edge)
-            is_stored = i in self.stored
-            self.levels.append(Level(i, s, grid, is_stored, first if is_stored else -1))
-            if is_stored:
-                first += grid.ntiles
-
-    @property
-    def nstored(self) -> int:
-        return sum(lv.grid.ntiles for lv in self.levels if lv.stored)
+__all__ = ["write_tiled"]
 
 
 class _Encoder:
@@ -256,7 +202,7 @@ def row_bounds(grid: TileGrid, t: int) -> tuple[int, int]:
     return max(0, t * size - o), min(n, (t + 1) * size + o)
 
 
-def write_level(plan: TilePlan, enc: _Encoder, sink: _Sink, level: Level,
+def write_level(plan: TilePlan, enc: _Encoder, sink: ExternalSink, level: Level,
                 read: Callable[[tuple[slice, ...]], np.ndarray], fill: Any,
                 on_core_slab: Callable[[np.ndarray], None] | None = None,
                 tick: Callable[[int], None] | None = None) -> None:
@@ -269,7 +215,7 @@ def write_level(plan: TilePlan, enc: _Encoder, sink: _Sink, level: Level,
         write_row(plan, enc, sink, level, t, lo, read(key), fill, on_core_slab, tick)
 
 
-def write_row(plan: TilePlan, enc: _Encoder, sink: _Sink, level: Level, t: int, lo: int,
+def write_row(plan: TilePlan, enc: _Encoder, sink: ExternalSink, level: Level, t: int, lo: int,
               slab: np.ndarray, fill: Any,
               on_core_slab: Callable[[np.ndarray], None] | None = None,
               tick: Callable[[int], None] | None = None) -> None:
@@ -348,10 +294,10 @@ def write_tiled(target: str, data: FileOrder, plan: TilePlan,
     if plan.storage == "internal":
         exact = (enc.fixed_size and not plan.tile_stats and not plan.quality
                  and not plan.sparse)
-        sink: Any = _DirectSink(plan, target, token, build_header, chain_dtype.itemsize,
+        sink: Any = DirectSink(plan, target, token, build_header, chain_dtype.itemsize,
                                 exact)
     else:
-        sink = _Sink(plan, target, token)
+        sink = ExternalSink(plan, target, token)
     fill = value_fill(plan.padding_value, plan.type_name)
     total = plan.nstored
     done = [0]
@@ -456,7 +402,7 @@ def _dtype_of(read0: Callable[[tuple[slice, ...]], np.ndarray], plan: TilePlan) 
     return read0(key).dtype
 
 
-def _write_streaming(plan: TilePlan, enc: _Encoder, sink: _Sink,
+def _write_streaming(plan: TilePlan, enc: _Encoder, sink: ExternalSink,
                      read0: Callable[[tuple[slice, ...]], np.ndarray], fill: Any,
                      tick: Callable[[int], None], others: list[Level]) -> list[Any] | None:
     """Level 0 tile slabs feed the pyramid builder; finished level rows become tile slabs."""

@@ -11,9 +11,9 @@ import numpy as np
 from ..engine.untiled import encode_chunks
 from ..errors import HeaderError, UnsupportedError
 from ..header import Header, render_header
-from ..storage.atomic import atomic_file, fresh_token, remove_leftovers
+from ..storage.atomic import atomic_file, remove_leftovers
+from ..storage.names import fresh_token, stale_patterns
 from .checks import check_final_header
-from .sinks import stale_patterns
 from .tiled import FileOrder
 
 __all__ = ["write_untiled"]

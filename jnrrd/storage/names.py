@@ -1,0 +1,47 @@
+"""The names a write gives its files: fresh tokens, temporary-file markers, and the fresh
+tile directories and data files of a multi-file dataset (CONVENTIONS §1.2).
+
+Only this library makes such names, which is how :mod:`jnrrd.storage.leftovers` and
+:func:`jnrrd.storage.atomic.remove_leftovers` recognise the leftovers of an interrupted write.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+
+__all__ = ["MARK", "TOKEN_RE", "fresh_token", "stale_patterns", "stem", "tmp_marker"]
+
+#: what every temporary name carries: ``.<target name>.jnrrd-tmp-<token>[suffix]``
+MARK = ".jnrrd-tmp-"
+
+#: The tokens in fresh names: 8 lower-case hex digits, at least one of them a letter, so that a
+#: user's ``scan.20231105.raw`` (a date, a frame number) never looks like one of ours.
+TOKEN_RE = "(?=[0-9]{0,7}[a-f])[0-9a-f]{8}"
+
+
+def fresh_token() -> str:
+    """A short random token for fresh file and directory names (matches ``TOKEN_RE``)."""
+    while True:
+        token = secrets.token_hex(4)
+        if not token.isdigit():
+            return token
+
+
+def tmp_marker(target: str) -> str:
+    """The name prefix of temporary files belonging to ``target``."""
+    d, name = os.path.split(os.path.abspath(target))
+    return os.path.join(d, f".{name}{MARK}")
+
+
+def stem(target: str) -> str:
+    """The stem fresh tile directories and data files of ``target`` are named from."""
+    name = os.path.basename(target)
+    return name[: -len(".jnrrd")] if name.endswith(".jnrrd") else name
+
+
+def stale_patterns(target: str) -> list[str]:
+    """Names of fresh data files / tile directories that earlier writes of ``target`` made."""
+    s = re.escape(stem(target))
+    return [rf"{s}\.{TOKEN_RE}\.tiles", rf"{s}\.{TOKEN_RE}\.data(\.[a-z0-9]+)?"]
