@@ -35,7 +35,8 @@ from .validation.core import check_core, check_data
 from .validation.deep import check_tiles
 from .validation.report import Problem, Report, top_field
 from .validation.schema import BUNDLED_EXTENSIONS, check_core_schema, check_extension_schema
-from .validation.tiling import FileInfo, check_tiling
+from .validation.tiling import check_tiling
+from .validation.tiling_base import FileInfo
 
 __all__ = ["Problem", "run_validate", "validate"]
 

@@ -28,7 +28,7 @@ from ..tiling.locate import ExternalSource, derived_offsets, is_raw_chain, raw_t
 from ..tiling.padding import chain_fill
 from ..tiling.spec import Tiling
 from .report import Report, pointer
-from .tiling import describe_tile
+from .tiling_base import describe_tile
 
 __all__ = ["Progress", "check_tiles"]
 

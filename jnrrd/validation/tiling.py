@@ -5,24 +5,21 @@ and against the core header: ``tile:dimensions`` ordering, per-position list len
 levels and scales, table lengths against the tile count of every stored level, the codec
 chain against ``tile:compression`` and the core ``encoding``/``endian``, pattern
 placeholders and injectivity, ``tile:files`` entries. With a file, offsets must lie after
-the header and inside the file, and external tile files must exist.
+the header and inside the file, and external tile files must exist. This module checks the
+geometry, levels and codecs; the internal tables are checked in :mod:`.tiling_tables`, the
+external files in :mod:`.tiling_files`, on the shared state of :mod:`.tiling_base`.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from ..errors import JnrrdError
 from ..header.fields import CoreFields
 from ..header.model import TILE_FIELDS
 from ..policy import Policy
-from ..storage.local import resolve_path
 from ..tiling.codec_fields import (
     CODEC_TO_COMPRESSION,
     SHORTHAND,
@@ -33,63 +30,19 @@ from ..tiling.codec_fields import (
 from ..tiling.grid import TileGrid
 from ..tiling.kinds import axis_kinds, non_domain_scales
 from ..tiling.levels import Level, expand_scale, level_shape
-from ..tiling.locate import check_pattern, expand_pattern, past_the_end
 from ..tiling.padding import chain_fill
 from ..tiling.spec import typed_padding
 from .core import _int, dimension_of
-from .report import Report, pointer
+from .report import Report
+from .tiling_base import FileInfo, checked_ints, strip_field
+from .tiling_files import FileChecks
+from .tiling_tables import TableChecks
 
-__all__ = ["FileInfo", "check_tiling", "describe_tile"]
-
-_SELF_DELIMITING = frozenset({"gzip", "bz2", "zstd", "lz4"})
-
-
-@dataclass(frozen=True)
-class FileInfo:
-    """What is known about the file a header came from (all ``None`` for a bare mapping)."""
-
-    data_start: int | None = None
-    file_size: int | None = None
-    header_dir: str | None = None
+__all__ = ["check_tiling", "json_names"]
 
 
-def _ints(v: Any, minimum: int = 0) -> list[int] | None:
-    if not isinstance(v, list):
-        return None
-    out = [_int(x) for x in v]
-    if any(x is None or x < minimum for x in out):
-        return None
-    return out  # type: ignore[return-value]
-
-
-def describe_tile(levels: tuple[Level, ...], index: int) -> str:
-    """``"tile 5 (level 0, tile [1, 1, 0])"`` for a global stored-tile index."""
-    for lv in levels:
-        if lv.stored and lv.first <= index < lv.first + lv.grid.ntiles:
-            coords = list(lv.grid.coords(index - lv.first))
-            return f"tile {index} (level {lv.index}, tile {coords})"
-    return f"tile {index}"
-
-
-class _Checker:
+class _Checker(TableChecks, FileChecks):
     """One header's tiling checks; ``self.levels`` is set once the geometry is sound."""
-
-    def __init__(self, header: Mapping[str, Any], prefix: str, core: CoreFields | None,
-                 policy: Policy, report: Report, info: FileInfo) -> None:
-        self.h = header
-        self.p = prefix + ":"
-        self.core = core
-        self.policy = policy
-        self.r = report
-        self.info = info
-        self.levels: tuple[Level, ...] | None = None
-        self.nstored: int | None = None
-
-    def get(self, name: str, default: Any = None) -> Any:
-        return self.h.get(self.p + name, default)
-
-    def key(self, name: str, *path: Any) -> str:
-        return pointer(self.p + name, *path)
 
     # -- geometry -------------------------------------------------------------------------
     def run(self) -> None:
@@ -134,7 +87,7 @@ class _Checker:
         self._metadata()
 
     def _axes(self, ndim: int) -> tuple[int, ...] | None:
-        axes = _ints(self.get("dimensions"))
+        axes = checked_ints(self.get("dimensions"))
         if not axes:
             return None
         ok = True
@@ -150,7 +103,7 @@ class _Checker:
         return tuple(axes) if ok else None
 
     def _tile(self, axes: tuple[int, ...] | None) -> tuple[int, ...] | None:
-        tile = _ints(self.get("sizes"), 1)
+        tile = checked_ints(self.get("sizes"), 1)
         if tile is None or axes is None:
             return None
         if len(tile) != len(axes):
@@ -164,7 +117,7 @@ class _Checker:
         v = self.get("overlap")
         if v is None:
             return (0,) * len(axes) if axes is not None else None
-        vals = _ints(v)
+        vals = checked_ints(v)
         if vals is None or axes is None:
             return None
         if len(vals) == ndim and len(vals) != len(axes):
@@ -195,7 +148,7 @@ class _Checker:
         try:
             return typed_padding(v, dtype, self.p + "padding_value", "", core.type_name)
         except JnrrdError as exc:
-            self.r.error(self.key("padding_value"), _strip(str(exc), self.p + "padding_value"),
+            self.r.error(self.key("padding_value"), strip_field(str(exc), self.p + "padding_value"),
                          v, f"a value of type {core.type_name}")
             return None
 
@@ -227,7 +180,7 @@ class _Checker:
             try:
                 scales.append(expand_scale(s, ndim, axes, field="", prefix=""))
             except JnrrdError as exc:
-                r.error(self.key("level_scales", i), f"level {i}: {_strip(str(exc), '')}", s,
+                r.error(self.key("level_scales", i), f"level {i}: {strip_field(str(exc), '')}", s,
                         f"an integer >= 1, or {len(axes)} or {ndim} integers >= 1")
                 ok = False
         if scales and any(x != 1 for x in scales[0]):
@@ -276,7 +229,7 @@ class _Checker:
             return None
         out = []
         for i, t in enumerate(lts):
-            ints = _ints(t, 1)
+            ints = checked_ints(t, 1)
             if ints is None or tile is None:
                 return None
             if len(ints) != len(tile):
@@ -293,7 +246,7 @@ class _Checker:
     def _stored_levels(self, n: int) -> set[int] | None:
         r = self.r
         stored_v, virtual_v = self.get("levels_stored"), self.get("levels_virtual")
-        stored, virtual = _ints(stored_v), _ints(virtual_v)
+        stored, virtual = checked_ints(stored_v), checked_ints(virtual_v)
         if (stored_v is not None and stored is None) or (virtual_v is not None
                                                          and virtual is None):
             return None
@@ -319,27 +272,7 @@ class _Checker:
             return None
         return s
 
-    # -- tables and codecs ----------------------------------------------------------------
-    def _table_lengths(self) -> None:
-        n = self.nstored
-        internal = self.get("storage") == "internal"
-        for name, severity in (("offset_table", "error"), ("size_table", "error"),
-                               ("metadata", "error"), ("compression_levels", "warning")):
-            v = self.get(name)
-            if not isinstance(v, list) or (name.endswith("table") and not internal):
-                continue
-            if len(v) != n:
-                self.r.add(severity, self.key(name), f"expected {n} entries (one per stored "
-                           f"tile of the stored levels), found {len(v)}", len(v), n)
-        offs, sizes = self.get("offset_table"), self.get("size_table")
-        if internal and isinstance(offs, list) and isinstance(sizes, list) and len(offs) == len(
-                sizes):
-            for i, (o, s) in enumerate(zip(offs, sizes, strict=True)):
-                if (o is None) != (s is None):
-                    self.r.error(self.key("size_table", i), "null entries (sparse tiles) must "
-                                 f"match {self.p}offset_table's", s, None if o is None else
-                                 "a size")
-
+    # -- codecs ----------------------------------------------------------------------------
     def _codecs(self, core: CoreFields, padding: Any) -> None:
         r = self.r
         codecs, comp = self.get("codecs"), self.get("compression")
@@ -398,240 +331,11 @@ class _Checker:
                     f"the codec chain cannot be built: {exc}", json_names(chain),
                     "a valid Zarr v3 codec list")
 
-    def _internal(self, core: CoreFields) -> None:
-        r = self.r
-        if core.detached:
-            r.error("data_file" if core.data_file is not None else "data_files"
-                    if core.data_files is not None else "data_file_pattern",
-                    "internal tiling with detached data is not supported", None,
-                    "attached data")
-        chain = getattr(self, "chain", None)
-        raw = chain is not None and len(chain) == 1
-        last = chain[-1].get("name") if chain and isinstance(chain[-1], dict) else None
-        offs, sizes = self.get("offset_table"), self.get("size_table")
-        fmt = self.get("format", "contiguous")
-        if offs is None and chain is not None:
-            if fmt == "contiguous" and raw:
-                r.warning(self.key("offset_table"), "missing: tiles are assumed back to back "
-                          "after the header", None, "present")
-            elif fmt == "contiguous":
-                r.error(self.key("offset_table"), "required for internal storage (only "
-                        "contiguous raw tiles can do without it)", None, "present")
-        if (sizes is None and fmt == "chunked" and chain is not None and not raw
-                and last not in _SELF_DELIMITING):
-            r.error(self.key("size_table"), "required for chunked storage whose codec chain "
-                    "does not end in a self-delimiting compressor (CONVENTIONS §1.2)", None,
-                    "present")
-        table = _table(offs)
-        if table is None or self.nstored is None or len(table) != self.nstored:
-            return
-        size_t = _table(sizes)
-        if size_t is not None and len(size_t) != len(table):
-            size_t = None
-        if size_t is None and raw and self.levels is not None:
-            itemsize = core.itemsize
-            parts = [lv.grid.stored_voxels() * itemsize for lv in self.levels if lv.stored]
-            size_t = np.concatenate(parts).astype(np.int64) if parts else None
-        present = table >= 0
-        levels = self.levels or ()
-        start, fsize = self.info.data_start, self.info.file_size
-        if start is not None:
-            for i in np.flatnonzero(present & (table < start)):
-                r.error(self.key("offset_table", int(i)), f"{describe_tile(levels, int(i))}: "
-                        f"offset {int(table[i])} points into the header (data starts at "
-                        f"{start})", int(table[i]), f">= {start}")
-        if fsize is not None:
-            lengths = size_t if size_t is not None else np.ones_like(table)
-            for i in np.flatnonzero(past_the_end(table, lengths, fsize)):
-                end = int(table[i]) + int(lengths[i])
-                r.error(self.key("offset_table", int(i)), f"{describe_tile(levels, int(i))}: "
-                        f"bytes {int(table[i])}..{end} run past the end of the file "
-                        f"({fsize} bytes)", int(table[i]), f"tile bytes within {fsize}")
-        if fmt == "contiguous" and size_t is not None:
-            idx = np.flatnonzero(present & (size_t >= 0))
-            gaps = np.flatnonzero(table[idx[1:]] != (table + size_t)[idx[:-1]])
-            if gaps.size:
-                i = int(idx[gaps[0] + 1])
-                r.warning(self.key("offset_table", i), f"format 'contiguous', but "
-                          f"{describe_tile(levels, i)} does not start where the previous "
-                          "stored tile ends (the offset table is used)", int(table[i]),
-                          int((table + size_t)[idx[gaps[0]]]))
-        self._level_offsets(table)
-
-    def _level_offsets(self, table: np.ndarray) -> None:
-        lo = self.get("level_offsets")
-        if not isinstance(lo, list) or self.levels is None:
-            return
-        stored = [lv for lv in self.levels if lv.stored]
-        if len(lo) == len(self.levels):
-            pairs = [(lv.index, lo[lv.index], lv) for lv in stored]
-        elif len(lo) == len(stored):
-            pairs = [(k, lo[k], lv) for k, lv in enumerate(stored)]
-        else:
-            self.r.warning(self.key("level_offsets"), f"expected {len(stored)} (stored levels) "
-                           f"or {len(self.levels)} (all levels) entries, found {len(lo)}",
-                           len(lo), len(stored))
-            return
-        for k, value, lv in pairs:
-            firsts = table[lv.first:lv.first + lv.grid.ntiles]
-            firsts = firsts[firsts >= 0]
-            if value is not None and firsts.size and value != int(firsts[0]):
-                self.r.warning(self.key("level_offsets", k), f"level {lv.index} starts at "
-                               f"{int(firsts[0])} by the offset table (which wins)", value,
-                               int(firsts[0]))
-
-    def _external(self) -> None:
-        r = self.r
-        for name in ("offset_table", "size_table"):
-            if self.get(name) is not None:
-                r.warning(self.key(name), "does not apply to external storage: ignored", None,
-                          "absent")
-        if self.levels is None:
-            return
-        files = self._files()
-        pattern = self.get("pattern")
-        if isinstance(pattern, str) and files is not None:
-            try:
-                check_pattern(pattern, self.levels[0].grid.axes, self.levels, files,
-                              field="", prefix="")
-            except JnrrdError as exc:
-                r.error(self.key("pattern"), _strip(str(exc), ""), pattern,
-                        "a pattern naming every stored tile distinctly")
-                return
-        if files is not None:
-            self._tile_files(pattern if isinstance(pattern, str) else None, files)
-
-    def _files(self) -> dict[tuple[int, tuple[int, ...]], Any] | None:
-        v = self.get("files")
-        if v is None:
-            return {}
-        if not isinstance(v, list):
-            return None
-        assert self.levels is not None
-        out: dict[tuple[int, tuple[int, ...]], Any] = {}
-        ok = True
-        for j, e in enumerate(v):
-            if not isinstance(e, dict):
-                ok = False
-                continue
-            idx, lv = _ints(e.get("indices")), _int(e.get("level", 0))
-            if idx is None or lv is None:
-                ok = False
-                continue
-            if not 0 <= lv < len(self.levels):
-                r_lv = f"a level in 0..{len(self.levels) - 1}"
-                self.r.error(self.key("files", j, "level"), f"level {lv} does not exist", lv,
-                             r_lv)
-                ok = False
-                continue
-            grid = self.levels[lv].grid
-            if len(idx) != len(grid.grid):
-                self.r.error(self.key("files", j, "indices"), f"expected {len(grid.grid)} "
-                             "tile coordinates (one per tiled axis)", idx, len(grid.grid))
-                ok = False
-                continue
-            if any(t >= g for t, g in zip(idx, grid.grid, strict=True)):
-                self.r.error(self.key("files", j, "indices"), f"outside the level-{lv} tile "
-                             f"grid {list(grid.grid)}", idx, [g - 1 for g in grid.grid])
-                ok = False
-                continue
-            if (lv, tuple(idx)) in out:
-                self.r.error(self.key("files", j), f"a second entry for level {lv} tile {idx}",
-                             e, "one entry per tile")
-                ok = False
-                continue
-            out[(lv, tuple(idx))] = e.get("file")
-        return out if ok else None
-
-    def _tile_files(self, pattern: str | None, files: dict[tuple[int, tuple[int, ...]], Any]
-                    ) -> None:
-        """Every stored tile has a file that exists (or is recorded sparse)."""
-        header_dir = self.info.header_dir
-        if header_dir is None or self.levels is None:
-            return
-        r = self.r
-        root = header_dir
-        policy = self.policy
-        base = self.get("base_dir")
-        try:
-            if isinstance(base, str):
-                root = resolve_path(header_dir, base, policy)
-                policy = Policy.from_kwargs(policy, allowed_roots=(*policy.allowed_roots, root))
-        except JnrrdError as exc:
-            r.error(self.key("base_dir"), str(exc), base, "a directory allowed by the policy")
-            return
-        for lv in self.levels:
-            if not lv.stored:
-                continue
-            for local, coords in enumerate(lv.grid.all_coords()):
-                index = lv.first + local
-                if (lv.index, coords) in files:
-                    name, field = files[(lv.index, coords)], self.key("files")
-                    if name is None:
-                        continue  # recorded as sparse (CONVENTIONS §1.2)
-                elif pattern is not None:
-                    name = expand_pattern(pattern, coords, lv.index, local)
-                    field = self.key("pattern")
-                else:
-                    r.error(self.key("files"), f"{describe_tile(self.levels, index)} has no "
-                            "file entry (reads fail unless missing='fill')", None,
-                            "an entry per stored tile")
-                    continue
-                try:
-                    path = resolve_path(root, name, policy)
-                except JnrrdError as exc:
-                    r.error(field, f"{describe_tile(self.levels, index)}: {exc}", name,
-                            "a path allowed by the policy")
-                    continue
-                if not os.path.isfile(path):
-                    r.error(field, f"{describe_tile(self.levels, index)}: tile file {name!r} "
-                            "is missing", name, "an existing file")
-
-    def _metadata(self) -> None:
-        meta = self.get("metadata")
-        if not isinstance(meta, list):
-            return
-        bare = 0
-        for i, m in enumerate(meta):
-            c = m.get("checksum") if isinstance(m, dict) else None
-            if c is None:
-                continue
-            if isinstance(c, str) and ":" in c:
-                algo, _, hexv = c.partition(":")
-                if algo in ("crc32", "crc32c"):
-                    if len(hexv) != 8 or any(ch not in "0123456789abcdefABCDEF" for ch in hexv):
-                        self.r.warning(self.key("metadata", i, "checksum"), f"{algo} checksum "
-                                       "is not 8 hex digits: it is not verified", c,
-                                       f"{algo}:<8 hex digits>")
-                    continue
-            bare += 1
-        if bare:
-            self.r.note(self.key("metadata"), f"{bare} checksum(s) without a 'crc32:' or "
-                        "'crc32c:' prefix are kept but never verified (CONVENTIONS §1.2)", bare,
-                        None)
-
-
 def json_names(chain: Any) -> Any:
     """The codec names of a chain, for messages."""
     if not isinstance(chain, list):
         return chain
     return [c.get("name") if isinstance(c, dict) else c for c in chain]
-
-
-def _table(v: Any) -> np.ndarray | None:
-    """An int64 table (-1 for null), or None when the entries are not all ints/nulls."""
-    if not isinstance(v, list):
-        return None
-    if not all(x is None or (type(x) is int and 0 <= x < 2**63) for x in v):
-        return None
-    return np.array([-1 if x is None else x for x in v], dtype=np.int64)
-
-
-def _strip(message: str, field: str) -> str:
-    """A reader message without its leading ``field: `` (the Problem names the field)."""
-    if field and message.startswith(field + ": "):
-        return message[len(field) + 2:]
-    return message.removeprefix(": ")
 
 
 def check_tiling(header: Mapping[str, Any], prefix: str, core: CoreFields | None,
