@@ -11,20 +11,15 @@ from typing import IO, Any
 
 import numpy as np
 
+from .engine.sources import ExternalSource, InternalSource
 from .engine.untiled import UntiledData, data_paths
 from .engine.volume import Volume
 from .errors import DataError, UnsupportedError, where
 from .header import CoreFields, Header, core_fields, parse_header
 from .header.geometry_fields import canonical_space
 from .policy import Policy
-from .tiling.locate import (
-    ExternalSource,
-    InternalSource,
-    core_itemsize,
-    derived_offsets,
-    is_raw_chain,
-    raw_tile_sizes,
-)
+from .storage.local import LocalStore
+from .tiling.locate import core_itemsize, derived_offsets, is_raw_chain, raw_tile_sizes
 from .tiling.spec import TILE_URI, Tiling, parse_tiling
 
 __all__ = ["check_header", "open", "read", "read_header"]
@@ -202,9 +197,10 @@ def _volume(header: Header, core: Any, tiling: Tiling | None, f: IO[bytes], path
         )
         return Volume(header, tiling=tiling, core=core, policy=pol, source=src, name=name,
                       index_order=index_order)
-    ext = ExternalSource(header_dir, pattern=tiling.pattern, files=tiling.files,
-                         base_dir=tiling.base_dir, policy=pol, prefix=tiling.prefix,
-                         missing=missing, source=name)
+    store = LocalStore(header_dir, pol, source=name) if header_dir is not None else None
+    ext = ExternalSource(store, pattern=tiling.pattern, files=tiling.files,
+                         base_dir=tiling.base_dir, prefix=tiling.prefix, missing=missing,
+                         source=name)
     if owned:
         f.close()
     return Volume(header, tiling=tiling, core=core, policy=pol, source=ext, name=name,

@@ -12,8 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import jnrrd
+from jnrrd.engine import sources
 from jnrrd.engine import volume as volume_mod
-from jnrrd.tiling import locate as layout
+from jnrrd.storage import local as storage_local
 
 QUANTIZE = [
     {"name": "scale_offset", "configuration": {"offset": 0.5, "scale": 10.0}},
@@ -90,7 +91,7 @@ def test_open_slices_equal_numpy(tmp_path_factory, case, data):
 def _counting(monkeypatch):
     calls = {"tiles": 0, "internal": 0}
     real_decode = volume_mod._TileDecoder.decode
-    real_read = layout.InternalSource.read
+    real_read = sources.InternalSource.read
 
     def decode(self, level, coords, *args, **kwargs):
         calls["tiles"] += 1
@@ -101,7 +102,7 @@ def _counting(monkeypatch):
         return real_read(self, index)
 
     monkeypatch.setattr(volume_mod._TileDecoder, "decode", decode)
-    monkeypatch.setattr(layout.InternalSource, "read", read)
+    monkeypatch.setattr(sources.InternalSource, "read", read)
     return calls
 
 
@@ -169,13 +170,13 @@ def test_external_reads_open_only_the_touched_files(tmp_path, monkeypatch):
     path = str(tmp_path / "ext.jnrrd")
     jnrrd.write(path, x, tile=(16, 16), storage="external", compression="lz4")
     opened = []
-    real = layout.open_resolved
+    real = storage_local.open_resolved
 
     def spy(p, policy, mode="rb", **kw):
         opened.append(p)
         return real(p, policy, mode, **kw)
 
-    monkeypatch.setattr(layout, "open_resolved", spy)
+    monkeypatch.setattr(storage_local, "open_resolved", spy)
     with jnrrd.open(path) as vol:
         assert opened == []
         np.testing.assert_array_equal(vol[20:30, 36:46], x[20:30, 36:46])

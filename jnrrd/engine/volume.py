@@ -27,9 +27,9 @@ from ..header import Header
 from ..policy import Policy
 from ..tiling.grid import AxisSel, TileGrid, selection_with_booleans
 from ..tiling.levels import Level
-from ..tiling.locate import ExternalSource, InternalSource
 from ..tiling.padding import chain_fill
 from ..tiling.spec import Tiling
+from .sources import ExternalSource, InternalSource
 
 __all__ = ["LevelView", "Running", "Volume", "fork_join", "run_parallel"]
 

@@ -20,11 +20,13 @@ from typing import IO, Any
 import crc32c
 import numpy as np
 
+from ..engine.sources import ExternalSource
 from ..errors import DataError, JnrrdError, where
 from ..header.fields import CoreFields
 from ..policy import Policy
+from ..storage.local import LocalStore
 from ..tiling.levels import Level
-from ..tiling.locate import ExternalSource, derived_offsets, is_raw_chain, raw_tile_sizes
+from ..tiling.locate import derived_offsets, is_raw_chain, raw_tile_sizes
 from ..tiling.padding import chain_fill
 from ..tiling.spec import Tiling
 from .report import Report, pointer
@@ -56,9 +58,9 @@ class _Tiles:
         self._chains: dict[tuple[int, ...], Any] = {}
         self.ext = None
         if tiling.storage == "external":
-            self.ext = ExternalSource(header_dir, pattern=tiling.pattern, files=tiling.files,
-                                      base_dir=tiling.base_dir, policy=policy,
-                                      prefix=tiling.prefix)
+            store = LocalStore(header_dir, policy) if header_dir is not None else None
+            self.ext = ExternalSource(store, pattern=tiling.pattern, files=tiling.files,
+                                      base_dir=tiling.base_dir, prefix=tiling.prefix)
         self.offsets: np.ndarray | None = None
         self.sizes: np.ndarray | None = None
         if tiling.storage == "internal":

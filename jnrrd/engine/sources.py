@@ -1,0 +1,196 @@
+"""Tile sources: the stored bytes of one tile (or ``None`` for a sparse tile), never decoded.
+
+Where a tile lives comes from :mod:`jnrrd.tiling.locate` (no I/O); the bytes come from the
+storage layer. Internal tiles are byte ranges of the opened ``.jnrrd`` file, memory-mapped
+when it is a real file (zero-copy and safe from many threads); external tiles are keys of a
+:class:`~jnrrd.storage.local.LocalStore`, resolved under the path policy before anything is
+opened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..errors import DataError, UnsupportedError, where
+from ..storage.fileobj import StreamReader
+from ..storage.local import LocalStore, is_url
+from ..tiling.levels import Level
+from ..tiling.locate import (
+    derive_sizes,
+    external_key,
+    internal_range,
+    match_tile,
+    pattern_dir,
+    pattern_regex,
+)
+
+__all__ = ["ExternalSource", "InternalSource"]
+
+
+class InternalSource:
+    """Tiles inside the ``.jnrrd`` file, located by ``offset_table``/``size_table``."""
+
+    def __init__(
+        self,
+        file: Any,
+        *,
+        offsets: np.ndarray,
+        sizes: np.ndarray | None,
+        data_start: int,
+        fixed_size: int | None,
+        self_delimiting: bool,
+        fmt: str,
+        prefix: str,
+        source: Any = None,
+        map_reads: bool = True,
+        owned: bool = False,
+    ) -> None:
+        self._source = source
+        # Raw tiles are served zero-copy from a memory map; compressed tiles are read with
+        # pread, so the file's pages do not pile up in the resident set of a full read.
+        self._reader = StreamReader(file, map_reads=map_reads, owned=owned)
+        try:
+            self.file_size = self._reader.file_size
+            self.offsets = offsets
+            self.sizes = derive_sizes(offsets, sizes, data_start=data_start,
+                                      file_size=self.file_size, fixed_size=fixed_size,
+                                      self_delimiting=self_delimiting, fmt=fmt, prefix=prefix,
+                                      source=source)
+        except BaseException:
+            self.close()  # a table that fails its checks must not leak the opened file
+            raise
+
+    def read(self, index: int) -> memoryview | bytes | None:
+        """The stored bytes of global tile ``index`` (``None`` when sparse)."""
+        span = internal_range(self.offsets, self.sizes, index)
+        if span is None:
+            return None
+        try:
+            return self._reader.get_range(*span)
+        except DataError:
+            raise DataError(f"{where(self._source)}tile {index}: file ended early") from None
+
+    def close(self) -> None:
+        """Drop the memory map and close the file when it was handed over."""
+        self._reader.close()
+
+
+class ExternalSource:
+    """Tiles in files of their own, named by ``tile:pattern`` and/or ``tile:files``: keys of
+    ``store`` (the header's directory; ``None`` when the header was read from a stream with
+    no path), or of ``tile:base_dir`` under it."""
+
+    def __init__(
+        self,
+        store: LocalStore | None,
+        *,
+        pattern: str | None,
+        files: Mapping[tuple[int, tuple[int, ...]], str | None] | None,
+        base_dir: str | None,
+        prefix: str,
+        missing: str = "error",
+        source: Any = None,
+    ) -> None:
+        if store is None:
+            raise UnsupportedError(
+                f"{where(source)}external tiles need the header's path to find them; "
+                "open the file by path, not through a file object"
+            )
+        self._pattern = pattern
+        self._files = files or {}
+        self._policy = store.policy
+        self._prefix = prefix
+        self._missing = missing
+        self._source = source
+        if base_dir is not None:
+            if is_url(base_dir):
+                raise UnsupportedError(f"{where(source, prefix + ':base_dir')}URL base "
+                                       "directories are not supported; use tile:files with "
+                                       "an opener")
+            # Relative paths under base_dir stay confined to base_dir (or allowed_roots).
+            store = store.child(base_dir, field=prefix + ":base_dir")
+        self._store = store
+
+    def key(self, level: Level, coords: tuple[int, ...], local: int) -> tuple[str, str] | None:
+        """(key, field) of a tile's file; ``None`` when the header records it as sparse."""
+        return external_key(level, coords, local, pattern=self._pattern, files=self._files,
+                            prefix=self._prefix, missing=self._missing, source=self._source)
+
+    def read(self, level: Level, coords: tuple[int, ...], local: int, limit: int
+             ) -> bytes | None:
+        """The stored bytes of a tile (``None``: sparse or, with missing='fill', absent).
+
+        At most ``limit`` bytes are read: a longer file is read only as far as needed.
+        """
+        found = self.key(level, coords, local)
+        if found is None:
+            return None
+        key, field = found
+        try:
+            what = f"{where(self._source)}level {level.index} tile {list(coords)}: file "
+            return self._store.get(key, limit=limit, field=field, what=what)
+        except FileNotFoundError:
+            if self._missing == "fill":
+                return None
+            path = self._store.path(key, field=field)
+            raise DataError(
+                f"{where(self._source)}tile file {path!r} (level {level.index}, tile "
+                f"{list(coords)}) is missing; pass missing='fill' to read it as padding"
+            ) from None
+        except IsADirectoryError:
+            path = self._store.path(key, field=field)
+            raise DataError(f"{where(self._source)}tile path {path!r} is a directory") from None
+
+    def stored_bytes(self, level: Level) -> int:
+        """The sum of the sizes of the level's tile files that exist.
+
+        A level of at most ``max_files`` tiles resolves and stats each tile's name. A larger
+        one (a header may declare 10⁷ tiles in a few bytes) counts its ``tile:files`` entries
+        and lists the files actually present under the pattern's directory, matching each
+        back to its tile: the cost follows the files on disk, not the declared count.
+        """
+        grid = level.grid
+        if grid.ntiles <= self._policy.max_files:
+            total = 0
+            for c in grid.all_coords():
+                total += self._size_or_zero(self.key(level, c, grid.index(c)))
+            return total
+        total = 0
+        for (lv, coords), name in self._files.items():
+            if lv == level.index and name is not None:
+                total += self._size_or_zero(self.key(level, coords, grid.index(coords)))
+        if self._pattern is not None:
+            total += self._scan(level)
+        return total
+
+    def _scan(self, level: Level) -> int:
+        pattern = self._pattern
+        assert pattern is not None
+        regex = pattern_regex(pattern)
+        if regex is None:
+            raise UnsupportedError(
+                f"{where(self._source, self._prefix + ':pattern')}{pattern!r}: the stored "
+                f"bytes of {level.grid.ntiles} tiles (over the max_files cap, "
+                f"{self._policy.max_files}) are counted by listing the pattern's directory, "
+                "which needs a plain relative pattern; pass max_files=... to count them one "
+                "by one")
+        grid, total = level.grid, 0
+        for rel in self._store.walk(pattern_dir(pattern)):
+            coords = match_tile(regex, rel, pattern, grid, level.index)
+            if coords is not None and (level.index, coords) not in self._files:
+                total += self._size_or_zero(self.key(level, coords, grid.index(coords)))
+        return total
+
+    def _size_or_zero(self, found: tuple[str, str] | None) -> int:
+        if found is None:
+            return 0
+        try:
+            return self._store.size(found[0], field=found[1])
+        except OSError:
+            return 0
+
+    def close(self) -> None:
+        """Nothing is held open between reads."""
