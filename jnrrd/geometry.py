@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .pyramid import level_geometry as _scaled
+from .pyramid.quality import level_geometry as _scaled
 
 __all__ = ["level_geometry"]
 

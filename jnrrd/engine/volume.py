@@ -532,7 +532,7 @@ class Volume(LevelView):
 
     def _virtual_region(self, level: Level, region: tuple[slice, ...]) -> np.ndarray:
         """Level-L voxels of ``region``, computed from level 0 as the writer would store them."""
-        from ..pyramid import compute_region
+        from ..pyramid.region import compute_region
 
         assert self._tiling is not None
         base = self._levels[0]

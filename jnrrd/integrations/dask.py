@@ -318,7 +318,7 @@ class _LevelSpec:
 def level_block(spec: _LevelSpec, region: tuple[slice, ...], bounds: list[Any],
                 arrays: list[np.ndarray]) -> np.ndarray:
     """One chunk of a pyramid level, from the source blocks under it (and the filter halo)."""
-    from ..pyramid import compute_region
+    from ..pyramid.region import compute_region
 
     def read0(src: tuple[slice, ...]) -> np.ndarray:
         return _assemble([s.start for s in src], [s.stop for s in src], bounds, arrays,
@@ -334,7 +334,7 @@ def _level_array(src: Any, spec: _LevelSpec, grid: Any) -> Any:
     from dask.base import tokenize
     from dask.highlevelgraph import HighLevelGraph
 
-    from ..pyramid import source_region
+    from ..pyramid.region import source_region
 
     shape = grid.shape
     want = core_chunks(grid)

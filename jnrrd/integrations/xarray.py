@@ -151,7 +151,7 @@ def _dims(vol: Any, source: Any) -> tuple[str, ...]:
 
 def _coords(vol: Any, lv: Any, dims: tuple[str, ...], source: Any) -> dict[str, xr.Variable]:
     """Coordinates of axes whose world position along one axis is known (header order)."""
-    from ..pyramid import level_geometry
+    from ..pyramid.quality import level_geometry
 
     core = vol._core
     ndim = len(core.sizes)

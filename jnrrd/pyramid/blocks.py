@@ -22,8 +22,6 @@ __all__ = [
     "Sums",
     "block_max",
     "block_min",
-    "block_mode",
-    "block_mode_tally",
     "block_sums",
     "effective_block",
     "finish_mean",
@@ -276,6 +274,3 @@ def round_to_dtype(v: np.ndarray, dtype: np.dtype) -> np.ndarray:
         return r.astype(dtype)
     return v.astype(dtype)
 
-
-# the mode kernels use block_min/block_max
-from .mode import block_mode, block_mode_tally  # noqa: E402

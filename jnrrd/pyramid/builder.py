@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import DataError, HeaderError, where
 from . import blocks
 from .filters import axis_source
+from .mode import block_mode_tally
 from .quality import QualityAccumulator
 from .region import Region, _compute, check_method
 
@@ -267,7 +268,7 @@ class PyramidBuilder:
         work = math.prod(self.shape0[:-1]) * (j1 - j0) * b[-1]
         if j1 - j0 >= 2 and work >= _PARALLEL_VOXELS and (os.cpu_count() or 1) > 1:
             # Two halves of the rows at once (NumPy releases the GIL in the kernels).
-            from ..engine.volume import fork_join
+            from .._threads import fork_join
 
             jm = (j0 + j1) // 2
             halves = fork_join(lambda: self._rows(lv, j0, jm), lambda: self._rows(lv, jm, j1))
@@ -305,7 +306,7 @@ class PyramidBuilder:
         if self.method == "mode":
             # state: (lo, hi, nlo, nhi), what a coarser level's mode needs of its children
             children = None if st is None else (lv.rel, st)
-            data, *state = blocks.block_mode_tally(x0, b, state[0], state[1], children=children,
+            data, *state = block_mode_tally(x0, b, state[0], state[1], children=children,
                                                    tally=lv.state is not None)
             return (tuple(state) if lv.state is not None else None), data
         return state, self._finish_state(lv, state, x0)

@@ -25,6 +25,8 @@ from itertools import product
 
 import numpy as np
 
+from .blocks import block_max, block_min
+
 __all__ = ["block_mode", "block_mode_tally"]
 
 #: level-0 members handled per batch of mixed blocks
@@ -267,8 +269,6 @@ def block_mode_tally(x: np.ndarray, block: Sequence[int], lo: np.ndarray | None 
     """:func:`block_mode` plus, with ``tally``, ``(lo, hi, nlo, nhi)``: the block minima and
     maxima and how many members equal them (the statistics a coarser level's ``children``
     takes)."""
-    from .blocks import block_max, block_min
-
     block = tuple(int(b) for b in block)
     m = math.prod(block)
     if lo is None or hi is None:

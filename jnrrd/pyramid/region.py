@@ -10,6 +10,7 @@ import numpy as np
 from ..errors import DataError, HeaderError, where
 from . import blocks
 from .filters import axis_source, gaussian_region, lanczos_region
+from .mode import block_mode
 
 __all__ = ["METHODS", "compute_region", "downsample", "source_region"]
 
@@ -111,7 +112,7 @@ def _compute(x: np.ndarray, scale: tuple[int, ...], block: tuple[int, ...],
     if method == "min":
         return blocks.block_min(x, block)
     if method == "mode":
-        return blocks.block_mode(x, block)
+        return block_mode(x, block)
     if dt.kind in "iu":
         return blocks.finish_mean(blocks.block_sums(x, block, dt))
     return blocks.mean_float(x, block).astype(dt)

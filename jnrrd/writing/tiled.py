@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from .._threads import Running
 from ..codecs.compress import compress
 from ..dtypes import from_user, storage_dtype
-from ..engine.volume import Running
 from ..storage.atomic import atomic_file, remove_leftovers, replace
 from ..storage.names import fresh_token, stale_patterns
 from ..tiling.grid import TileGrid
@@ -370,7 +370,7 @@ def values(a: np.ndarray, type_name: str) -> np.ndarray:
 
 def _level_reader(plan: TilePlan, level: Level, read0: Callable[[tuple[slice, ...]], np.ndarray]
                   ) -> Callable[[tuple[slice, ...]], np.ndarray]:
-    from ..pyramid import compute_region
+    from ..pyramid.region import compute_region
 
     def read(region: tuple[slice, ...]) -> np.ndarray:
         return compute_region(read0, plan.shape, level.scale, plan.method, region)
@@ -380,7 +380,7 @@ def _level_reader(plan: TilePlan, level: Level, read0: Callable[[tuple[slice, ..
 
 def _quality_by_region(plan: TilePlan, read0: Callable[[tuple[slice, ...]], np.ndarray]
                        ) -> list[Any]:
-    from ..pyramid import PyramidBuilder
+    from ..pyramid.builder import PyramidBuilder
 
     builder = PyramidBuilder(plan.shape, _dtype_of(read0, plan), plan.scales, plan.method,
                              quality=True)
@@ -406,7 +406,7 @@ def _write_streaming(plan: TilePlan, enc: _Encoder, sink: ExternalSink,
                      read0: Callable[[tuple[slice, ...]], np.ndarray], fill: Any,
                      tick: Callable[[int], None], others: list[Level]) -> list[Any] | None:
     """Level 0 tile slabs feed the pyramid builder; finished level rows become tile slabs."""
-    from ..pyramid import PyramidBuilder
+    from ..pyramid.builder import PyramidBuilder
 
     level0 = plan.levels[0]
     axis = len(plan.shape) - 1
