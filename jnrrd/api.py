@@ -11,6 +11,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from .codecs import chain_is_self_delimiting, is_raw_chain
 from .engine.sources import ExternalSource, InternalSource
 from .engine.untiled import UntiledData, data_paths
 from .engine.volume import Volume
@@ -19,7 +20,7 @@ from .header import CoreFields, Header, core_fields, parse_header
 from .header.geometry_fields import canonical_space
 from .policy import Policy
 from .storage.local import LocalStore
-from .tiling.locate import core_itemsize, derived_offsets, is_raw_chain, raw_tile_sizes
+from .tiling.locate import core_itemsize, derived_offsets, raw_tile_sizes
 from .tiling.spec import TILE_URI, Tiling, parse_tiling
 
 __all__ = ["check_header", "open", "read", "read_header"]
@@ -182,17 +183,16 @@ def _volume(header: Header, core: Any, tiling: Tiling | None, f: IO[bytes], path
         if offsets is None:
             offsets = derived_offsets(tiling, itemsize, data_start, name)
         fixed = None
-        decoder_raw = is_raw_chain(tiling)
+        decoder_raw = is_raw_chain(tiling.codecs)
         sizes = tiling.size_table
         if sizes is None and decoder_raw:
             sizes = raw_tile_sizes(tiling, itemsize, offsets)
-        last = tiling.codecs[-1].get("name") if tiling.codecs else None
         # The tiles are read from the very file whose header was parsed (never the path
         # again: the path may have been replaced in between). The source owns it from now on.
         src = InternalSource(
             f, offsets=offsets, sizes=sizes, owned=owned,
             data_start=data_start if data_start is not None else 0, fixed_size=fixed,
-            self_delimiting=last in ("gzip", "bz2", "zstd", "lz4"), fmt=tiling.format,
+            self_delimiting=chain_is_self_delimiting(tiling.codecs), fmt=tiling.format,
             prefix=tiling.prefix, source=name, map_reads=decoder_raw,
         )
         return Volume(header, tiling=tiling, core=core, policy=pol, source=src, name=name,

@@ -153,19 +153,19 @@ def test_volume_cache_evicts_and_closes(tmp_path, monkeypatch):
 
 
 def test_to_dask_slicing_reads_only_touched_tiles(tmp_path, monkeypatch):
-    from jnrrd.engine.volume import _TileDecoder
+    from jnrrd.engine.tiles import TileDecoder
 
     a = _volume((64, 64, 32))
     p = tmp_path / "v.jnrrd"
     jnrrd.write(p, a, tile=16, compression="zstd")
     calls = []
-    original = _TileDecoder.decode
+    original = TileDecoder.decode
 
     def counting(self, level, coords, *args, **kwargs):
         calls.append(coords)
         return original(self, level, coords, *args, **kwargs)
 
-    monkeypatch.setattr(_TileDecoder, "decode", counting)
+    monkeypatch.setattr(TileDecoder, "decode", counting)
     with jnrrd.open(p) as vol:
         x = vol.to_dask()[20:30, 0:10, 5]
         np.testing.assert_array_equal(x.compute(), a[20:30, 0:10, 5])

@@ -104,11 +104,11 @@ def test_failed_read_leaves_no_decode_running(tmp_path, monkeypatch):
     import threading
     import time
 
-    from jnrrd.engine import volume
+    from jnrrd.engine.tiles import TileDecoder
 
     path = tmp_path / "v.jnrrd"
     jnrrd.write(path, np.zeros((64, 64), np.uint8), tile=(4, 4), compression="zstd")
-    original = volume._TileDecoder.decode
+    original = TileDecoder.decode
     raised = threading.Event()
     late = []
 
@@ -120,7 +120,7 @@ def test_failed_read_leaves_no_decode_running(tmp_path, monkeypatch):
             late.append(coords)
         return original(self, level, coords, *args, **kwargs)
 
-    monkeypatch.setattr(volume._TileDecoder, "decode", decode)
+    monkeypatch.setattr(TileDecoder, "decode", decode)
     with jnrrd.open(path) as vol:
         with pytest.raises(jnrrd.DataError):
             vol[...]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import jnrrd
 from jnrrd.engine import sources
-from jnrrd.engine import volume as volume_mod
+from jnrrd.engine import tiles as tiles_mod
 from jnrrd.storage import local as storage_local
 
 QUANTIZE = [
@@ -90,7 +90,7 @@ def test_open_slices_equal_numpy(tmp_path_factory, case, data):
 
 def _counting(monkeypatch):
     calls = {"tiles": 0, "internal": 0}
-    real_decode = volume_mod._TileDecoder.decode
+    real_decode = tiles_mod.TileDecoder.decode
     real_read = sources.InternalSource.read
 
     def decode(self, level, coords, *args, **kwargs):
@@ -101,7 +101,7 @@ def _counting(monkeypatch):
         calls["internal"] += 1
         return real_read(self, index)
 
-    monkeypatch.setattr(volume_mod._TileDecoder, "decode", decode)
+    monkeypatch.setattr(tiles_mod.TileDecoder, "decode", decode)
     monkeypatch.setattr(sources.InternalSource, "read", read)
     return calls
 
@@ -137,7 +137,7 @@ def test_regions_ending_early_in_a_tile_decode_only_its_prefix(tmp_path, monkeyp
         needs.append(need)
         return real(name, data, need, **kw)
 
-    monkeypatch.setattr(volume_mod, "decompress_prefix", spy)
+    monkeypatch.setattr(tiles_mod, "decompress_prefix", spy)
     with jnrrd.open(path, index_order=order) as vol:
         for key in [(slice(None), slice(None), slice(3, 21)), (5, slice(2, 19), 17),
                     (slice(None), 4, slice(18, 3, -2)), (slice(1, 23, 5), slice(None), 31)]:

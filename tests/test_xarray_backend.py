@@ -27,16 +27,16 @@ def _clear():
 @pytest.fixture
 def decodes(monkeypatch):
     """Tile coordinates decoded (per level) while the test runs."""
-    from jnrrd.engine.volume import _TileDecoder
+    from jnrrd.engine.tiles import TileDecoder
 
     calls: list[tuple[int, tuple[int, ...]]] = []
-    original = _TileDecoder.decode
+    original = TileDecoder.decode
 
     def counting(self, level, coords, *args, **kwargs):
         calls.append((level.index, tuple(coords)))
         return original(self, level, coords, *args, **kwargs)
 
-    monkeypatch.setattr(_TileDecoder, "decode", counting)
+    monkeypatch.setattr(TileDecoder, "decode", counting)
     return calls
 
 

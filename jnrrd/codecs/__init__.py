@@ -26,9 +26,37 @@ from .bytes_bytes import (
     Zstd,
 )
 from .cast_value import ROUNDING_MODES, CastValue
-from .chain import CodecChain
+from .chain import CodecChain, is_raw_chain
 from .conditional import DECISIONS, Conditional
-from .registry import BUILTIN_CODECS, ENTRY_POINT_GROUP, get_codec, register_codec
+from .registry import (
+    ENTRY_POINT_GROUP,
+    chain_is_self_delimiting,
+    get_codec,
+    is_self_delimiting,
+    register_builtin_codecs,
+    register_codec,
+)
+
+#: The built-in codecs (CONVENTIONS §2), in the order the roles apply: the one visible list.
+BUILTIN_CODECS: list[type[Codec]] = [
+    Transpose,
+    ScaleOffset,
+    CastValue,
+    Bytes,
+    Gzip,
+    Zstd,
+    Lz4,
+    Bz2,
+    NumcodecsLz4,
+    NumcodecsBz2,
+    NumcodecsZlib,
+    Shuffle,
+    Crc32c,
+    Pad,
+    Offset,
+    Conditional,
+]
+register_builtin_codecs(BUILTIN_CODECS)
 
 __all__ = [
     "BUILTIN_CODECS",
@@ -57,6 +85,9 @@ __all__ = [
     "TileSpec",
     "Transpose",
     "Zstd",
+    "chain_is_self_delimiting",
     "get_codec",
+    "is_raw_chain",
+    "is_self_delimiting",
     "register_codec",
 ]

@@ -53,6 +53,11 @@ class Codec:
     name: ClassVar[str] = ""
     #: Zarr v3 names accepted on read besides ``name`` (e.g. ``optional`` for ``conditional``).
     aliases: ClassVar[tuple[str, ...]] = ()
+    #: The encoded bytes end with their own end marker, so a decoder given more bytes than the
+    #: codec wrote (up to the next tile, or to the end of the file) stops in the right place.
+    #: A chunked internal file whose chain ends in such a codec may omit ``size_table``
+    #: (CONVENTIONS §1.2); every other chain needs it. Decides nothing else.
+    self_delimiting: ClassVar[bool] = False
 
     def _key(self) -> Any:
         """The configuration that identifies this codec (equality and hashing)."""
@@ -70,6 +75,12 @@ class Codec:
     def from_config(cls, config: dict[str, Any], **runtime: Any) -> Codec:
         """Build from an already schema-validated configuration object."""
         return cls(**config)
+
+    def with_runtime(self, **runtime: Any) -> Codec:
+        """This codec with the non-serialized settings of ``get_codec(..., **runtime)``
+        (``conditional`` takes ``decision``/``trial_encode``); codecs that take none return
+        themselves."""
+        return self
 
     def __eq__(self, other: object) -> bool:
         return type(self) is type(other) and self._key() == other._key()  # type: ignore[attr-defined]

@@ -82,6 +82,7 @@ class Gzip(_Compressor):
 
     name = "gzip"
     stream = "gzip"
+    self_delimiting = True  # the deflate final block, then CRC-32 and ISIZE
 
 
 class Bz2(_Compressor):
@@ -89,6 +90,7 @@ class Bz2(_Compressor):
 
     name = "bz2"
     stream = "bz2"
+    self_delimiting = True  # the end-of-stream marker
     level_range = (1, 9)
     default_level = 9
 
@@ -97,6 +99,7 @@ class NumcodecsBz2(Bz2):
     """numcodecs ``BZ2``: a plain bzip2 stream (``level`` default 1)."""
 
     name = "numcodecs.bz2"
+    self_delimiting = True  # a plain bzip2 stream (end-of-stream marker)
     default_level = 1
 
     def _config_json(self) -> dict[str, Any]:
@@ -108,6 +111,7 @@ class NumcodecsZlib(_Compressor):
 
     name = "numcodecs.zlib"
     stream = "zlib"
+    self_delimiting = True  # the deflate final block, then Adler-32
     default_level = 1
 
     def _config_json(self) -> dict[str, Any]:
@@ -134,6 +138,7 @@ class Lz4(_Compressor):
 
     name = "lz4"
     stream = "lz4"
+    self_delimiting = True  # the frame's EndMark
     level_range = (-65536, 16)
     default_level = 0
 
@@ -143,6 +148,7 @@ class Zstd(_Compressor):
 
     name = "zstd"
     stream = "zstd"
+    self_delimiting = True  # frames: the last block has its Last_Block flag
     level_range = (-131072, 22)
 
     def __init__(self, level: int | None = None, checksum: bool = False) -> None:
@@ -166,6 +172,9 @@ class NumcodecsLz4(BytesBytesCodec):
     """numcodecs ``LZ4``: a 4-byte little-endian size, then one raw LZ4 block."""
 
     name = "numcodecs.lz4"
+    #: a raw LZ4 block has no end marker (its prefix states the decoded size, not the
+    #: stored one): the stored size must come from the size_table
+    self_delimiting = False
 
     def __init__(self, acceleration: int = 1) -> None:
         self._set(acceleration=_int(acceleration, self.name, "acceleration", 1, 1 << 16))

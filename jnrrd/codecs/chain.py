@@ -25,7 +25,7 @@ from ._base import (
 )
 from .registry import get_codec
 
-__all__ = ["CodecChain"]
+__all__ = ["CodecChain", "is_raw_chain"]
 
 
 class CodecChain:
@@ -172,3 +172,10 @@ def _role(codec: Codec) -> int:
     if isinstance(codec, BytesBytesCodec):
         return 2
     raise CodecError(f"codec {codec.name!r} has no role (array->array, array->bytes, ...)")
+
+
+def is_raw_chain(codecs: Sequence[Any]) -> bool:
+    """True when a Zarr v3 codec list is the ``bytes`` codec object alone: tiles are stored
+    raw, so every stored size follows from the tile geometry and the element size."""
+    return (len(codecs) == 1 and isinstance(codecs[0], dict)
+            and codecs[0].get("name") == "bytes")

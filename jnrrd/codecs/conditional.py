@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import CodecError, DataError
 from ._base import DEFAULT_LIMIT, BytesBytesCodec, Codec
+from .registry import get_codec
 
 __all__ = ["DECISIONS", "Conditional", "Decision"]
 
@@ -44,8 +45,6 @@ class Conditional(BytesBytesCodec):
         decision: str | int | Decision | None = None,
         trial_encode: bool | None = None,
     ) -> None:
-        from .registry import get_codec
-
         if isinstance(codecs, (str, bytes, dict)) or not isinstance(codecs, Sequence):
             raise CodecError("conditional: codecs: expected a list of codecs")
         if not codecs:
@@ -83,8 +82,6 @@ class Conditional(BytesBytesCodec):
     @classmethod
     def from_config(cls, config: dict[str, Any], **runtime: Any) -> Conditional:
         """From JSON; ``decision``/``trial_encode`` come from the runtime keywords."""
-        from .registry import get_codec
-
         nested = [get_codec(c, **runtime) for c in config.get("codecs", [])]
         return cls(nested, header_bits=config.get("header_bits"),
                    decision=runtime.get("decision"), trial_encode=runtime.get("trial_encode"))
@@ -97,6 +94,12 @@ class Conditional(BytesBytesCodec):
         if self.header_bits_json is not None:
             config["header_bits"] = self.header_bits_json
         return config
+
+    def with_runtime(self, **runtime: Any) -> Codec:
+        """With ``runtime["decision"]`` (and ``trial_encode``) when a decision is given."""
+        if runtime.get("decision") is None:
+            return self
+        return self.with_decision(runtime["decision"], trial_encode=runtime.get("trial_encode"))
 
     def with_decision(
         self, decision: str | int | Decision | None, *, trial_encode: bool | None = None

@@ -1,64 +1,34 @@
-"""The codec registry: one visible list of built-ins, third parties through entry points.
+"""The codec registry: name → codec class; built-ins from ``jnrrd.codecs.BUILTIN_CODECS``,
+third parties through :func:`register_codec` or entry points.
 
 ``get_codec(json)`` normalizes the JSON (a bare name string means no configuration), validates
 it against ``schemas/codecs/<name>.schema.json`` through :mod:`jnrrd.schemas` (CONVENTIONS §5),
 and builds the codec. Codecs registered at runtime or through the ``jnrrd.codecs`` entry-point
 group (loaded lazily, on the first unknown name) are validated by their own constructors.
+:func:`is_self_delimiting` answers, from the class, whether a chain ending in a codec needs a
+``size_table`` (CONVENTIONS §1.2).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import CodecError, UnknownCodecError
 from ..schemas import validator
 from ._base import Codec
-from .array_array import ScaleOffset, Transpose
-from .array_bytes import Bytes
-from .bytes_bytes import (
-    Bz2,
-    Crc32c,
-    Gzip,
-    Lz4,
-    NumcodecsBz2,
-    NumcodecsLz4,
-    NumcodecsZlib,
-    Offset,
-    Pad,
-    Shuffle,
-    Zstd,
-)
-from .cast_value import CastValue
-from .conditional import Conditional
 
-__all__ = ["BUILTIN_CODECS", "ENTRY_POINT_GROUP", "get_codec", "register_codec"]
+__all__ = ["ENTRY_POINT_GROUP", "chain_is_self_delimiting", "get_codec", "is_self_delimiting",
+           "register_builtin_codecs", "register_codec"]
 
 ENTRY_POINT_GROUP = "jnrrd.codecs"
 
-#: The built-in codecs (CONVENTIONS §2), in the order the roles apply.
-BUILTIN_CODECS: list[type[Codec]] = [
-    Transpose,
-    ScaleOffset,
-    CastValue,
-    Bytes,
-    Gzip,
-    Zstd,
-    Lz4,
-    Bz2,
-    NumcodecsLz4,
-    NumcodecsBz2,
-    NumcodecsZlib,
-    Shuffle,
-    Crc32c,
-    Pad,
-    Offset,
-    Conditional,
-]
-
-_BUILTIN_NAMES = {cls.name: cls for cls in BUILTIN_CODECS}
-_ALIASES = {alias: cls.name for cls in BUILTIN_CODECS for alias in cls.aliases}
-_registry: dict[str, type[Codec]] = dict(_BUILTIN_NAMES)
+# Filled once by jnrrd.codecs from its BUILTIN_CODECS list (this module imports no codec, so
+# that codecs which nest others, like conditional, can use get_codec without an import circle).
+_BUILTIN_NAMES: dict[str, type[Codec]] = {}
+_ALIASES: dict[str, str] = {}
+_registry: dict[str, type[Codec]] = {}
 _lock = threading.Lock()
 _entry_points_loaded = False
 
@@ -69,6 +39,17 @@ def entry_points(*, group: str) -> Any:
     from importlib.metadata import entry_points as found
 
     return found(group=group)
+
+
+def register_builtin_codecs(classes: Sequence[type[Codec]]) -> None:
+    """Install jnrrd's own codec classes (``jnrrd.codecs`` calls this once with
+    ``BUILTIN_CODECS``): their JSON is checked against the bundled schemas, their aliases are
+    accepted, and ``register_codec`` may replace them."""
+    with _lock:
+        for cls in classes:
+            _BUILTIN_NAMES[cls.name] = cls
+            _ALIASES.update(dict.fromkeys(cls.aliases, cls.name))
+            _registry.setdefault(cls.name, cls)
 
 
 def register_codec(name: str, cls: type[Codec]) -> None:
@@ -142,10 +123,7 @@ def get_codec(data: Any, **runtime: Any) -> Codec:
     ``conditional``); codecs that take none ignore them.
     """
     if isinstance(data, Codec):
-        if runtime.get("decision") is not None and isinstance(data, Conditional):
-            return data.with_decision(runtime["decision"],
-                                      trial_encode=runtime.get("trial_encode"))
-        return data
+        return data.with_runtime(**runtime)
     name, config, whole = _normalize(data)
     cls = _lookup(name)
     canonical = cls.name or name
@@ -159,3 +137,22 @@ def get_codec(data: Any, **runtime: Any) -> Codec:
     except TypeError as exc:
         # Unknown or missing keys in a third-party configuration.
         raise CodecError(f"codec {name!r}: invalid configuration {config!r}: {exc}") from None
+
+
+def is_self_delimiting(name: str) -> bool:
+    """True when the codec registered as ``name`` (built in, registered, or from the
+    ``jnrrd.codecs`` entry-point group) declares ``self_delimiting``: a chunked internal file
+    whose chain ends in it may omit ``size_table`` (CONVENTIONS §1.2). An unknown name (or a
+    plugin that fails to load) is False here; building its chain reports it."""
+    try:
+        return bool(_lookup(name).self_delimiting)
+    except CodecError:
+        return False
+
+
+def chain_is_self_delimiting(codecs: Sequence[Any]) -> bool:
+    """True when the last codec object of a Zarr v3 codec list is self-delimiting
+    (:func:`is_self_delimiting`)."""
+    last = codecs[-1] if codecs else None
+    return isinstance(last, dict) and isinstance(last.get("name"), str) and \
+        is_self_delimiting(last["name"])

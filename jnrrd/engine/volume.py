@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import math
 import threading
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
 from typing import Any
 
-import crc32c
 import numpy as np
 
 from .._threads import Running, fork_join, run_parallel
-from ..codecs.compress import decompress, decompress_prefix
-from ..dtypes import storage_dtype, to_user, user_dtype
-from ..errors import DataError, UnsupportedError, where
+from ..dtypes import to_user, user_dtype
+from ..errors import UnsupportedError, where
 from ..header import Header
 from ..policy import Policy
 from ..tiling.grid import AxisSel, TileGrid, selection_with_booleans
@@ -30,6 +27,7 @@ from ..tiling.levels import Level
 from ..tiling.padding import chain_fill
 from ..tiling.spec import Tiling
 from .sources import ExternalSource, InternalSource
+from .tiles import TileDecoder
 
 __all__ = ["LevelView", "Running", "Volume", "fork_join", "run_parallel"]
 
@@ -37,24 +35,6 @@ __all__ = ["LevelView", "Running", "Volume", "fork_join", "run_parallel"]
 _INLINE_RAW_BYTES = 8 << 20
 #: tile tasks listed (and run) at a time
 _TASK_BATCH = 4096
-
-
-#: tile compressors that can stop decoding after a prefix of the tile
-_PREFIX_CODECS = ("zstd", "lz4")
-#: largest decoded tile kept in a thread's scratch buffer between reads
-_SCRATCH_BYTES = 16 << 20
-_SCRATCH = threading.local()
-
-
-def _scratch(n: int) -> np.ndarray:
-    """``n`` bytes of this thread's reusable decode buffer (fresh memory above the cap):
-    decoding every tile into new memory costs page faults and unmaps."""
-    if n > _SCRATCH_BYTES:
-        return np.empty(n, np.uint8)
-    buf = getattr(_SCRATCH, "buf", None)
-    if buf is None or buf.size < n:
-        buf = _SCRATCH.buf = np.empty(n, np.uint8)
-    return buf[:n]
 
 
 def _planes(last: Any) -> int | None:
@@ -70,147 +50,6 @@ def _planes(last: Any) -> int | None:
     if isinstance(last, (int, np.integer)) and last >= 0:
         return int(last) + 1
     return None
-
-
-class _TileDecoder:
-    """Decodes the stored tiles of one file: chain per tile shape, checksums, sources."""
-
-    def __init__(self, tiling: Tiling, core: Any, source: InternalSource | ExternalSource,
-                 policy: Policy, name: Any) -> None:
-        from ..codecs import CodecChain
-
-        self.tiling = tiling
-        self.source = source
-        self.name = name
-        self.policy = policy
-        self.type_name = core.type_name
-        self.bf16 = policy.bfloat16
-        # Codecs see the stored element type: bfloat16 as its 16-bit words.
-        self.chain_dtype = user_dtype(core.type_name, core.block_size, "uint16")
-        self.dtype = user_dtype(core.type_name, core.block_size, policy.bfloat16)
-        self.stored_dtype = storage_dtype(core.type_name, core.endian or "little",
-                                          core.block_size)
-        self.fill = tiling.padding_value
-        self._chains: dict[tuple[int, ...], Any] = {}
-        self._lock = threading.Lock()
-        self._chain_cls = CodecChain
-        self.raw = len(tiling.codecs) == 1 and tiling.codecs[0].get("name") == "bytes"
-        # [bytes, one compressor] (the tile:compression shorthands) decode without the chain
-        # machinery: one bounded decompress, then a view (also where gzip accepts zlib).
-        self.simple = (tiling.codecs[1]["name"] if len(tiling.codecs) == 2
-                       and tiling.codecs[0].get("name") == "bytes"
-                       and isinstance(tiling.codecs[1], dict)
-                       and tiling.codecs[1].get("name") in ("gzip", "bz2", "zstd", "lz4")
-                       else None)
-        self.checksums = _checksums(tiling)
-
-    def chain(self, shape: tuple[int, ...]) -> Any:
-        c = self._chains.get(shape)
-        if c is None:
-            with self._lock:
-                c = self._chains.get(shape)
-                if c is None:
-                    c = self._chain_cls.from_json(
-                        list(self.tiling.codecs), dtype=self.chain_dtype, shape=shape,
-                        fill_value=chain_fill(self.fill, self.type_name),
-                    )
-                    self._chains[shape] = c
-        return c
-
-    def fixed_encoded_size(self, shape: tuple[int, ...]) -> int | None:
-        if self.raw:
-            return int(np.prod(shape)) * self.stored_dtype.itemsize
-        return None
-
-    def stored_bytes(self, level: Level, coords: tuple[int, ...]) -> Any:
-        local = level.grid.index(coords)
-        if isinstance(self.source, InternalSource):
-            return self.source.read(level.first + local)
-        limit = self.policy.max_tile_bytes + (1 << 20)
-        return self.source.read(level, coords, local, limit)
-
-    def decode(self, level: Level, coords: tuple[int, ...], planes: int | None = None,
-               scratch: bool = False) -> np.ndarray | None:
-        """The stored tile (stored extent, user dtype, F order), or None when sparse.
-
-        ``planes``: only the first ``planes`` indices along the last (slowest) axis are
-        needed; a ``zstd``/``lz4`` tile then stops decoding there (the result is that prefix).
-        ``scratch``: the result may live in this thread's scratch buffer, valid until its next
-        ``scratch`` decode (for callers that copy it out at once).
-        """
-        shape = level.grid.stored_shape(coords)
-        data = self.stored_bytes(level, coords)
-        if data is None:
-            return None
-        index = level.first + level.grid.index(coords)
-        self._verify(index, data)
-        if planes is not None and 0 < planes < shape[-1] and self.simple in _PREFIX_CODECS:
-            shape = (*shape[:-1], planes)
-            need = int(np.prod(shape)) * self.stored_dtype.itemsize
-            buf = _scratch(need) if scratch and self.simple == "zstd" else None
-            data = decompress_prefix(self.simple, data, need, out=buf,
-                                     what=f"{where(self.name)}tile {index}: ")
-            arr = np.frombuffer(data, self.stored_dtype).reshape(shape, order="F")
-        elif self.raw or self.simple:
-            count = int(np.prod(shape))
-            need = count * self.stored_dtype.itemsize
-            if self.simple:
-                data = decompress(self.simple, data, need,
-                                  allow_zlib=self.tiling.gzip_lenient and self.simple == "gzip",
-                                  what=f"{where(self.name)}tile {index}: ")
-            elif len(data) < need:
-                raise DataError(f"{where(self.name)}tile {index}: {len(data)} bytes stored, "
-                                f"expected {need}")
-            arr = np.frombuffer(data, self.stored_dtype, count).reshape(shape, order="F")
-        else:
-            try:
-                arr = self.chain(shape).decode(data)
-            except DataError as exc:
-                raise DataError(f"{where(self.name)}tile {index}: {exc}") from None
-        if self.type_name == "bfloat16" or not arr.dtype.isnative:
-            arr = to_user(arr, self.type_name, self.bf16)
-        return arr
-
-    def _verify(self, index: int, data: Any) -> None:
-        if self.checksums is None:
-            return
-        expected = self.checksums[index]
-        if expected is None:
-            return
-        algo, value = expected
-        if algo == "crc32":
-            found = zlib.crc32(data) & 0xFFFFFFFF
-        else:
-            found = _crc32c(data)
-        if found != value:
-            raise DataError(
-                f"{where(self.name)}tile {index}: {algo} checksum {found:08x} does not match "
-                f"{self.tiling.prefix}:metadata[{index}].checksum {value:08x}"
-            )
-
-
-def _checksums(tiling: Tiling) -> list[tuple[str, int] | None] | None:
-    if tiling.metadata is None:
-        return None
-    out: list[tuple[str, int] | None] = []
-    seen = False
-    for m in tiling.metadata:
-        c = m.get("checksum") if isinstance(m, dict) else None
-        parsed = None
-        if isinstance(c, str) and ":" in c:
-            algo, _, hexv = c.partition(":")
-            if algo in ("crc32", "crc32c") and len(hexv) == 8:
-                try:
-                    parsed = (algo, int(hexv, 16))
-                    seen = True
-                except ValueError:
-                    parsed = None
-        out.append(parsed)  # bare values (the spec's example) are kept, never verified
-    return out if seen else None
-
-
-def _crc32c(data: Any) -> int:
-    return crc32c.crc32c(data) & 0xFFFFFFFF
 
 
 class LevelView:
@@ -374,7 +213,7 @@ class Volume(LevelView):
         self._source = source
         self._untiled = untiled
         self._dtype = user_dtype(core.type_name, core.block_size, policy.bfloat16)
-        self._decoder = (_TileDecoder(tiling, core, source, policy, name)
+        self._decoder = (TileDecoder(tiling, core, source, policy, name)
                          if tiling is not None and source is not None else None)
         self._cache: OrderedDict[tuple[int, tuple[int, ...]], np.ndarray] = OrderedDict()
         self._cache_lock = threading.Lock()

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ..engine.tiles import TileEncoder
 from ..errors import DataError, UnsupportedError, where
 from ..policy import Policy
 from ..storage.atomic import atomic_file, remove_leftovers
@@ -41,7 +42,7 @@ from ..storage.names import fresh_token, stale_patterns, tmp_marker
 from ..tiling.padding import all_padding, value_fill
 from ..writing.layout import TilePlan, header_space, internal_layout
 from ..writing.sinks import ExternalSink, Tables, copy_range
-from ..writing.tiled import _Encoder, _quality_by_region, _tile_dtype, values
+from ..writing.tiled import _quality_by_region, _tile_dtype, values
 
 __all__ = ["volume_to_dask", "write_dask"]
 
@@ -393,16 +394,16 @@ class TileJob:
         return os.path.join(self.out_dir, str(level.first + level.grid.index(coords)))
 
 
-_ENCODERS: OrderedDict[str, _Encoder] = OrderedDict()
+_ENCODERS: OrderedDict[str, TileEncoder] = OrderedDict()
 _ENCODERS_LOCK = threading.Lock()
 
 
-def _encoder(job: TileJob) -> _Encoder:
+def _encoder(job: TileJob) -> TileEncoder:
     """One encoder (codec chains per tile shape) per write and process."""
     with _ENCODERS_LOCK:
         enc = _ENCODERS.get(job.key)
         if enc is None:
-            enc = _ENCODERS[job.key] = _Encoder(job.plan, job.chain_dtype)
+            enc = _ENCODERS[job.key] = TileEncoder(job.plan, job.chain_dtype)
             while len(_ENCODERS) > 4:
                 _ENCODERS.popitem(last=False)
         return enc

@@ -16,12 +16,13 @@ from typing import Any
 
 import numpy as np
 
+from ..codecs import is_raw_chain
 from ..errors import DataError, HeaderError, where
 from ..storage.local import is_url
 from .levels import Level
 
 __all__ = ["check_pattern", "core_itemsize", "derive_sizes", "derived_offsets",
-           "expand_pattern", "external_key", "internal_range", "is_raw_chain", "match_tile",
+           "expand_pattern", "external_key", "internal_range", "match_tile",
            "past_the_end", "pattern_dir", "pattern_regex", "raw_tile_sizes"]
 
 _PLACEHOLDER = re.compile(r"\{([a-z]+)\}")
@@ -178,11 +179,6 @@ def past_the_end(offsets: np.ndarray, sizes: np.ndarray, file_size: int) -> np.n
     return present & (sizes > room)
 
 
-def is_raw_chain(tiling: Any) -> bool:
-    """True when the tile chain is the ``bytes`` codec alone (tiles are stored raw)."""
-    return len(tiling.codecs) == 1 and tiling.codecs[0].get("name") == "bytes"
-
-
 def core_itemsize(core: Any) -> int:
     """Bytes per stored element of a header's core fields."""
     from ..dtypes import storage_dtype
@@ -204,7 +200,7 @@ def derived_offsets(tiling: Any, itemsize: int, data_start: int | None, name: An
 
     from ..errors import JnrrdWarning
 
-    if tiling.format != "contiguous" or not is_raw_chain(tiling):
+    if tiling.format != "contiguous" or not is_raw_chain(tiling.codecs):
         raise HeaderError(f"{where(name, tiling.prefix + ':offset_table')}required for "
                           "internal storage (only contiguous raw tiles can do without it)")
     warnings.warn(f"{where(name)}{tiling.prefix}:offset_table is missing: tiles assumed back "

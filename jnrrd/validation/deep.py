@@ -12,22 +12,20 @@ from __future__ import annotations
 import math
 import os
 import warnings
-import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
-import crc32c
 import numpy as np
 
 from ..engine.sources import ExternalSource
+from ..engine.tiles import TileCodec, checksum_of
 from ..errors import DataError, JnrrdError, where
 from ..header.fields import CoreFields
 from ..policy import Policy
 from ..storage.local import LocalStore
 from ..tiling.levels import Level
-from ..tiling.locate import derived_offsets, is_raw_chain, raw_tile_sizes
-from ..tiling.padding import chain_fill
+from ..tiling.locate import derived_offsets, raw_tile_sizes
 from ..tiling.spec import Tiling
 from .report import Report, pointer
 from .tiling_base import describe_tile
@@ -54,8 +52,10 @@ class _Tiles:
         self.type_name = core.type_name
         self.chain_dtype = user_dtype(core.type_name, core.block_size, "uint16")
         self.stored_dtype = storage_dtype(core.type_name, core.endian, core.block_size)
-        self.raw = is_raw_chain(tiling)
-        self._chains: dict[tuple[int, ...], Any] = {}
+        # the chain per tile shape, the raw test and the checksums, as the reader has them
+        self.codec = TileCodec(tiling.codecs, core.type_name, self.chain_dtype,
+                               tiling.padding_value, metadata=tiling.metadata)
+        self.raw = self.codec.raw
         self.ext = None
         if tiling.storage == "external":
             store = LocalStore(header_dir, policy) if header_dir is not None else None
@@ -84,17 +84,6 @@ class _Tiles:
         uniq = np.unique(np.append(offsets[present], end))
         nxt = uniq[np.minimum(np.searchsorted(uniq, offsets, side="right"), len(uniq) - 1)]
         return np.where(present, nxt - offsets, -1).astype(np.int64)
-
-    def chain(self, shape: tuple[int, ...]) -> Any:
-        c = self._chains.get(shape)
-        if c is None:
-            from ..codecs import CodecChain
-
-            c = CodecChain.from_json(list(self.t.codecs), dtype=self.chain_dtype, shape=shape,
-                                     fill_value=chain_fill(self.t.padding_value,
-                                                           self.type_name))
-            self._chains[shape] = c  # a benign race: both threads build equal chains
-        return c
 
     def stored(self, level: Level, coords: tuple[int, ...], index: int
                ) -> tuple[bytes | None, str | None]:
@@ -132,22 +121,6 @@ def _read_at(f: IO[bytes], off: int, size: int) -> bytes:
     return f.read(size)
 
 
-def _checksum(tiling: Tiling, index: int) -> tuple[str, int] | None:
-    if tiling.metadata is None or index >= len(tiling.metadata):
-        return None
-    m = tiling.metadata[index]
-    c = m.get("checksum") if isinstance(m, dict) else None
-    if not isinstance(c, str):
-        return None
-    algo, _, hexv = c.partition(":")
-    if algo not in ("crc32", "crc32c") or len(hexv) != 8:
-        return None
-    try:
-        return algo, int(hexv, 16)
-    except ValueError:
-        return None
-
-
 def _check_one(tiles: _Tiles, level: Level, coords: tuple[int, ...], index: int
                ) -> list[tuple[str, str, Any, Any]]:
     """Problems of one tile as ``(field, reason, found, expected)``."""
@@ -163,13 +136,10 @@ def _check_one(tiles: _Tiles, level: Level, coords: tuple[int, ...], index: int
         return out  # sparse: recorded as not stored
     if short is not None:
         out.append((table_field, short, len(data), int(tiles.sizes[index])))  # type: ignore
-    expected = _checksum(t, index)
+    expected = tiles.codec.checksum(index)
     if expected is not None and short is None:
         algo, value = expected
-        if algo == "crc32":
-            found = zlib.crc32(data) & 0xFFFFFFFF
-        else:
-            found = crc32c.crc32c(data) & 0xFFFFFFFF
+        found = checksum_of(algo, data)
         if found != value:
             out.append((pointer(t.field("metadata"), index, "checksum"),
                         f"{algo} checksum of the stored bytes is {found:08x}, the header "
@@ -184,7 +154,7 @@ def _check_one(tiles: _Tiles, level: Level, coords: tuple[int, ...], index: int
     if short is not None:
         return out  # decoding a cut stream only restates the truncation
     try:
-        arr = tiles.chain(shape).decode(data)
+        arr = tiles.codec.chain(shape).decode(data)
     except (JnrrdError, ValueError, OverflowError, MemoryError) as exc:
         out.append((table_field, f"does not decode: {_plain(exc)}", None,
                     f"{list(shape)} voxels of {t.codecs[-1].get('name')}-coded data"))

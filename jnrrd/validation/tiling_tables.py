@@ -8,14 +8,12 @@ from typing import Any
 
 import numpy as np
 
+from ..codecs import chain_is_self_delimiting, is_raw_chain
 from ..header.fields import CoreFields
 from ..tiling.locate import past_the_end
 from .tiling_base import TilingChecks, describe_tile
 
 __all__ = ["TableChecks"]
-
-_SELF_DELIMITING = frozenset({"gzip", "bz2", "zstd", "lz4"})
-
 
 class TableChecks(TilingChecks):
     """Checks of ``offset_table``, ``size_table``, ``level_offsets`` and ``metadata``."""
@@ -48,8 +46,7 @@ class TableChecks(TilingChecks):
                     "internal tiling with detached data is not supported", None,
                     "attached data")
         chain = getattr(self, "chain", None)
-        raw = chain is not None and len(chain) == 1
-        last = chain[-1].get("name") if chain and isinstance(chain[-1], dict) else None
+        raw = chain is not None and is_raw_chain(chain)
         offs, sizes = self.get("offset_table"), self.get("size_table")
         fmt = self.get("format", "contiguous")
         if offs is None and chain is not None:
@@ -60,7 +57,7 @@ class TableChecks(TilingChecks):
                 r.error(self.key("offset_table"), "required for internal storage (only "
                         "contiguous raw tiles can do without it)", None, "present")
         if (sizes is None and fmt == "chunked" and chain is not None and not raw
-                and last not in _SELF_DELIMITING):
+                and not chain_is_self_delimiting(chain)):
             r.error(self.key("size_table"), "required for chunked storage whose codec chain "
                     "does not end in a self-delimiting compressor (CONVENTIONS §1.2)", None,
                     "present")

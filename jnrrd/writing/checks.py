@@ -197,10 +197,10 @@ def check_final_header(head: bytes, source: Any = None) -> None:
 
 def check_codec_chain(plan: Any, chain_dtype: np.dtype) -> None:
     """Build the tile codec chain once, so a bad codec fails before any file is created."""
-    from .tiled import _Encoder
+    from ..engine.tiles import TileEncoder
 
     lv = plan.levels[0]
-    _Encoder(plan, chain_dtype).chain(lv.grid.stored_shape((0,) * len(lv.grid.axes)))
+    TileEncoder(plan, chain_dtype).chain(lv.grid.stored_shape((0,) * len(lv.grid.axes)))
 
 
 def check_tile_names(pattern: str, plan: Any, target: str) -> None:

@@ -11,122 +11,24 @@ in the same pass (:class:`jnrrd.pyramid.PyramidBuilder`) when the last axis is t
 from __future__ import annotations
 
 import math
-import sys
 import threading
-import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
 from .._threads import Running
-from ..codecs.compress import compress
 from ..dtypes import from_user, storage_dtype
+from ..engine.tiles import TileEncoder
 from ..storage.atomic import atomic_file, remove_leftovers, replace
 from ..storage.names import fresh_token, stale_patterns
 from ..tiling.grid import TileGrid
 from ..tiling.levels import Level
-from ..tiling.padding import all_padding, chain_fill, value_fill
+from ..tiling.padding import all_padding, value_fill
 from .layout import TilePlan
 from .sinks import Deferred, DirectSink, ExternalSink, pwrite_all
 
 __all__ = ["write_tiled"]
-
-
-class _Encoder:
-    """Per-tile encoding: chain per stored shape, stats and checksums."""
-
-    def __init__(self, plan: TilePlan, chain_dtype: np.dtype) -> None:
-        from ..codecs import CodecChain
-
-        self.plan = plan
-        self._cls = CodecChain
-        self._dtype = chain_dtype
-        self._chains: dict[tuple[int, ...], Any] = {}
-        self._simple = _simple_chain(plan.codecs, chain_dtype)
-        # raw tiles ([bytes] alone): every stored size follows from the geometry
-        self.fixed_size = (len(plan.codecs) == 1 and isinstance(plan.codecs[0], dict)
-                           and plan.codecs[0].get("name") == "bytes")
-
-    def chain(self, shape: tuple[int, ...]) -> Any:
-        c = self._chains.get(shape)
-        if c is None:
-            c = self._chains[shape] = self._cls.from_json(
-                self.plan.codecs, dtype=self._dtype, shape=shape,
-                fill_value=chain_fill(self.plan.padding_value, self.plan.type_name),
-                decision=self.plan.decision,
-            )
-        return c
-
-    def encode(self, tile: np.ndarray, index: int) -> bytes | memoryview:
-        # Slabs and pyramids work on values; bfloat16 becomes its 16-bit words only here.
-        if self.plan.type_name == "bfloat16":
-            tile = from_user(tile, "bfloat16")
-        if self._simple is not None and tile.dtype == self._dtype:
-            # [bytes] or [bytes, compressor] in native byte order: the F-ordered tile's memory
-            # is already the stored byte order, so compress it in place (no chain, no copy).
-            name, level = self._simple
-            flat = memoryview(np.asfortranarray(tile).T).cast("B")
-            # raw: the byte view itself (it keeps the tile alive until it is written)
-            return flat if name is None else compress(name, flat, level=level)
-        return self.chain(tile.shape).encode(tile, tile_index=index)
-
-    def raw_native(self, dtype: np.dtype) -> bool:
-        """Tiles of ``dtype`` are stored as their F-ordered memory (raw, native order)."""
-        return (self._simple == (None, None) and dtype == self._dtype
-                and self.plan.type_name != "bfloat16")
-
-    def metadata(self, core: np.ndarray, data: bytes | None) -> dict[str, Any]:
-        meta: dict[str, Any] = {}
-        if self.plan.tile_stats:
-            lo, hi = _min_max(core)
-            meta["min"], meta["max"] = lo, hi
-        if data is None:  # a sparse tile stores nothing to check
-            return meta
-        if self.plan.checksum == "crc32":
-            meta["checksum"] = f"crc32:{zlib.crc32(data) & 0xFFFFFFFF:08x}"
-        elif self.plan.checksum == "crc32c":
-            from ..engine.volume import _crc32c
-
-            meta["checksum"] = f"crc32c:{_crc32c(data):08x}"
-        return meta
-
-
-def _simple_chain(codecs: list[dict[str, Any]], dtype: np.dtype
-                  ) -> tuple[str | None, int | None] | None:
-    """``(compressor or None, level)`` when the chain is a shorthand chain this machine can
-    encode without byte swapping; else None (the general chain runs)."""
-    if not codecs or not isinstance(codecs[0], dict) or codecs[0].get("name") != "bytes":
-        return None
-    endian = (codecs[0].get("configuration") or {}).get("endian", "little")
-    if dtype.kind == "V" or (dtype.itemsize > 1 and endian != sys.byteorder):
-        return None
-    if len(codecs) == 1:
-        return None, None
-    if len(codecs) != 2 or not isinstance(codecs[1], dict):
-        return None
-    name = codecs[1].get("name")
-    cfg = codecs[1].get("configuration") or {}
-    if name not in ("gzip", "bz2", "zstd", "lz4") or set(cfg) - {"level"}:
-        return None
-    return name, cfg.get("level")
-
-
-def _min_max(a: np.ndarray) -> tuple[Any, Any]:
-    if a.size == 0:
-        return None, None
-    if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
-        f = a.astype(np.float64)
-        if np.isnan(f).all():
-            return None, None
-        return _json_num(np.nanmin(f)), _json_num(np.nanmax(f))
-    if a.dtype.kind == "c":
-        return None, None
-    return int(a.min()), int(a.max())
-
-
-def _json_num(v: float) -> float | None:
-    return None if v != v else float(v)
 
 
 class FileOrder:
@@ -202,7 +104,7 @@ def row_bounds(grid: TileGrid, t: int) -> tuple[int, int]:
     return max(0, t * size - o), min(n, (t + 1) * size + o)
 
 
-def write_level(plan: TilePlan, enc: _Encoder, sink: ExternalSink, level: Level,
+def write_level(plan: TilePlan, enc: TileEncoder, sink: ExternalSink, level: Level,
                 read: Callable[[tuple[slice, ...]], np.ndarray], fill: Any,
                 on_core_slab: Callable[[np.ndarray], None] | None = None,
                 tick: Callable[[int], None] | None = None) -> None:
@@ -215,7 +117,7 @@ def write_level(plan: TilePlan, enc: _Encoder, sink: ExternalSink, level: Level,
         write_row(plan, enc, sink, level, t, lo, read(key), fill, on_core_slab, tick)
 
 
-def write_row(plan: TilePlan, enc: _Encoder, sink: ExternalSink, level: Level, t: int, lo: int,
+def write_row(plan: TilePlan, enc: TileEncoder, sink: ExternalSink, level: Level, t: int, lo: int,
               slab: np.ndarray, fill: Any,
               on_core_slab: Callable[[np.ndarray], None] | None = None,
               tick: Callable[[int], None] | None = None) -> None:
@@ -290,7 +192,7 @@ def write_tiled(target: str, data: FileOrder, plan: TilePlan,
     token = fresh_token()
     remove_leftovers(target, patterns=[])
     chain_dtype = np.dtype(np.uint16) if plan.type_name == "bfloat16" else _tile_dtype(plan, data)
-    enc = _Encoder(plan, chain_dtype)
+    enc = TileEncoder(plan, chain_dtype)
     if plan.storage == "internal":
         exact = (enc.fixed_size and not plan.tile_stats and not plan.quality
                  and not plan.sparse)
@@ -402,7 +304,7 @@ def _dtype_of(read0: Callable[[tuple[slice, ...]], np.ndarray], plan: TilePlan) 
     return read0(key).dtype
 
 
-def _write_streaming(plan: TilePlan, enc: _Encoder, sink: ExternalSink,
+def _write_streaming(plan: TilePlan, enc: TileEncoder, sink: ExternalSink,
                      read0: Callable[[tuple[slice, ...]], np.ndarray], fill: Any,
                      tick: Callable[[int], None], others: list[Level]) -> list[Any] | None:
     """Level 0 tile slabs feed the pyramid builder; finished level rows become tile slabs."""
