@@ -69,7 +69,7 @@ def read_header(source: Any, **policy: Any) -> Header:
     pol = Policy.from_kwargs(**policy)
     with opened_source(source) as (f, _, _):
         if _is_nrrd(f):
-            from .nrrd import read_nrrd_header
+            from .nrrd.reader import read_nrrd_header
 
             return read_nrrd_header(f, policy=pol, source=source)[0]
         header, _ = parse_header(f, policy=pol, source=source if _named(source) else None)
@@ -116,7 +116,7 @@ def open(
             path = os.fspath(nm)
     try:
         if _is_nrrd(f):
-            from .nrrd import open_nrrd
+            from .nrrd.reader import open_nrrd
 
             vol = open_nrrd(f, path=path, header_dir=header_dir, policy=pol, name=name,
                             index_order=index_order)

@@ -153,7 +153,7 @@ def _check_nrrd(f: IO[bytes], header_dir: str | None, pol: Policy, report: Repor
     """A classic NRRD file, as ``read``/``open`` take it: the NRRD reader's errors and
     warnings, the data's presence and length, and with ``deep`` the data decoded."""
     from .header import core_fields
-    from .nrrd import read_nrrd_header
+    from .nrrd.reader import read_nrrd_header
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -225,7 +225,7 @@ def _shown(value: Any) -> str:
 def _metadata_lines(h: Any, tiling: Any) -> list[str]:
     """NRRD key/value pairs (``<nrrd>:key_values``) and the other extension fields that are
     neither tiling nor NRRD bookkeeping, one per line."""
-    from ..nrrd import NRRD_URI
+    from ..nrrd.fields import NRRD_URI
 
     nrrd = h.prefix_for(NRRD_URI) if hasattr(h, "prefix_for") else None
     nrrd = nrrd or "nrrd"

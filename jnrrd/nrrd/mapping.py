@@ -3,7 +3,7 @@
 pynrrd gives ``{"space directions": ndarray, "kinds": ["RGB-color", ...], "sizes": ndarray,
 "study id": "A-17", ...}``. :func:`jnrrd.write` maps such a dict exactly as the NRRD reader maps
 the file pynrrd would write from it: each value is rendered as its NRRD header text and goes
-through the reader's own translation (:class:`jnrrd.nrrd.reader._Translator`), so there is one
+through the reader's own translation (:class:`jnrrd.nrrd.translate.Translator`), so there is one
 mapping, not two. Keys that are not NRRD fields are key/value pairs (``nrrd:key_values``).
 """
 
@@ -27,7 +27,7 @@ from .fields import (
     format_vector,
     unescape_kv,
 )
-from .reader import _Raw, _Translator
+from .translate import RawHeader, Translator
 
 __all__ = ["from_nrrd_fields", "is_nrrd_spelled"]
 
@@ -71,7 +71,7 @@ def from_nrrd_fields(header: Mapping[str, Any], sizes: tuple[int, ...], *,
     and all-NaN space-direction rows are unknown, as pynrrd spells ``nan``/``none``) or NRRD
     header text. A malformed value is a ``HeaderError`` naming the key as given.
     """
-    raw = _Raw(version=5)
+    raw = RawHeader(version=5)
     passthrough: dict[str, Any] = {}
     key_values: dict[str, str] = {}
     declared = header.get("extensions") if isinstance(header.get("extensions"), Mapping) else {}
@@ -104,7 +104,7 @@ def from_nrrd_fields(header: Mapping[str, Any], sizes: tuple[int, ...], *,
     raw.fields.setdefault("type", ("type", "uint8", 0))
     raw.fields.setdefault("encoding", ("encoding", "raw", 0))
     raw.key_values = key_values
-    out = _Translator(raw, source).run()
+    out = Translator(raw, source).run()
     if not given_type:
         del out["type"]
     if not given_encoding:

@@ -80,7 +80,7 @@ def write_nrrd_target(target: Any, data: Any, header: Mapping[str, Any] | None, 
                 index_order: str, encoding: str | None, detached: bool,
                 tiling: Mapping[str, Any]) -> None:
     """Classic NRRD: untiled, so asking for anything tiled is an error, not ignored."""
-    from ..nrrd import write_nrrd
+    from ..nrrd.writer import write_nrrd
 
     asked = sorted(k for k, v in tiling.items()
                    if k not in ("progress", "compression_level") and v not in (None, False))
