@@ -1,18 +1,26 @@
-"""The shared thread pools that decode and encode tiles.
+"""The only place the package starts threads; everything else submits work here.
 
-One pool (one thread per core) runs tile tasks; a one-thread helper serves
-:func:`fork_join`. Both are created on first use, and again in a child after ``fork()``.
+- the shared pool (one thread per core) runs tile tasks: :class:`Running`,
+  :func:`run_parallel`; a one-thread helper serves :func:`fork_join`. Both are created on
+  first use, and again in a child after ``fork()``;
+- :func:`ordered_map`: a private pool of a given size mapping a function in order (deep
+  validation, the frame-parallel zstd decoder);
+- :class:`OrderedQueue`: callables run in order on one background thread (a tiled write
+  stores a row of tiles while the next is encoded);
+- :func:`start_daemon`: one background daemon thread (the write-back flusher, the release of
+  an old file's blocks after an atomic replace).
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
-__all__ = ["Running", "fork_join", "run_parallel"]
+__all__ = ["OrderedQueue", "Running", "fork_join", "ordered_map", "run_parallel", "start_daemon",
+           "zstd_frame_map"]
 
 _POOL: ThreadPoolExecutor | None = None
 _HELPER: ThreadPoolExecutor | None = None
@@ -132,3 +140,56 @@ def fork_join(first: Callable[[], Any], second: Callable[[], Any]) -> tuple[Any,
     if future.cancel():
         return a, second()
     return a, future.result()
+
+
+def ordered_map(fn: Callable[[Any], Any], items: Iterable[Any], *, workers: int, name: str
+                ) -> Iterator[Any]:
+    """``fn`` over ``items`` on a fresh pool of ``workers`` threads named ``name``; results in
+    the order of ``items`` as they come (the first failure in that order is raised)."""
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name) as pool:
+        yield from pool.map(fn, items)
+
+
+def zstd_frame_map(fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
+    """The frame-parallel zstd decoder's map: two threads (decoding releases the GIL)."""
+    return ordered_map(fn, items, workers=2, name="jnrrd-zstd")
+
+
+class OrderedQueue:
+    """Runs callables in order on one background thread, at most ``depth`` waiting.
+
+    The writer stores a finished row of tiles here while the calling thread goes on with the
+    next row (and its pyramid). :meth:`drain` waits for everything and raises the first error;
+    :meth:`close` also stops the thread (pending work is dropped when ``failed``).
+    """
+
+    def __init__(self, depth: int = 1) -> None:
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="jnrrd-store")
+        self._pending: list[Any] = []
+        self._depth = depth
+
+    def submit(self, fn: Callable[[], None]) -> None:
+        """Queue ``fn`` (first waiting while more than ``depth`` are pending)."""
+        while len(self._pending) > self._depth:
+            self._pending.pop(0).result()
+        self._pending.append(self._pool.submit(fn))
+
+    def drain(self) -> None:
+        """Wait for everything queued; raise the first error."""
+        while self._pending:
+            self._pending.pop(0).result()
+
+    def close(self, *, failed: bool) -> None:
+        """Stop the thread (pending work dropped when ``failed``)."""
+        if failed:
+            for f in self._pending:
+                f.cancel()
+        self._pool.shutdown(wait=True)
+        self._pending = []
+
+
+def start_daemon(target: Callable[..., Any], *args: Any, name: str) -> threading.Thread:
+    """Start ``target(*args)`` on a new daemon thread named ``name`` and return the thread."""
+    thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+    thread.start()
+    return thread

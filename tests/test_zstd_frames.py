@@ -19,8 +19,8 @@ def small_frames(monkeypatch):
     calls = []
     real = compress_stream._zstd_frames_into
 
-    def spy(fileobj, out, what):
-        used = real(fileobj, out, what)
+    def spy(fileobj, out, what, *rest):
+        used = real(fileobj, out, what, *rest)
         calls.append(used)
         return used
 

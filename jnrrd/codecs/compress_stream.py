@@ -5,13 +5,14 @@ decoded bytes into a preallocated buffer or a :class:`GrowingBuffer`, which allo
 only as decoded bytes arrive (for a claim the compressed size does not make plausible: a
 short stream that claims gigabytes then fails having allocated only what it produced).
 Multi-frame zstd sections written by this library decode frame-parallel into a preallocated
-buffer.
+buffer, on threads the caller lends (``map_frames``: codecs start no threads of their own).
 """
 
 from __future__ import annotations
 
 import os
 import zlib
+from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -27,7 +28,11 @@ from .compress import (
     _zstd_decompressor,
 )
 
-__all__ = ["GrowingBuffer", "decompress_stream_into", "zstd_claim_backed"]
+__all__ = ["FrameMap", "GrowingBuffer", "decompress_stream_into", "zstd_claim_backed"]
+
+#: ``map_frames(fn, frames)``: runs ``fn`` on every frame, yielding in order (``map`` or a
+#: thread pool's map)
+FrameMap = Callable[[Callable[[Any], None], Iterable[Any]], Iterable[Any]]
 
 
 class GrowingBuffer:
@@ -103,13 +108,16 @@ def decompress_stream_into(
     allow_zlib: bool = False,
     what: str = "",
     chunk_size: int = 1 << 20,
+    map_frames: FrameMap = map,
 ) -> None:
     """Fill ``out`` exactly from the compressed stream in ``fileobj``, after skipping ``skip``.
 
     ``out`` is a writable buffer or a :class:`GrowingBuffer`. Compressed input is read
     ``chunk_size`` bytes at a time, so memory is O(chunk_size) besides ``out``. Whatever
     follows the needed bytes is ignored. A stream that ends early or is corrupt is a
-    ``DataError``.
+    ``DataError``. ``map_frames(fn, frames)`` decodes the frames of a multi-frame zstd
+    section (in order; default: one after the other in this thread; the reader passes a
+    two-thread map from :mod:`jnrrd._threads`).
     """
     _check_name(name, what)
     if skip < 0:
@@ -118,7 +126,7 @@ def decompress_stream_into(
     need = skip + len(sink)
     if name == "zstd":
         if not skip and isinstance(sink, _Fixed) and _zstd_frames_into(fileobj, sink.view,
-                                                                      what):
+                                                                      what, map_frames):
             return
         _zstd_stream_into(fileobj, sink, skip, need, what, chunk_size)
         return
@@ -255,9 +263,11 @@ def zstd_claim_backed(fileobj: BinaryIO, need: int) -> bool:
     return _zstd_frame_index(fd, start, size, need, min_frames=1) is not None
 
 
-def _zstd_frames_into(fileobj: BinaryIO, out: memoryview, what: str) -> bool:
-    """Decode a multi-frame zstd data section on two threads, each frame straight into its
-    place in ``out``. False when this path does not apply (then decode sequentially)."""
+def _zstd_frames_into(fileobj: BinaryIO, out: memoryview, what: str,
+                      map_frames: FrameMap = map) -> bool:
+    """Decode a multi-frame zstd data section through ``map_frames`` (two threads when the
+    reader lends them), each frame straight into its place in ``out``. False when this path
+    does not apply (then decode sequentially)."""
     try:
         fd = fileobj.fileno()
         start = fileobj.tell()
@@ -269,8 +279,6 @@ def _zstd_frames_into(fileobj: BinaryIO, out: memoryview, what: str) -> bool:
     frames = _zstd_frame_index(fd, start, size, len(out))
     if frames is None:
         return False
-    from concurrent.futures import ThreadPoolExecutor
-
     places, at = [], 0
     for off, length, content in frames:
         places.append((off, length, at, min(content, len(out) - at)))
@@ -293,9 +301,8 @@ def _zstd_frames_into(fileobj: BinaryIO, out: memoryview, what: str) -> bool:
         if got < n:
             raise DataError(f"{what}zstd frame at byte {off} is short: {got} of {n} bytes")
 
-    with ThreadPoolExecutor(2, thread_name_prefix="jnrrd-zstd") as pool:
-        for f in [pool.submit(one, pl) for pl in places]:
-            f.result()
+    for _ in map_frames(one, places):
+        pass
     fileobj.seek(frames[-1][0] + frames[-1][1])
     return True
 

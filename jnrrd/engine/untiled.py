@@ -16,6 +16,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from .._threads import zstd_frame_map
 from ..codecs.compress import zstd_compress
 from ..codecs.compress_stream import GrowingBuffer, decompress_stream_into, zstd_claim_backed
 from ..codecs.encodings import (
@@ -264,7 +265,7 @@ def _fill(part: _Part, out: np.ndarray, st: np.dtype, policy: Policy) -> None:
                              allow_zlib=enc == "gzip", what=what)
     elif enc in COMPRESSED:
         decompress_stream_into(COMPRESSED[enc], part.f, buf, skip=part.skip,
-                               allow_zlib=enc == "gzip", what=what)
+                               allow_zlib=enc == "gzip", what=what, map_frames=zstd_frame_map)
     elif enc == "hex":
         text = _read_text(part.f, policy, what)
         buf[:] = parse_hex(text, len(buf), what=what)

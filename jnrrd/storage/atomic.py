@@ -14,10 +14,10 @@ import contextvars
 import os
 import re
 import shutil
-import threading
 from collections.abc import Iterable, Iterator
 from typing import IO
 
+from .._threads import start_daemon
 from .leftovers import is_live
 from .names import MARK, fresh_token, tmp_marker
 
@@ -90,8 +90,7 @@ def replace(tmp: str, target: str) -> None:
         raise
     fsync_dir(os.path.dirname(os.path.abspath(target)))
     if old is not None:
-        threading.Thread(target=os.close, args=(old,), name="jnrrd-release",
-                         daemon=True).start()
+        start_daemon(os.close, old, name="jnrrd-release")
 
 
 @contextlib.contextmanager

@@ -13,11 +13,11 @@ import math
 import os
 import warnings
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
 import numpy as np
 
+from .._threads import ordered_map
 from ..engine.sources import ExternalSource
 from ..engine.tiles import TileCodec, checksum_of
 from ..errors import DataError, JnrrdError, where
@@ -197,14 +197,14 @@ def check_tiles(tiling: Tiling, core: CoreFields, f: IO[bytes] | None, file_size
     if progress is not None:
         progress(0, total)
     n = workers or min(4, os.cpu_count() or 1)
-    with ThreadPoolExecutor(max_workers=max(1, n), thread_name_prefix="jnrrd-validate") as pool:
-        for result in pool.map(run, batches):  # in order, so the report is deterministic
-            for index, problems in result:
-                for field, reason, found, expected in problems:
-                    report.error(field, f"{describe_tile(tiling.levels, index)}: {reason}",
-                                 found, expected)
-            done += len(result)
-            if progress is not None:
-                progress(done, total)
+    # in order, so the report is deterministic
+    for result in ordered_map(run, batches, workers=max(1, n), name="jnrrd-validate"):
+        for index, problems in result:
+            for field, reason, found, expected in problems:
+                report.error(field, f"{describe_tile(tiling.levels, index)}: {reason}",
+                             found, expected)
+        done += len(result)
+        if progress is not None:
+            progress(done, total)
     if tiles.ext is not None:
         tiles.ext.close()

@@ -17,13 +17,14 @@ from typing import IO, Any
 
 import numpy as np
 
+from .._threads import OrderedQueue, start_daemon
 from ..storage.atomic import durable
 from ..storage.names import stem, tmp_marker
 from ..tiling.levels import Level
 from ..tiling.locate import expand_pattern
 from .layout import TilePlan, header_space, internal_layout
 
-__all__ = ["Deferred", "DirectSink", "ExternalSink", "Tables", "copy_range", "pwrite_all"]
+__all__ = ["DirectSink", "ExternalSink", "Tables", "copy_range", "pwrite_all"]
 
 
 class Tables:
@@ -33,7 +34,7 @@ class Tables:
     def __init__(self, sizes: list[int | None], meta: list[dict[str, Any]]) -> None:
         self.sizes, self.meta = sizes, meta
         #: where rows are stored in the background (set by the writer); None: in the caller
-        self.later: Deferred | None = None
+        self.later: OrderedQueue | None = None
         #: fsync before the replace; read here because puts may run on another thread
         self.durable = durable()
 
@@ -105,38 +106,6 @@ class ExternalSink(Tables):
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-class Deferred:
-    """Runs callables in order on one background thread, at most ``depth`` waiting.
-
-    The writer stores a finished row of tiles here while the calling thread goes on with the
-    next row (and its pyramid). :meth:`drain` waits for everything and raises the first error;
-    :meth:`close` also stops the thread (pending work is dropped when ``failed``).
-    """
-
-    def __init__(self, depth: int = 1) -> None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="jnrrd-store")
-        self._pending: list[Any] = []
-        self._depth = depth
-
-    def submit(self, fn: Callable[[], None]) -> None:
-        while len(self._pending) > self._depth:
-            self._pending.pop(0).result()
-        self._pending.append(self._pool.submit(fn))
-
-    def drain(self) -> None:
-        while self._pending:
-            self._pending.pop(0).result()
-
-    def close(self, *, failed: bool) -> None:
-        if failed:
-            for f in self._pending:
-                f.cancel()
-        self._pool.shutdown(wait=True)
-        self._pending = []
-
-
 def _load_sync_file_range() -> Any:
     """Linux ``sync_file_range(2)`` through ctypes, or None where it is not available."""
     if not sys.platform.startswith("linux"):
@@ -186,8 +155,7 @@ class _Flusher:
             except (OSError, ValueError):  # best effort: the final fsync reports real errors
                 pass
 
-        self._thread = threading.Thread(target=run, name="jnrrd-flush", daemon=True)
-        self._thread.start()
+        self._thread = start_daemon(run, name="jnrrd-flush")
 
     def join(self) -> None:
         if self._thread is not None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .._threads import Running
+from .._threads import OrderedQueue, Running
 from ..dtypes import from_user, storage_dtype
 from ..engine.tiles import TileEncoder
 from ..storage.atomic import atomic_file, remove_leftovers, replace
@@ -26,7 +26,7 @@ from ..tiling.grid import TileGrid
 from ..tiling.levels import Level
 from ..tiling.padding import all_padding, value_fill
 from .layout import TilePlan
-from .sinks import Deferred, DirectSink, ExternalSink, pwrite_all
+from .sinks import DirectSink, ExternalSink, pwrite_all
 
 __all__ = ["write_tiled"]
 
@@ -174,7 +174,7 @@ def write_row(plan: TilePlan, enc: TileEncoder, sink: ExternalSink, level: Level
             else:
                 sink.put(level, c, data, meta)
 
-    later: Deferred | None = sink.later
+    later: OrderedQueue | None = sink.later
     if later is None:
         store()
     else:
@@ -214,7 +214,7 @@ def write_tiled(target: str, data: FileOrder, plan: TilePlan,
 
     # Rows are stored on a background thread while the next row is encoded (and its pyramid
     # computed); puts stay in order, one thread at a time.
-    sink.later = later = Deferred()
+    sink.later = later = OrderedQueue()
     failed = True
     finished: str | None = None
     quality: list[Any] | None = None
