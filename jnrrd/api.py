@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import builtins
-import contextlib
 import dataclasses
-import os
-from collections.abc import Iterator
 from typing import IO, Any
 
 import numpy as np
@@ -19,34 +15,13 @@ from .errors import DataError, UnsupportedError, where
 from .header import CoreFields, Header, core_fields, parse_header
 from .header.geometry_fields import canonical_space
 from .policy import Policy
-from .storage.local import LocalStore
+from .storage.resolve import Opened, opened, resolve
 from .tiling.locate import core_itemsize, derived_offsets, raw_tile_sizes
 from .tiling.spec import TILE_URI, Tiling, parse_tiling
 
 __all__ = ["check_header", "open", "read", "read_header"]
 
 _NRRD_MAGIC = b"NRRD000"
-
-
-@contextlib.contextmanager
-def opened_source(source: Any) -> Iterator[tuple[IO[bytes], str | None, bool]]:
-    """(binary stream at the start, header directory or None, owned?)."""
-    if isinstance(source, (str, os.PathLike)):
-        path = os.fspath(source)
-        f = builtins.open(path, "rb")
-        try:
-            yield f, os.path.dirname(os.path.abspath(path)), True
-        finally:
-            f.close()
-        return
-    if not hasattr(source, "read"):
-        raise TypeError(f"source must be a path or a binary file object, not "
-                        f"{type(source).__name__}")
-    name = getattr(source, "name", None)
-    header_dir = None
-    if isinstance(name, (str, os.PathLike)) and os.path.exists(name):
-        header_dir = os.path.dirname(os.path.abspath(name))
-    yield source, header_dir, False
 
 
 def _is_nrrd(f: IO[bytes]) -> bool:
@@ -67,22 +42,17 @@ def _is_nrrd(f: IO[bytes]) -> bool:
 def read_header(source: Any, **policy: Any) -> Header:
     """Read only the header of a JNRRD (or classic NRRD) file."""
     pol = Policy.from_kwargs(**policy)
-    with opened_source(source) as (f, _, _):
+    with opened(source, pol) as src:
+        f = src.stream
         if _is_nrrd(f):
             from .nrrd.reader import read_nrrd_header
 
             return read_nrrd_header(f, policy=pol, source=source)[0]
-        header, _ = parse_header(f, policy=pol, source=source if _named(source) else None)
+        header, _ = parse_header(f, policy=pol, source=src.name)
     space = canonical_space(header.get("space"))
     if space is not None:
         header["space"] = space  # as read() gives it; an unknown name is left for the checks
     return header
-
-
-def _named(source: Any) -> bool:
-    return isinstance(source, (str, os.PathLike)) or isinstance(
-        getattr(source, "name", None), (str, os.PathLike)
-    )
 
 
 def open(
@@ -98,38 +68,20 @@ def open(
     if missing not in ("error", "fill"):
         raise ValueError(f"missing must be 'error' or 'fill', got {missing!r}")
     pol = Policy.from_kwargs(**policy)
-    name = source if _named(source) else None
-    if isinstance(source, (str, os.PathLike)):
-        path = os.fspath(source)
-        f: IO[bytes] = builtins.open(path, "rb")
-        owned = True
-        header_dir: str | None = os.path.dirname(os.path.abspath(path))
-    else:
-        if not hasattr(source, "read"):
-            raise TypeError(f"source must be a path or a binary file object, not "
-                            f"{type(source).__name__}")
-        f, owned, path = source, False, None
-        nm = getattr(source, "name", None)
-        header_dir = (os.path.dirname(os.path.abspath(nm))
-                      if isinstance(nm, (str, os.PathLike)) and os.path.exists(nm) else None)
-        if isinstance(nm, (str, os.PathLike)) and os.path.exists(nm):
-            path = os.fspath(nm)
+    src = resolve(source, pol)
     try:
-        if _is_nrrd(f):
+        if _is_nrrd(src.stream):
             from .nrrd.reader import open_nrrd
 
-            vol = open_nrrd(f, path=path, header_dir=header_dir, policy=pol, name=name,
-                            index_order=index_order)
-            if owned:
-                f.close()
+            vol = open_nrrd(src.stream, path=src.path, store=src.store, policy=pol,
+                            name=src.name, index_order=index_order)
+            src.close()
             return vol
-        header, data_start = parse_header(f, policy=pol, source=name)
-        core, tiling = check_header(header, policy=pol, source=name)
-        return _volume(header, core, tiling, f, path, header_dir, data_start, pol, name,
-                       index_order, missing, owned)
+        header, data_start = parse_header(src.stream, policy=pol, source=src.name)
+        core, tiling = check_header(header, policy=pol, source=src.name)
+        return _volume(header, core, tiling, src, data_start, pol, index_order, missing)
     except BaseException:
-        if owned:
-            f.close()
+        src.close()
         raise
 
 
@@ -156,9 +108,9 @@ def check_header(header: Header, *, policy: Policy, source: Any = None
     return core, tiling
 
 
-def _volume(header: Header, core: Any, tiling: Tiling | None, f: IO[bytes], path: str | None,
-            header_dir: str | None, data_start: int | None, pol: Policy, name: Any,
-            index_order: str, missing: str, owned: bool) -> Volume:
+def _volume(header: Header, core: Any, tiling: Tiling | None, src: Opened,
+            data_start: int | None, pol: Policy, index_order: str, missing: str) -> Volume:
+    name, f, owned = src.name, src.stream, src.owned
     if pol.legacy_c_order:
         if tiling is not None:
             raise UnsupportedError(f"{where(name)}legacy_c_order is for untiled files of the "
@@ -168,11 +120,11 @@ def _volume(header: Header, core: Any, tiling: Tiling | None, f: IO[bytes], path
         core = dataclasses.replace(core, sizes=tuple(reversed(core.sizes)))
         index_order = "C" if index_order == "F" else "F"
     if tiling is None:
-        paths = data_paths(core, header_dir, pol, name)
+        paths = data_paths(core, src.store, pol, name)
         if paths is None and data_start is None and core.count:
             raise DataError(f"{where(name)}the header ended at the end of the file: "
                             "there is no data section")
-        untiled = UntiledData(core, path=path if owned else None, f=None if owned else f,
+        untiled = UntiledData(core, path=src.path if owned else None, f=None if owned else f,
                               data_start=data_start, paths=paths, policy=pol, source=name,
                               held=f if owned else None)
         return Volume(header, tiling=None, core=core, policy=pol, source=None, name=name,
@@ -189,20 +141,18 @@ def _volume(header: Header, core: Any, tiling: Tiling | None, f: IO[bytes], path
             sizes = raw_tile_sizes(tiling, itemsize, offsets)
         # The tiles are read from the very file whose header was parsed (never the path
         # again: the path may have been replaced in between). The source owns it from now on.
-        src = InternalSource(
+        tiles = InternalSource(
             f, offsets=offsets, sizes=sizes, owned=owned,
             data_start=data_start if data_start is not None else 0, fixed_size=fixed,
             self_delimiting=chain_is_self_delimiting(tiling.codecs), fmt=tiling.format,
             prefix=tiling.prefix, source=name, map_reads=decoder_raw,
         )
-        return Volume(header, tiling=tiling, core=core, policy=pol, source=src, name=name,
+        return Volume(header, tiling=tiling, core=core, policy=pol, source=tiles, name=name,
                       index_order=index_order)
-    store = LocalStore(header_dir, pol, source=name) if header_dir is not None else None
-    ext = ExternalSource(store, pattern=tiling.pattern, files=tiling.files,
+    ext = ExternalSource(src.store, pattern=tiling.pattern, files=tiling.files,
                          base_dir=tiling.base_dir, prefix=tiling.prefix, missing=missing,
                          source=name)
-    if owned:
-        f.close()
+    src.close()
     return Volume(header, tiling=tiling, core=core, policy=pol, source=ext, name=name,
                   index_order=index_order)
 

@@ -26,11 +26,11 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import IO, Any, TextIO
 
-from .api import opened_source
 from .errors import FormatError, JnrrdError, ValidationError, VersionError, describe_source
 from .header.model import CORE_FIELDS, TILE_FIELDS, TILE_URI_PREFIX, build_header, find_prefix
 from .header.wire import MAX_NESTING, nesting_depth, read_entries
 from .policy import Policy
+from .storage.resolve import opened
 from .validation.core import check_core, check_data
 from .validation.deep import check_tiles
 from .validation.report import Problem, Report, top_field
@@ -70,8 +70,8 @@ def validate(
             report.note("", "deep checks need a file: only the header was checked")
     else:
         name = describe_source(source_or_header) or None
-        with opened_source(source_or_header) as (f, header_dir, _):
-            _check_file(f, header_dir, pol, report, deep, progress)
+        with opened(source_or_header, pol) as src:
+            _check_file(src.stream, src.header_dir, pol, report, deep, progress)
     problems = report.finish()
     if strict:
         errors = [p for p in problems if p.severity == "error"]

@@ -30,7 +30,7 @@ from ..codecs.encodings import (
 from ..dtypes import from_user, storage_dtype, to_user, user_dtype
 from ..errors import DataError, HeaderError, UnsupportedError, where
 from ..policy import Policy
-from ..storage.local import is_url, open_resolved, resolve_path
+from ..storage.local import LocalStore, is_url, open_resolved
 from ..tiling.grid import AxisSel
 
 __all__ = ["UntiledData", "data_paths", "encode_chunks", "read_untiled"]
@@ -40,9 +40,10 @@ _SLAB_BYTES = 64 << 20
 _ZSTD_FRAME_BYTES = 16 << 20
 
 
-def data_paths(core: Any, header_dir: str | None, policy: Policy, source: Any = None
+def data_paths(core: Any, store: LocalStore | None, policy: Policy, source: Any = None
                ) -> list[str] | None:
-    """Resolved detached data files, in order (``None`` for attached data)."""
+    """Detached data files, in order, resolved as keys of ``store`` (the header's directory;
+    ``None`` when the header came from a stream without a path). ``None`` for attached data."""
     names: list[str]
     if core.data_file is not None:
         names, field = [core.data_file], "data_file"
@@ -58,10 +59,10 @@ def data_paths(core: Any, header_dir: str | None, policy: Policy, source: Any = 
                                f"max_files cap ({policy.max_files})")
     if not names:
         raise HeaderError(f"{where(source, field)}names no data file")
-    if header_dir is None:
+    if store is None:
         raise UnsupportedError(f"{where(source, field)}detached data needs the header's path; "
                                "open the file by path, not through a file object")
-    return [resolve_path(header_dir, n, policy, source=source, field=field) for n in names]
+    return [store.path(n, field=field) for n in names]
 
 
 def _open_data(path: str, core: Any, policy: Policy, source: Any) -> IO[bytes]:

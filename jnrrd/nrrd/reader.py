@@ -25,6 +25,7 @@ from ..errors import (
 )
 from ..header import CoreFields, Header, core_fields
 from ..policy import Policy
+from ..storage.local import LocalStore
 from .fields import FIELD_NAMES, parse_int, unescape_kv
 from .translate import RawHeader, Translator
 
@@ -181,18 +182,18 @@ def read_nrrd_header(f: IO[bytes], *, policy: Policy, source: Any = None
     return header, data_start
 
 
-def open_nrrd(f: IO[bytes], *, path: str | None, header_dir: str | None, policy: Policy,
+def open_nrrd(f: IO[bytes], *, path: str | None, store: LocalStore | None, policy: Policy,
               name: Any, index_order: str = "F") -> Any:
     """Open a classic NRRD file (attached or detached data) as a lazy :class:`jnrrd.Volume`.
 
     ``path`` is the file's path when it has one (raw data is then memory-mapped), else the
-    stream ``f`` is kept for reading the data. Detached data files resolve against
-    ``header_dir`` under the path policy.
+    stream ``f`` is kept for reading the data. Detached data files are keys of ``store`` (the
+    header's directory), resolved under the path policy.
     """
     from ..engine.volume import Volume
 
     header, core, data_start = _read(f, policy, name)
-    paths = data_paths(core, header_dir, policy, name)
+    paths = data_paths(core, store, policy, name)
     if paths is None and data_start is None and core.count:
         raise DataError(f"{where(name)}the header ended at the end of the file: there is no "
                         "data section (and no 'data file' field)")

@@ -16,6 +16,7 @@ from ..errors import JnrrdError
 from ..header.fields import CoreFields
 from ..header.geometry_fields import SPACES
 from ..policy import Policy
+from ..storage.local import LocalStore
 from .report import Report, pointer
 from .schema import lenient_view
 
@@ -133,7 +134,7 @@ def check_data(core: CoreFields, header_dir: str | None, data_start: int | None,
                         "from a path")
             return
         try:
-            paths = data_paths(core, header_dir, policy)
+            paths = data_paths(core, LocalStore(header_dir, policy), policy)
         except JnrrdError as exc:
             report.error(field, str(exc), None, "paths allowed by the path policy")
             return

@@ -1,0 +1,85 @@
+"""A reader's ``source`` (a path, a binary file object) → the opened header stream, the store
+of the directory its detached data and external tiles are named from, and its key there.
+
+Paths are opened here (the caller owns the stream); a caller's stream is used as it is and
+never closed. A stream whose ``name`` is an existing path gets its directory as a store; one
+without (``BytesIO``, a socket) has none, and reading external tiles or detached data through
+it fails with a message saying so. A URL string is treated as a path (only a policy's
+``opener`` may serve URLs, and only those named inside a header).
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+from ..policy import Policy
+from .fileobj import stream_dir
+from .local import LocalStore
+
+__all__ = ["Opened", "named", "opened", "resolve"]
+
+
+@dataclass
+class Opened:
+    """An opened source: ``stream`` at its start, ``store`` of the header's directory (or
+    ``None``), ``key`` of the header file in it, ``path`` of the header file when it has one,
+    ``name`` for messages (the source when it names a file), ``owned``: close ``stream``."""
+
+    stream: IO[bytes]
+    store: LocalStore | None
+    key: str | None
+    path: str | None
+    name: Any
+    owned: bool
+
+    @property
+    def header_dir(self) -> str | None:
+        """The header's directory (the store's root), or ``None``."""
+        return self.store.root if self.store is not None else None
+
+    def close(self) -> None:
+        """Close the stream when it was opened here."""
+        if self.owned:
+            self.stream.close()
+
+
+def named(source: Any) -> bool:
+    """Whether ``source`` names a file: a path, or a stream with a path-like ``name``."""
+    return isinstance(source, (str, os.PathLike)) or isinstance(
+        getattr(source, "name", None), (str, os.PathLike)
+    )
+
+
+def resolve(source: Any, policy: Policy) -> Opened:
+    """Open a path (owned) or take a binary stream as it is (not owned)."""
+    name = source if named(source) else None
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        f = builtins.open(path, "rb")
+        root = os.path.dirname(os.path.abspath(path))
+        return Opened(f, LocalStore(root, policy, source=name), os.path.basename(path), path,
+                      name, True)
+    if not hasattr(source, "read"):
+        raise TypeError(f"source must be a path or a binary file object, not "
+                        f"{type(source).__name__}")
+    root = stream_dir(source)
+    if root is None:
+        return Opened(source, None, None, None, name, False)
+    path = os.fspath(source.name)
+    return Opened(source, LocalStore(root, policy, source=name), os.path.basename(path), path,
+                  name, False)
+
+
+@contextlib.contextmanager
+def opened(source: Any, policy: Policy) -> Iterator[Opened]:
+    """:func:`resolve` as a context manager (an opened path is closed on exit)."""
+    src = resolve(source, policy)
+    try:
+        yield src
+    finally:
+        src.close()
