@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import jnrrd
-import jnrrd.engine.untiled
+import jnrrd.writing.stream
 
 OLD = np.arange(12, dtype=np.int16).reshape(3, 4)
 
@@ -35,7 +35,7 @@ class Failing:
 @pytest.fixture
 def small_slabs(monkeypatch: pytest.MonkeyPatch) -> None:
     # one slab per index of the slowest axis, so a failure can come half-way through
-    monkeypatch.setattr(jnrrd.engine.untiled, "_SLAB_BYTES", 1)
+    monkeypatch.setattr(jnrrd.writing.stream, "_SLAB_BYTES", 1)
 
 
 @pytest.mark.parametrize("encoding", ["raw", "gzip", "ascii"])

@@ -10,7 +10,7 @@ import zstandard
 
 import jnrrd
 from jnrrd.codecs import compress_stream
-from jnrrd.engine import untiled as datasection
+from jnrrd.writing import stream as datasection
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 The header given in JNRRD field names (as ``jnrrd.read`` returns it, for JNRRD and NRRD files
 alike) is checked with :func:`jnrrd.header.core_fields` and mapped back to NRRD fields; the
 ``nrrd`` extension's key/value pairs and comments are written as such. The data bytes come from
-:func:`jnrrd.engine.untiled.encode_chunks`, one slab at a time; files are replaced atomically
+:func:`jnrrd.writing.stream.encode_chunks`, one slab at a time; files are replaced atomically
 (CONVENTIONS §1.2): a detached data file gets a fresh name, the header is replaced last, and
 data files of earlier writes to the same target are removed after that.
 """
@@ -20,12 +20,12 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import TYPES, canonical_type, type_name_for
-from ..engine.untiled import encode_chunks
 from ..errors import HeaderError, JnrrdWarning, UnsupportedError, where
 from ..header import CoreFields, core_fields
 from ..header.model import TILE_URI_PREFIX, find_prefix, split_key
 from ..storage.atomic import atomic_file, remove_leftovers
 from ..storage.names import TOKEN_RE, fresh_token
+from ..writing.stream import encode_chunks
 from ..writing.tiled import FileOrder
 from .fields import (
     KIND_NAMES,

@@ -8,12 +8,12 @@ from typing import IO, Any
 
 import numpy as np
 
-from ..engine.untiled import encode_chunks
 from ..errors import HeaderError, UnsupportedError
 from ..header import Header, render_header
 from ..storage.atomic import atomic_file, remove_leftovers
 from ..storage.names import fresh_token, stale_patterns
 from .checks import check_final_header
+from .stream import encode_chunks
 from .tiled import FileOrder
 
 __all__ = ["write_untiled"]
