@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..progress import Bar
+from ..pyramid.methods import METHODS
 from .common import (
     JNRRD,
     NPY,
@@ -28,7 +29,6 @@ __all__ = ["register"]
 _COMPRESSIONS = ("raw", "gzip", "gz", "bzip2", "bz2", "zstd", "lz4")
 _ENCODINGS = ("raw", "gzip", "gz", "bzip2", "bz2", "zstd", "lz4", "ascii", "hex")
 _FORMATS = (JNRRD, NRRD, NPY)
-_METHODS = ("average", "gaussian", "lanczos", "max", "min", "mode")
 
 
 def register(sub: Any) -> None:
@@ -56,7 +56,7 @@ def register(sub: Any) -> None:
                       help="tile codec list as Zarr v3 JSON (or @FILE holding it)")
     conv.add_argument("--levels", type=positive_int, metavar="N",
                       help="pyramid levels (scales 1, 2, 4, ... on every tiled axis)")
-    conv.add_argument("--downsample", choices=_METHODS, help="pyramid method (default average)")
+    conv.add_argument("--downsample", choices=METHODS, help="pyramid method (default average)")
     conv.add_argument("--external", nargs="?", const="", metavar="PATTERN",
                       help="store tiles as separate files named by PATTERN "
                            "(e.g. '{z}/{y}_{x}.tile'); without PATTERN the default pattern")

@@ -335,13 +335,14 @@ def _level_array(src: Any, spec: _LevelSpec, grid: Any) -> Any:
     from dask.base import tokenize
     from dask.highlevelgraph import HighLevelGraph
 
+    from ..pyramid.methods import METHOD_DEFS
     from ..pyramid.region import source_region
 
     shape = grid.shape
     want = core_chunks(grid)
     per = [c[0] for c in want]
     # Bound the level-0 region one task gathers: halve the widest chunk until it fits.
-    item = 8 if spec.method in ("gaussian", "lanczos") else max(1, spec.dtype.itemsize)
+    item = 8 if METHOD_DEFS[spec.method].float_work else max(1, spec.dtype.itemsize)
 
     def cost(c: list[int]) -> int:
         # An interior chunk where the volume has one: its halo is not clipped on either side.
@@ -459,7 +460,7 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
     stored = [lv for lv in plan.levels if lv.stored]
     if len(stored) > 1 or plan.quality:
         from ..pyramid.blocks import check_dtype
-        from ..pyramid.region import check_method
+        from ..pyramid.methods import check_method
 
         check_dtype(vdtype)
         check_method(plan.method)

@@ -6,6 +6,7 @@ the header's axes (``a.shape == sizes``; the last axis is the slowest in the fil
 goes in slabs along it). This package works on NumPy arrays and callables only; it knows
 nothing of headers, tile grids or files.
 
+- :mod:`.methods` — the one list of downsampling methods (:data:`METHODS`), each with its kernel;
 - :mod:`.blocks` — block geometry and the exact block reductions (average, max, min, mode);
 - :mod:`.filters` — ``gaussian`` and ``lanczos`` with their halos;
 - :mod:`.region` — whole levels and level regions from level 0;
@@ -17,8 +18,9 @@ from __future__ import annotations
 
 from .blocks import level_shape
 from .builder import Piece, PyramidBuilder
+from .methods import METHODS
 from .quality import level_geometry, level_quality
-from .region import METHODS, compute_region, downsample, source_region
+from .region import compute_region, downsample, source_region
 
 __all__ = [
     "METHODS",

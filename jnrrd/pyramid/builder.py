@@ -25,10 +25,10 @@ import numpy as np
 
 from ..errors import DataError, HeaderError, where
 from . import blocks
-from .filters import axis_source
+from .methods import METHOD_DEFS, axis_source, check_method, compute_local
 from .mode import block_mode_tally
 from .quality import QualityAccumulator
-from .region import Region, _compute, check_method
+from .region import Region
 
 __all__ = ["Piece", "PyramidBuilder"]
 
@@ -149,9 +149,9 @@ class PyramidBuilder:
         return all(k == 1 for k in lv.scale)
 
     def _direct_method(self) -> bool:
-        """Methods always computed from level 0 through the region kernels."""
-        return self.method in ("gaussian", "lanczos") or (
-            self.method == "average" and self.dtype.kind not in "iu")
+        """Methods always computed from level 0 through their kernels (every method that
+        does not cascade: float ``average``, ``gaussian``, ``lanczos``, any new one)."""
+        return not self._cascades()
 
     def _cascades(self) -> bool:
         return self.method in _CASCADE or (self.method == "average" and self.dtype.kind in "iu")
@@ -247,7 +247,7 @@ class PyramidBuilder:
             return min(n, src.row // lv.rel[-1])
         if self._received >= self.shape0[-1]:
             return n
-        if self.method in ("gaussian", "lanczos"):
+        if METHOD_DEFS[self.method].reach is not None:
             lo, hi = lv.row, n
             s, b, n0 = lv.scale[-1], lv.block[-1], self._cropped[lv.index][-1]
             while lo < hi:  # the largest j with rows [row, j) computable: hi is monotone in j
@@ -320,7 +320,7 @@ class PyramidBuilder:
         x = self._l0.get(lo_last, hi_last)[0]
         x = x[tuple(slice(lo, hi) for lo, hi in src[:-1])]
         lo = tuple(lo for lo, _ in src)
-        return _compute(x, s, b, cropped, lo, bounds, self.method, self.dtype)
+        return compute_local(x, s, b, cropped, lo, bounds, self.method, self.dtype)
 
     def _state_from0(self, x0: np.ndarray, block: tuple[int, ...]) -> tuple[np.ndarray, ...]:
         if self.method == "average":

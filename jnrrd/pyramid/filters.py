@@ -1,10 +1,10 @@
 """The filtered pyramid methods of CONVENTIONS §3: ``gaussian`` and ``lanczos``.
 
 Both work on a *local* part of the floor-cropped level 0 that includes the filter halo (see
-:func:`axis_source`). Edge handling (``mode="nearest"``, clamped taps) happens only at the true
-boundary of the cropped volume: inside it the halo supplies the real neighbours, so a region
-computed locally is bit-identical to the same region of a whole-volume computation (the same
-float64 operations on the same inputs, in the same order).
+:func:`gaussian_reach`, :func:`lanczos_reach`). Edge handling (``mode="nearest"``, clamped
+taps) happens only at the true boundary of the cropped volume: inside it the halo supplies
+the real neighbours, so a region computed locally is bit-identical to the same region of a
+whole-volume computation (the same float64 operations on the same inputs, in the same order).
 
 A kernel wider than its axis costs no more than the axis: every tap beyond an edge reads the
 edge voxel (``mode="nearest"``, clamped taps), so the taps past each edge are *folded* into one
@@ -28,7 +28,7 @@ from scipy.ndimage import correlate1d, gaussian_filter1d
 from ..errors import UnsupportedError, where
 from .blocks import mean_float, work_dtype
 
-__all__ = ["axis_source", "gaussian_region", "lanczos_region", "lanczos_taps"]
+__all__ = ["gaussian_reach", "gaussian_region", "lanczos_reach", "lanczos_region", "lanczos_taps"]
 
 TRUNCATE = 4.0
 LANCZOS_A = 3
@@ -94,22 +94,22 @@ def _taps(s: int) -> tuple[np.ndarray, np.ndarray]:
     return offsets, w
 
 
-def axis_source(method: str, n0: int, s: int, b: int, r0: int, r1: int) -> tuple[int, int]:
-    """Level-0 rows ``[lo, hi)`` of the cropped axis (length ``n0``) for level rows [r0, r1)."""
-    if r1 <= r0:
-        return 0, 0
-    if method == "lanczos":
-        if s == 1:
-            return r0, r1
-        first, last = lanczos_span(s)
-        lo = min(max(r0 * s + first, 0), n0 - 1)
-        hi = min(max((r1 - 1) * s + last, 0), n0 - 1) + 1
-        return lo, hi
-    lo, hi = r0 * b, r1 * b
-    if method == "gaussian":
-        r = gaussian_radius(s)
-        lo, hi = max(0, lo - r), min(n0, hi + r)
+def lanczos_reach(n0: int, s: int, b: int, r0: int, r1: int) -> tuple[int, int]:
+    """Level-0 rows ``[lo, hi)`` of the cropped axis (length ``n0``) that ``lanczos`` level
+    rows ``[r0, r1)`` (``r0 < r1``) read: the taps around each output sample, clamped."""
+    if s == 1:
+        return r0, r1
+    first, last = lanczos_span(s)
+    lo = min(max(r0 * s + first, 0), n0 - 1)
+    hi = min(max((r1 - 1) * s + last, 0), n0 - 1) + 1
     return lo, hi
+
+
+def gaussian_reach(n0: int, s: int, b: int, r0: int, r1: int) -> tuple[int, int]:
+    """Level-0 rows ``[lo, hi)`` that ``gaussian`` level rows ``[r0, r1)`` (``r0 < r1``)
+    read: the blocks under them plus the filter radius, clipped to the cropped axis."""
+    r = gaussian_radius(s)
+    return max(0, r0 * b - r), min(n0, r1 * b + r)
 
 
 def gaussian_region(x: np.ndarray, scale: Sequence[int], block: Sequence[int],

@@ -9,22 +9,11 @@ import numpy as np
 
 from ..errors import DataError, HeaderError, where
 from . import blocks
-from .filters import axis_source, gaussian_region, lanczos_region
-from .mode import block_mode
+from .methods import axis_source, check_method, compute_local
 
-__all__ = ["METHODS", "compute_region", "downsample", "source_region"]
-
-METHODS = ("average", "gaussian", "lanczos", "max", "min", "mode")
+__all__ = ["compute_region", "downsample", "source_region"]
 
 Region = tuple[slice, ...]
-
-
-def check_method(method: Any) -> str:
-    """``method`` if it is one of :data:`METHODS`, else ``HeaderError``."""
-    if method not in METHODS:
-        raise HeaderError(f"{where(None, 'tile:downsample_method')}expected one of "
-                          f"{', '.join(METHODS)}, found {method!r}")
-    return method
 
 
 def _bounds(level: tuple[int, ...], region: Any) -> tuple[tuple[int, int], ...]:
@@ -95,27 +84,7 @@ def compute_region(read0: Callable[[Region], np.ndarray], shape0: Sequence[int],
     if 0 in out_shape:
         return np.empty(out_shape, dtype=dt)
     lo = tuple(sl.start for sl in src)
-    return _compute(x, s, block, cropped, lo, bounds, method, dt)
-
-
-def _compute(x: np.ndarray, scale: tuple[int, ...], block: tuple[int, ...],
-             cropped: tuple[int, ...], lo: tuple[int, ...],
-             bounds: tuple[tuple[int, int], ...], method: str, dt: np.dtype) -> np.ndarray:
-    """Dispatch one method on the local level-0 array ``x`` (which starts at ``lo``)."""
-    if method == "gaussian":
-        return blocks.round_to_dtype(gaussian_region(x, scale, block, lo, bounds, cropped),
-                                     dt)
-    if method == "lanczos":
-        return blocks.round_to_dtype(lanczos_region(x, scale, cropped, lo, bounds), dt)
-    if method == "max":
-        return blocks.block_max(x, block)
-    if method == "min":
-        return blocks.block_min(x, block)
-    if method == "mode":
-        return block_mode(x, block)
-    if dt.kind in "iu":
-        return blocks.finish_mean(blocks.block_sums(x, block, dt))
-    return blocks.mean_float(x, block).astype(dt)
+    return compute_local(x, s, block, cropped, lo, bounds, method, dt)
 
 
 def downsample(a: Any, scale: Sequence[int], method: str = "average") -> np.ndarray:

@@ -21,19 +21,17 @@ import numpy as np
 from ..dtypes import user_dtype
 from ..errors import HeaderError, JnrrdWarning, UnsupportedError, where
 from ..policy import Policy
+from ..pyramid.methods import METHODS
 from .codec_fields import resolve_codecs
 from .grid import TileGrid
 from .levels import Level, expand_scale, level_shape
 from .storage_fields import external_fields, internal_tables
 from .values import int_list, is_int
 
-__all__ = ["METHODS", "TILE_URI", "Tiling", "level_tile_sizes", "overlap_of", "parse_tiling",
+__all__ = ["TILE_URI", "Tiling", "level_tile_sizes", "overlap_of", "parse_tiling",
            "tile_geometry", "typed_padding"]
 
 TILE_URI = "https://jnrrd.org/extensions/tile/"
-
-METHODS = ("average", "gaussian", "lanczos", "max", "min", "mode")
-
 
 @dataclass(frozen=True)
 class Tiling:

@@ -108,8 +108,8 @@ def check_arguments(header: Mapping[Any, Any] | None, ndim: int, *, encoding: An
     both name the argument.
     """
     from ..header.fields import ENCODINGS
+    from ..pyramid.methods import METHODS
     from ..tiling.codec_fields import SHORTHAND
-    from ..tiling.spec import METHODS
 
     if header is not None:
         if not isinstance(header, Mapping):
