@@ -13,6 +13,7 @@ import io
 import mmap
 import os
 import threading
+from collections.abc import Sequence
 from typing import IO, Any
 
 from ..errors import DataError
@@ -78,6 +79,10 @@ class StreamReader:
         if len(data) != size:
             raise DataError("file ended early")
         return data
+
+    def get_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview | bytes]:
+        """The bytes ``start:stop`` for each ``(start, stop)``, in order."""
+        return [self.get_range(a, b) for a, b in ranges]
 
     def close(self) -> None:
         """Drop the map and close the stream when it is owned."""

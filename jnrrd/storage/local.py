@@ -77,7 +77,7 @@ class LocalStore:
         """The bytes ``start:stop`` of ``key`` for each ``(start, stop)`` (one open)."""
         reader = self.open_reader(key, map_reads=False)
         try:
-            return [bytes(reader.get_range(a, b)) for a, b in ranges]
+            return reader.get_ranges(ranges)
         finally:
             reader.close()
 
