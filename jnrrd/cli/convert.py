@@ -12,6 +12,7 @@ import numpy as np
 
 from ..progress import Bar
 from ..pyramid.methods import METHODS
+from ..tiling.codec_fields import CANONICAL_COMPRESSION, SHORTHAND
 from .common import (
     JNRRD,
     NPY,
@@ -26,7 +27,7 @@ from .output import Reporting, check_codecs, check_output_dir, mib_progress, wri
 
 __all__ = ["register"]
 
-_COMPRESSIONS = ("raw", "gzip", "gz", "bzip2", "bz2", "zstd", "lz4")
+_COMPRESSIONS = tuple(SHORTHAND)
 _ENCODINGS = ("raw", "gzip", "gz", "bzip2", "bz2", "zstd", "lz4", "ascii", "hex")
 _FORMATS = (JNRRD, NRRD, NPY)
 
@@ -86,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--encoding {args.encoding}: NRRD has no {args.encoding} encoding "
                          "(raw, gzip, bzip2, ascii, hex)")
     enc = {"gz": "gzip", "bz2": "bzip2"}.get(args.encoding, args.encoding)
-    comp = {"gz": "gzip", "bz2": "bzip2"}.get(args.compression, args.compression)
+    comp = CANONICAL_COMPRESSION.get(args.compression, args.compression)
     if enc not in (None, "raw") and (args.codecs is not None
                                      or comp not in (None, enc)):
         raise UsageError(f"--encoding {args.encoding}: with tiles, --compression or --codecs "

@@ -25,6 +25,7 @@ from ..errors import DataError, JnrrdWarning, UnsupportedError
 
 __all__ = [
     "NAMES",
+    "PREFIX_NAMES",
     "compress",
     "decompress",
     "decompress_at_most",
@@ -32,6 +33,8 @@ __all__ = [
 ]
 
 NAMES = ("gzip", "bz2", "zstd", "lz4")
+#: the names :func:`decompress_prefix` stops early for (the others decode whole, then cut)
+PREFIX_NAMES = ("zstd", "lz4")
 
 _DEFAULT_LEVEL = {"gzip": 6, "bz2": 9, "zstd": 3, "lz4": 0}
 _LEVEL_RANGE = {"gzip": (0, 9), "bz2": (1, 9), "zstd": (-131072, 22), "lz4": (-65536, 16)}

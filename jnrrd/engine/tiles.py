@@ -23,7 +23,7 @@ import numpy as np
 
 from ..codecs import CodecChain, is_raw_chain
 from ..codecs.compress import NAMES as STREAM_NAMES
-from ..codecs.compress import compress, decompress, decompress_prefix
+from ..codecs.compress import PREFIX_NAMES, compress, decompress, decompress_prefix
 from ..dtypes import from_user, storage_dtype, to_user, user_dtype
 from ..errors import DataError, where
 from ..tiling.levels import Level
@@ -33,8 +33,6 @@ from .sources import InternalSource
 __all__ = ["TileCodec", "TileDecoder", "TileEncoder", "checksum_of", "parse_checksum",
            "shorthand_compressor"]
 
-#: tile compressors that can stop decoding after a prefix of the tile
-_PREFIX_CODECS = ("zstd", "lz4")
 #: largest decoded tile kept in a thread's scratch buffer between reads
 _SCRATCH_BYTES = 16 << 20
 _SCRATCH = threading.local()
@@ -174,7 +172,7 @@ class TileDecoder(TileCodec):
             return None
         index = level.first + level.grid.index(coords)
         self._verify(index, data)
-        if planes is not None and 0 < planes < shape[-1] and self.simple in _PREFIX_CODECS:
+        if planes is not None and 0 < planes < shape[-1] and self.simple in PREFIX_NAMES:
             shape = (*shape[:-1], planes)
             need = int(np.prod(shape)) * self.stored_dtype.itemsize
             buf = _scratch(need) if scratch and self.simple == "zstd" else None

@@ -18,6 +18,7 @@ __all__ = ["CODEC_TO_COMPRESSION", "SHORTHAND", "bytes_codec", "check_codec_obje
 #: tile:compression shorthand -> bytes->bytes codec name (CONVENTIONS §1.2)
 SHORTHAND = {"raw": None, "gzip": "gzip", "gz": "gzip", "bzip2": "bz2", "bz2": "bz2",
              "zstd": "zstd", "lz4": "lz4"}
+#: the value written for an alias of tile:compression
 CANONICAL_COMPRESSION = {"gz": "gzip", "bz2": "bzip2"}
 #: codec name -> tile:compression value, for comparing the two fields by codec name
 CODEC_TO_COMPRESSION = {"gzip": "gzip", "bz2": "bzip2", "zstd": "zstd", "lz4": "lz4"}

@@ -10,10 +10,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..errors import HeaderError
 from .grid import TileGrid
 
-__all__ = ["Level", "expand_scale", "level_shape", "levels_from_argument"]
+__all__ = ["Level", "expand_scale", "level_shape", "levels_from_argument", "raw_stored_sizes"]
 
 
 @dataclass(frozen=True)
@@ -101,3 +103,10 @@ def levels_from_argument(
             raise ValueError("levels: the first level must have scale 1 (full resolution)")
         return scales
     raise ValueError(f"levels must be an int or a non-empty list of scales, got {levels!r}")
+
+
+def raw_stored_sizes(levels: Sequence[Level], itemsize: int) -> np.ndarray:
+    """Stored bytes of every tile of the stored levels when tiles are raw (voxels × element
+    size, halo and padding included), in global tile order, as int64."""
+    parts = [lv.grid.stored_voxels() * itemsize for lv in levels if lv.stored]
+    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)

@@ -19,11 +19,11 @@ import numpy as np
 from ..codecs import is_raw_chain
 from ..errors import DataError, HeaderError, where
 from ..storage.local import is_url
-from .levels import Level
+from .levels import Level, raw_stored_sizes
 
 __all__ = ["check_pattern", "core_itemsize", "derive_sizes", "derived_offsets",
            "expand_pattern", "external_key", "internal_range", "match_tile",
-           "past_the_end", "pattern_dir", "pattern_regex", "raw_tile_sizes"]
+           "past_the_end", "pattern_dir", "pattern_regex", "raw_tile_sizes", "sizes_to_next"]
 
 _PLACEHOLDER = re.compile(r"\{([a-z]+)\}")
 #: positional placeholders: coordinate along tile:dimensions[0..4] (digest 2.8)
@@ -140,11 +140,7 @@ def derive_sizes(offsets: np.ndarray, sizes: np.ndarray | None, *, data_start: i
         if fixed_size is not None:
             sizes = np.where(present, fixed_size, -1).astype(np.int64)
         elif self_delimiting or fmt == "contiguous":
-            # The readable range runs to the next larger distinct offset or EOF (2.7).
-            uniq = np.unique(np.append(offsets[present], file_size))
-            nxt = uniq[np.minimum(np.searchsorted(uniq, offsets, side="right"),
-                                  len(uniq) - 1)]
-            sizes = np.where(present, nxt - offsets, -1).astype(np.int64)
+            sizes = sizes_to_next(offsets, present, file_size)
         else:
             raise HeaderError(
                 f"{pre}{prefix}:size_table: required for chunked storage whose codec chain "
@@ -159,6 +155,14 @@ def derive_sizes(offsets: np.ndarray, sizes: np.ndarray | None, *, data_start: i
             f"end of the file ({file_size} bytes)"
         )
     return sizes
+
+
+def sizes_to_next(offsets: np.ndarray, present: np.ndarray, end: int) -> np.ndarray:
+    """Each ``present`` tile's readable range when the file has no ``size_table``: up to the
+    next larger distinct offset, or ``end`` (digest 2.7); -1 elsewhere."""
+    uniq = np.unique(np.append(offsets[present], end))
+    nxt = uniq[np.minimum(np.searchsorted(uniq, offsets, side="right"), len(uniq) - 1)]
+    return np.where(present, nxt - offsets, -1).astype(np.int64)
 
 
 def pattern_dir(pattern: str) -> str:
@@ -188,8 +192,7 @@ def core_itemsize(core: Any) -> int:
 
 def raw_tile_sizes(tiling: Any, itemsize: int, offsets: np.ndarray) -> np.ndarray:
     """Stored bytes of every raw tile from the geometry (-1 where ``offsets`` is -1)."""
-    parts = [lv.grid.stored_voxels() * itemsize for lv in tiling.levels if lv.stored]
-    sizes = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    sizes = raw_stored_sizes(tiling.levels, itemsize)
     return np.where(offsets == -1, -1, sizes).astype(np.int64)
 
 

@@ -25,7 +25,7 @@ from ..header.fields import CoreFields
 from ..policy import Policy
 from ..storage.local import LocalStore
 from ..tiling.levels import Level
-from ..tiling.locate import derived_offsets, raw_tile_sizes
+from ..tiling.locate import derived_offsets, raw_tile_sizes, sizes_to_next
 from ..tiling.spec import Tiling
 from .report import Report, pointer
 from .tiling_base import describe_tile
@@ -81,9 +81,7 @@ class _Tiles:
             return raw_tile_sizes(t, self.stored_dtype.itemsize, offsets)
         # The readable range runs to the next larger distinct offset or EOF (digest 2.7).
         end = self.file_size if self.file_size is not None else int(offsets.max()) + 1
-        uniq = np.unique(np.append(offsets[present], end))
-        nxt = uniq[np.minimum(np.searchsorted(uniq, offsets, side="right"), len(uniq) - 1)]
-        return np.where(present, nxt - offsets, -1).astype(np.int64)
+        return sizes_to_next(offsets, present, end)
 
     def stored(self, level: Level, coords: tuple[int, ...], index: int
                ) -> tuple[bytes | None, str | None]:

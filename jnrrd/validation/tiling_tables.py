@@ -10,6 +10,7 @@ import numpy as np
 
 from ..codecs import chain_is_self_delimiting, is_raw_chain
 from ..header.fields import CoreFields
+from ..tiling.levels import raw_stored_sizes
 from ..tiling.locate import past_the_end
 from .tiling_base import TilingChecks, describe_tile
 
@@ -67,10 +68,9 @@ class TableChecks(TilingChecks):
         size_t = _table(sizes)
         if size_t is not None and len(size_t) != len(table):
             size_t = None
-        if size_t is None and raw and self.levels is not None:
-            itemsize = core.itemsize
-            parts = [lv.grid.stored_voxels() * itemsize for lv in self.levels if lv.stored]
-            size_t = np.concatenate(parts).astype(np.int64) if parts else None
+        if (size_t is None and raw and self.levels is not None
+                and any(lv.stored for lv in self.levels)):
+            size_t = raw_stored_sizes(self.levels, core.itemsize)
         present = table >= 0
         levels = self.levels or ()
         start, fsize = self.info.data_start, self.info.file_size

@@ -12,11 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from ..errors import UnsupportedError
 from ..tiling.grid import TileGrid
-from ..tiling.levels import Level, level_shape
+from ..tiling.levels import Level, level_shape, raw_stored_sizes
 
 __all__ = ["TilePlan", "fixed_point", "header_space", "internal_layout"]
 
@@ -80,8 +78,7 @@ def header_space(plan: TilePlan, build: Callable[..., bytes], itemsize: int, exa
     plan alone: every writer (NumPy or Dask) lays a file out the same way.
     """
     n = plan.nstored
-    raw = np.concatenate([lv.grid.stored_voxels() * itemsize for lv in plan.levels
-                          if lv.stored])
+    raw = raw_stored_sizes(plan.levels, itemsize)
     check = {"crc32": "crc32:00000000", "crc32c": "crc32c:00000000"}.get(plan.checksum or "")
     meta: list[dict[str, Any]] = [{"checksum": check} if check else {} for _ in range(n)]
     if exact:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import HeaderError, UnsupportedError
 from ..header import TILE_URI, Header, render_header
-from ..tiling.codec_fields import SHORTHAND, compression_chain
+from ..tiling.codec_fields import CANONICAL_COMPRESSION, SHORTHAND, compression_chain
 from ..tiling.kinds import (
     axis_kinds,
     cap_level_tiles,
@@ -295,10 +295,10 @@ def _build_header(out: Header, p: str, comp: str | None, explicit: bool, plan: T
     if any(plan.overlap):
         h[p + "overlap"] = list(plan.overlap)
     if not explicit:
-        h[p + "compression"] = {"gz": "gzip", "bz2": "bzip2"}.get(comp, comp or "raw")
+        h[p + "compression"] = CANONICAL_COMPRESSION.get(comp, comp or "raw")
     else:
         if comp is not None:  # both asked for: they must agree (CONVENTIONS §1.2)
-            h[p + "compression"] = {"gz": "gzip", "bz2": "bzip2"}.get(comp, comp)
+            h[p + "compression"] = CANONICAL_COMPRESSION.get(comp, comp)
         h[p + "codecs"] = plan.codecs
     if len(plan.scales) > 1:
         _level_fields(h, p, plan, offsets, quality)

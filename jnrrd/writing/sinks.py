@@ -20,7 +20,7 @@ import numpy as np
 from .._threads import OrderedQueue, start_daemon
 from ..storage.atomic import durable
 from ..storage.names import stem, tmp_marker
-from ..tiling.levels import Level
+from ..tiling.levels import Level, raw_stored_sizes
 from ..tiling.locate import expand_pattern
 from .layout import TilePlan, header_space, internal_layout
 
@@ -196,8 +196,7 @@ class DirectSink(Tables):
         self._at: np.ndarray | None = None
         if exact:
             # exact layout: every stored tile is contiguous from start, in global order
-            sizes = np.concatenate([lv.grid.stored_voxels() * itemsize for lv in plan.levels
-                                    if lv.stored])
+            sizes = raw_stored_sizes(plan.levels, itemsize)
             self._at = self.start + np.concatenate([[0], np.cumsum(sizes)[:-1]])
 
     def tile_offsets(self, level: Level) -> np.ndarray | None:
