@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import IO, Any
 
 import numpy as np
@@ -19,7 +20,7 @@ from .storage.resolve import Opened, opened, resolve
 from .tiling.locate import core_itemsize, derived_offsets, raw_tile_sizes
 from .tiling.spec import TILE_URI, Tiling, parse_tiling
 
-__all__ = ["check_header", "open", "read", "read_header"]
+__all__ = ["Reopen", "check_header", "open", "read", "read_header"]
 
 _NRRD_MAGIC = b"NRRD000"
 
@@ -76,13 +77,45 @@ def open(
             vol = open_nrrd(src.stream, path=src.path, store=src.store, policy=pol,
                             name=src.name, index_order=index_order)
             src.close()
-            return vol
-        header, data_start = parse_header(src.stream, policy=pol, source=src.name)
-        core, tiling = check_header(header, policy=pol, source=src.name)
-        return _volume(header, core, tiling, src, data_start, pol, index_order, missing)
+        else:
+            header, data_start = parse_header(src.stream, policy=pol, source=src.name)
+            core, tiling = check_header(header, policy=pol, source=src.name)
+            vol = _volume(header, core, tiling, src, data_start, pol, index_order, missing)
     except BaseException:
         src.close()
         raise
+    if isinstance(source, (str, os.PathLike)):
+        vol.reopen = Reopen.of(source, index_order, missing, pol)
+    return vol
+
+
+@dataclasses.dataclass(frozen=True)
+class Reopen:
+    """How to open a path source again, in another thread or process: hashable, picklable.
+
+    :func:`open` hands one to every volume it opens by path (``Volume.reopen``). The Dask and
+    xarray integrations call it where they need the file again (a worker, a per-process
+    cache) instead of importing the opener, and use it, with a stamp of the file, as the key
+    of their cache of open volumes.
+    """
+
+    path: str  # absolute
+    index_order: str
+    missing: str
+    policy: tuple[tuple[str, Any], ...]  # every Policy field but "extra", by name
+
+    @classmethod
+    def of(cls, source: str | os.PathLike[str], index_order: str, missing: str,
+           policy: Policy) -> Reopen:
+        """The re-opener of a path ``source`` opened with these arguments."""
+        items = tuple((f.name, getattr(policy, f.name)) for f in dataclasses.fields(Policy)
+                      if f.name != "extra")
+        return cls(os.path.abspath(os.fspath(source)), index_order, missing, items)
+
+    def __call__(self) -> Volume:
+        """A new :class:`Volume` of the same file, opened with the same arguments."""
+        return open(self.path, index_order=self.index_order, missing=self.missing,
+                    **dict(self.policy))
 
 
 def check_header(header: Header, *, policy: Policy, source: Any = None

@@ -18,6 +18,7 @@ import pytest
 
 import jnrrd
 from jnrrd.integrations import dask as dask_io
+from jnrrd.integrations import dask_write
 
 da = pytest.importorskip("dask.array")
 dask = pytest.importorskip("dask")
@@ -212,6 +213,46 @@ def test_to_dask_keeps_policy(tmp_path):
 
 # --- writing ---------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("suffix", [".jnrrd", ".nrrd"])
+def test_a_volume_opened_by_path_carries_its_reopener(tmp_path, suffix):
+    # The opener hands the volume a picklable, hashable re-opener: the Dask layer re-opens
+    # files through it (on workers) without importing jnrrd.api or the engine.
+    a = _volume()
+    p = tmp_path / f"v{suffix}"
+    jnrrd.write(p, a, **({"tile": 16} if suffix == ".jnrrd" else {}))
+    with jnrrd.open(p, index_order="C", max_tiles=1000) as vol:
+        reopen = vol.reopen
+        assert reopen is not None and reopen.path == os.path.abspath(p)
+        copy = pickle.loads(pickle.dumps(reopen))
+        assert copy == reopen and hash(copy) == hash(reopen)
+        with copy() as again:
+            assert again.index_order == "C" and again.reopen == reopen
+            np.testing.assert_array_equal(again[...], a.T)
+    with open(p, "rb") as f, jnrrd.open(f) as vol:
+        assert vol.reopen is None
+    # the reading side imports neither the opener nor the engine
+    assert not any(m.startswith(("jnrrd.api", "jnrrd.engine"))
+                   for m in _imported_modules("jnrrd.integrations.dask"))
+
+
+def _imported_modules(module: str) -> set[str]:
+    """The jnrrd modules ``module`` names in its imports (any depth)."""
+    import ast
+    import importlib
+
+    path = importlib.util.find_spec(module).origin
+    out = set()
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = module.rsplit(".", node.level)[0]
+            out.add(f"{base}.{node.module}" if node.module else base)
+        elif isinstance(node, ast.ImportFrom) and node.module.startswith("jnrrd"):
+            out.add(node.module)
+    return out
+
+
 
 @pytest.mark.parametrize("storage", ["internal", "external"])
 @pytest.mark.parametrize("method", METHODS)
@@ -362,15 +403,15 @@ def test_write_dask_rejects_block_type_pyramids(tmp_path):
 
 def test_level_tasks_stay_bounded(tmp_path, monkeypatch):
     """A level chunk whose level-0 region is over the budget is split, then rechunked."""
-    monkeypatch.setattr(dask_io, "_PYRAMID_TASK_BYTES", 200_000)
+    monkeypatch.setattr(dask_write, "_PYRAMID_TASK_BYTES", 200_000)
     calls = []
-    original = dask_io.level_block
+    original = dask_write.level_block
 
     def counting(spec, region, bounds, arrays):
         calls.append(region)
         return original(spec, region, bounds, arrays)
 
-    monkeypatch.setattr(dask_io, "level_block", counting)
+    monkeypatch.setattr(dask_write, "level_block", counting)
     a = _volume((48, 48, 16))
     p, q = tmp_path / "dask.jnrrd", tmp_path / "numpy.jnrrd"
     kw = {"tile": 16, "levels": 3, "downsample": "gaussian"}

@@ -207,6 +207,10 @@ class Volume(LevelView):
         self._header = header
         self.index_order = index_order
         self.name = name
+        #: set by the opener for a path source: a hashable, picklable callable that opens the
+        #: same file again the same way (``jnrrd.api.Reopen``); the Dask and xarray
+        #: integrations re-open files on workers through it. ``None``: not re-openable.
+        self.reopen: Callable[[], Volume] | None = None
         self._core = core
         self._policy = policy
         self._tiling = tiling

@@ -25,8 +25,8 @@ from ..header import CoreFields, core_fields
 from ..header.model import TILE_URI_PREFIX, find_prefix, split_key
 from ..storage.atomic import atomic_file, remove_leftovers
 from ..storage.names import TOKEN_RE, fresh_token
+from ..writing.source import FileOrder
 from ..writing.stream import encode_chunks
-from ..writing.tiled import FileOrder
 from .fields import (
     KIND_NAMES,
     NRRD_PREFIX,

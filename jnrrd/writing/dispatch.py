@@ -22,8 +22,9 @@ from .checks import (
     probe_header,
 )
 from .plan import plan_tiled
+from .source import FileOrder, tile_dtype
 from .targets import file_format_of, jnrrd_spelled, write_nrrd_target
-from .tiled import FileOrder, _tile_dtype, write_tiled
+from .tiled import write_tiled
 from .untiled import write_untiled
 
 __all__ = ["write"]
@@ -140,9 +141,9 @@ def _write(target: Any, data: Any, header: Mapping[str, Any] | None, *, index_or
             check_tile_names(plan.pattern, plan, path)
         if type_name != "block":
             check_codec_chain(plan, np.dtype("u2") if type_name == "bfloat16"
-                              else _tile_dtype(plan, src))
+                              else tile_dtype(plan, src))
         if _is_dask(data):
-            from ..integrations.dask import write_dask
+            from ..integrations.dask_write import write_dask
 
             write_dask(os.fspath(target), data, plan, build, index_order=index_order)
         else:

@@ -34,7 +34,7 @@ from ..tiling.spec import level_tile_sizes, overlap_of, tile_geometry, typed_pad
 from ..tiling.values import int_list
 from .checks import check_layout_request
 from .layout import TilePlan
-from .tiled import FileOrder
+from .source import FileOrder
 from .untiled import _ENC_ALIASES, _endian
 
 __all__ = ["BuildHeader", "plan_tiled"]

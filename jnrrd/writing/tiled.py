@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from .._threads import OrderedQueue, Running
-from ..dtypes import from_user, storage_dtype
 from ..engine.tiles import TileEncoder
 from ..storage.atomic import atomic_file, remove_leftovers, replace
 from ..storage.names import fresh_token, stale_patterns
@@ -26,25 +25,11 @@ from ..tiling.grid import TileGrid
 from ..tiling.levels import Level
 from ..tiling.padding import all_padding, value_fill
 from .layout import TilePlan
+from .quality import quality_by_region
 from .sinks import DirectSink, ExternalSink, pwrite_all
+from .source import FileOrder, read_dtype, tile_dtype, values
 
 __all__ = ["write_tiled"]
-
-
-class FileOrder:
-    """An array-like seen in file axis order (axis 0 fastest), whatever the caller's order."""
-
-    def __init__(self, data: Any, index_order: str) -> None:
-        self.data = data
-        self.c = index_order == "C"
-        shape = tuple(int(n) for n in data.shape)
-        self.shape = shape[::-1] if self.c else shape
-        self.dtype = np.dtype(data.dtype)
-
-    def __getitem__(self, key: tuple[slice, ...]) -> np.ndarray:
-        if self.c:
-            return np.asarray(self.data[key[::-1]]).T
-        return np.asarray(self.data[key])
 
 
 _BUFFERS = threading.local()
@@ -191,7 +176,7 @@ def write_tiled(target: str, data: FileOrder, plan: TilePlan,
     reach their fixed point)."""
     token = fresh_token()
     remove_leftovers(target, patterns=[])
-    chain_dtype = np.dtype(np.uint16) if plan.type_name == "bfloat16" else _tile_dtype(plan, data)
+    chain_dtype = np.dtype(np.uint16) if plan.type_name == "bfloat16" else tile_dtype(plan, data)
     enc = TileEncoder(plan, chain_dtype)
     if plan.storage == "internal":
         exact = (enc.fixed_size and not plan.tile_stats and not plan.quality
@@ -230,7 +215,7 @@ def write_tiled(target: str, data: FileOrder, plan: TilePlan,
                 write_level(plan, enc, sink, lv, _level_reader(plan, lv, read0), fill,
                             tick=tick)
             if plan.quality:
-                quality = _quality_by_region(plan, read0)
+                quality = quality_by_region(plan, read0)
         later.drain()
         if plan.storage == "internal":
             finished = sink.finish(quality)
@@ -251,25 +236,6 @@ def write_tiled(target: str, data: FileOrder, plan: TilePlan,
     remove_leftovers(target, keep=keep, patterns=stale_patterns(target))
 
 
-def _tile_dtype(plan: TilePlan, data: FileOrder) -> np.dtype:
-    if plan.type_name == "block":
-        return np.dtype(data.dtype)
-    return storage_dtype(plan.type_name).newbyteorder("=")
-
-
-def values(a: np.ndarray, type_name: str) -> np.ndarray:
-    """Source data as the values the file stores (bfloat16 stays a float type: pyramids
-    average values, not words)."""
-    if type_name != "bfloat16":
-        return from_user(a, type_name)
-    if a.dtype.name == "bfloat16":
-        return a
-    from ..dtypes import has_ml_dtypes, to_user
-
-    words = from_user(a, "bfloat16")  # round to bfloat16 once, then work on exact values
-    return to_user(words, "bfloat16", "ml_dtypes" if has_ml_dtypes() else "float32")
-
-
 def _level_reader(plan: TilePlan, level: Level, read0: Callable[[tuple[slice, ...]], np.ndarray]
                   ) -> Callable[[tuple[slice, ...]], np.ndarray]:
     from ..pyramid.region import compute_region
@@ -280,30 +246,6 @@ def _level_reader(plan: TilePlan, level: Level, read0: Callable[[tuple[slice, ..
     return read
 
 
-def _quality_by_region(plan: TilePlan, read0: Callable[[tuple[slice, ...]], np.ndarray]
-                       ) -> list[Any]:
-    from ..pyramid.builder import PyramidBuilder
-
-    builder = PyramidBuilder(plan.shape, _dtype_of(read0, plan), plan.scales, plan.method,
-                             quality=True)
-    axis = len(plan.shape) - 1
-    step = max(1, math.lcm(*(s[axis] for s in plan.scales)))
-    n = plan.shape[axis]
-    for k in range(0, n, step * 8):
-        key = tuple(slice(k, min(n, k + step * 8)) if a == axis else slice(0, m)
-                    for a, m in enumerate(plan.shape))
-        for _ in builder.feed(read0(key)) or ():
-            pass
-    for _ in builder.finish() or ():
-        pass
-    return builder.quality()
-
-
-def _dtype_of(read0: Callable[[tuple[slice, ...]], np.ndarray], plan: TilePlan) -> np.dtype:
-    key = tuple(slice(0, 1) for _ in plan.shape)
-    return read0(key).dtype
-
-
 def _write_streaming(plan: TilePlan, enc: TileEncoder, sink: ExternalSink,
                      read0: Callable[[tuple[slice, ...]], np.ndarray], fill: Any,
                      tick: Callable[[int], None], others: list[Level]) -> list[Any] | None:
@@ -312,7 +254,7 @@ def _write_streaming(plan: TilePlan, enc: TileEncoder, sink: ExternalSink,
 
     level0 = plan.levels[0]
     axis = len(plan.shape) - 1
-    builder = PyramidBuilder(plan.shape, _dtype_of(read0, plan),
+    builder = PyramidBuilder(plan.shape, read_dtype(read0, plan),
                              [lv.scale for lv in plan.levels], plan.method, quality=plan.quality)
     rows = {lv.index: _RowBuffer(lv) for lv in others}
 

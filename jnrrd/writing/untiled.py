@@ -13,8 +13,8 @@ from ..header import Header, render_header
 from ..storage.atomic import atomic_file, remove_leftovers
 from ..storage.names import fresh_token, stale_patterns
 from .checks import check_final_header
+from .source import FileOrder
 from .stream import encode_chunks
-from .tiled import FileOrder
 
 __all__ = ["write_untiled"]
 
