@@ -52,6 +52,7 @@ class InternalSource:
         # Raw tiles are served zero-copy from a memory map; compressed tiles are read with
         # pread, so the file's pages do not pile up in the resident set of a full read.
         self._reader = StreamReader(file, map_reads=map_reads, owned=owned)
+        self._get_range = self._reader.get_range  # bound once: read() is on the hot path
         try:
             self.file_size = self._reader.file_size
             self.offsets = offsets
@@ -69,7 +70,7 @@ class InternalSource:
         if span is None:
             return None
         try:
-            return self._reader.get_range(*span)
+            return self._get_range(span[0], span[1])
         except DataError:
             raise DataError(f"{where(self._source)}tile {index}: file ended early") from None
 
