@@ -210,7 +210,7 @@ def test_durable_false_skips_every_fsync_and_writes_the_same_data(kind, tmp_path
 def test_writeback_is_started_while_tiles_are_written(tmp_path, monkeypatch, range_sync):
     """Every few MiB the writer starts the write-back the final fsync needs: with
     sync_file_range on Linux, else an fdatasync on a background thread."""
-    from jnrrd.writing import sinks
+    from jnrrd.storage import writeback as sinks
 
     kicked = []
     if range_sync:
@@ -236,8 +236,8 @@ def test_a_failure_while_storing_tiles_keeps_the_old_file(tmp_path, monkeypatch,
     """Rows are stored on a background thread and raw tiles written in place from the pool:
     an error there (a full disk) reaches the caller and leaves the old file and no leftovers."""
     from jnrrd.pyramid import builder
+    from jnrrd.storage import writes
     from jnrrd.writing import sinks
-    from jnrrd.writing import tiled as writer
 
     target = tmp_path / "v.jnrrd"
     old = np.full((48, 40, 64), 7, np.uint16)
@@ -257,7 +257,7 @@ def test_a_failure_while_storing_tiles_keeps_the_old_file(tmp_path, monkeypatch,
         monkeypatch.setattr(sinks.DirectSink, "put", failing(sinks.DirectSink.put))
         monkeypatch.setattr(sinks.DirectSink, "written", failing(sinks.DirectSink.written))
     elif where == "pwrite_all":
-        monkeypatch.setattr(writer, "pwrite_all", failing(writer.pwrite_all))
+        monkeypatch.setattr(writes, "pwrite_all", failing(writes.pwrite_all))
     else:
         monkeypatch.setattr(builder, "_PARALLEL_VOXELS", 1)  # halves on the helper thread
         monkeypatch.setattr(builder.PyramidBuilder, "_rows",

@@ -26,7 +26,7 @@ B = A + 1
 CRASH = """
 import os, sys
 import numpy as np
-import jnrrd, jnrrd.storage.atomic, jnrrd.writing.tiled
+import jnrrd, jnrrd.storage.atomic, jnrrd.storage.writes
 target, kind, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 real, calls = jnrrd.storage.atomic.replace, [0]
 def replace(tmp, dst):
@@ -34,7 +34,7 @@ def replace(tmp, dst):
     if calls[0] == n:
         os._exit(9)
     real(tmp, dst)
-jnrrd.storage.atomic.replace = jnrrd.writing.tiled.replace = replace
+jnrrd.storage.atomic.replace = jnrrd.storage.writes.replace = replace
 a = np.arange(12 * 10 * 8, dtype=np.uint16).reshape(12, 10, 8) + 1
 jnrrd.write(target, a, **OPTS[kind])
 """

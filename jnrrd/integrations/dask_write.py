@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 import math
 import os
-import shutil
 import sys
 import threading
 from collections import OrderedDict
@@ -27,12 +26,13 @@ import numpy as np
 
 from ..engine.tiles import TileEncoder
 from ..errors import UnsupportedError, where
-from ..storage.atomic import atomic_file, remove_leftovers
+from ..storage.atomic import remove_leftovers
 from ..storage.names import fresh_token, stale_patterns, tmp_marker
+from ..storage.writes import LocalWriteStore, target_store
 from ..tiling.padding import all_padding, value_fill
 from ..writing.layout import TilePlan, header_space, internal_layout
 from ..writing.quality import quality_by_region
-from ..writing.sinks import ExternalSink, Tables, copy_range
+from ..writing.sinks import ExternalSink, Tables
 from ..writing.source import tile_dtype, values
 from .dask import chunk_sizes, core_chunks
 
@@ -170,18 +170,19 @@ class TileJob:
     dtype: np.dtype
     chain_dtype: np.dtype
     fill: Any
-    out_dir: str
+    store: LocalWriteStore
+    out_dir: str  # the prefix of the tiles' keys in ``store``
     key: str
 
-    def tile_path(self, level: Any, coords: tuple[int, ...]) -> str:
+    def tile_key(self, level: Any, coords: tuple[int, ...]) -> str:
         """Where the encoded tile goes: the pattern (external) or its global index (spool)."""
         from ..tiling.locate import expand_pattern
 
         if self.plan.storage == "external":
             rel = expand_pattern(self.plan.pattern or "", coords, level.index,
                                  level.grid.index(coords))
-            return os.path.join(self.out_dir, rel)
-        return os.path.join(self.out_dir, str(level.first + level.grid.index(coords)))
+            return f"{self.out_dir}/{rel}"
+        return f"{self.out_dir}/{level.first + level.grid.index(coords)}"
 
 
 _ENCODERS: OrderedDict[str, TileEncoder] = OrderedDict()
@@ -218,10 +219,7 @@ def encode_tile(job: TileJob, level: int, coords: tuple[int, ...], bounds: list[
     if job.plan.sparse and all_padding(core, job.fill):
         return g, None, enc.metadata(core, None)
     data = enc.encode(tile, g)
-    path = job.tile_path(lv, coords)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data)
+    job.store.put(job.tile_key(lv, coords), data)
     return g, len(data), enc.metadata(core, data)
 
 
@@ -257,18 +255,20 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
     remove_leftovers(path, patterns=[])
     work = copy.copy(plan)
     work.progress = None  # runs on workers: no client callbacks in the graph
+    store, key = target_store(path)
     if plan.storage == "external":
-        sink: ExternalSink | None = ExternalSink(plan, path, token)
-        out_dir, tables = sink.dir, sink
+        sink: ExternalSink | None = ExternalSink(plan, store, key, token)
+        out_dir, tables = sink.dir_name, sink
     else:
         sink = None
-        out_dir = f"{tmp_marker(path)}{token}.tiles"
-        os.makedirs(out_dir)
+        out_dir = f"{os.path.basename(tmp_marker(path))}{token}.tiles"
+        store.reserve(out_dir)
         tables = Tables([None] * plan.nstored, [{} for _ in range(plan.nstored)])
     failed = True
     try:
         fill = value_fill(plan.padding_value, plan.type_name)
-        job = TileJob(work, vdtype, chain_dtype, fill, out_dir, "jnrrd-" + token + tokenize(path))
+        job = TileJob(work, vdtype, chain_dtype, fill, store, out_dir,
+                      "jnrrd-" + token + tokenize(path))
         arrays = _level_arrays(x, plan, vdtype)
         for g, size, meta in _run(job, arrays, plan.progress):
             tables.sizes[g] = size
@@ -277,7 +277,7 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
         if plan.quality:
             x0 = arrays[0]
             quality = quality_by_region(plan, lambda key: np.asarray(x0[key].compute()))
-        with atomic_file(path) as out:
+        with store.stage(key) as out:
             if sink is not None:
                 sink.fsync_all()
                 out.write(build(plan, tables.sizes, [], tables.meta, sink.dir_name, quality))
@@ -291,14 +291,14 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
                 out.write(b"\0" * (first - len(header)))
                 for g, size in enumerate(tables.sizes):
                     if size is not None:
-                        with open(os.path.join(out_dir, str(g)), "rb") as f:
-                            copy_range(f, out, size)
+                        with open(store.path(f"{out_dir}/{g}"), "rb") as f:
+                            out.append(f, size)
         failed = False
     finally:
         if sink is not None:
             sink.close(failed=failed)
         else:
-            shutil.rmtree(out_dir, ignore_errors=True)
+            store.discard(out_dir)
     keep = [sink.dir] if sink is not None else []
     remove_leftovers(path, keep=keep, patterns=stale_patterns(path))
 

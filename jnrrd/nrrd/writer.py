@@ -23,8 +23,9 @@ from ..dtypes import TYPES, canonical_type, type_name_for
 from ..errors import HeaderError, JnrrdWarning, UnsupportedError, where
 from ..header import CoreFields, core_fields
 from ..header.model import TILE_URI_PREFIX, find_prefix, split_key
-from ..storage.atomic import atomic_file, remove_leftovers
+from ..storage.atomic import remove_leftovers
 from ..storage.names import TOKEN_RE, fresh_token
+from ..storage.writes import atomic_file
 from ..writing.source import FileOrder
 from ..writing.stream import encode_chunks
 from .fields import (

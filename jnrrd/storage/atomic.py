@@ -1,10 +1,13 @@
-"""Atomic writes (CONVENTIONS §1.2 "Writer layout and atomicity").
+"""Atomic replacement, durability and the removal of a write's leftovers (CONVENTIONS §1.2
+"Writer layout and atomicity").
 
 A single file is written to a temporary file in the target directory, ``fsync``ed and
-``os.replace``d. Multi-file datasets never overwrite a file the current header references:
-new data/tile files get fresh names, the header is replaced last, and the old files are removed
-only after that. Temporary names carry a recognisable marker so the next write to the same
-target can remove leftovers of an interrupted one.
+``os.replace``d (:func:`replace`; the staged files themselves are
+:class:`jnrrd.storage.writes.StagedFile`). Multi-file datasets never overwrite a file the
+current header references: new data/tile files get fresh names, the header is replaced last,
+and the old files are removed only after that. Temporary names carry a recognisable marker
+(:mod:`jnrrd.storage.names`) so the next write to the same target can remove leftovers of an
+interrupted one.
 """
 
 from __future__ import annotations
@@ -15,14 +18,12 @@ import os
 import re
 import shutil
 from collections.abc import Iterable, Iterator
-from typing import IO
 
 from .._threads import start_daemon
 from .leftovers import is_live
-from .names import MARK, fresh_token, tmp_marker
+from .names import MARK, tmp_marker
 
 __all__ = [
-    "atomic_file",
     "durability",
     "durable",
     "fsync_dir",
@@ -91,32 +92,6 @@ def replace(tmp: str, target: str) -> None:
     fsync_dir(os.path.dirname(os.path.abspath(target)))
     if old is not None:
         start_daemon(os.close, old, name="jnrrd-release")
-
-
-@contextlib.contextmanager
-def atomic_file(target: str) -> Iterator[IO[bytes]]:
-    """Write ``target`` atomically: yields a temporary file beside it, replaced on success.
-
-    An ``OSError`` names ``target`` (as given), never the temporary file (see
-    :func:`reported_as`).
-    """
-    given = target
-    target = os.path.abspath(target)
-    tmp = tmp_marker(target) + fresh_token()
-    with reported_as(given):
-        f = open(tmp, "wb")
-        try:
-            yield f
-            f.flush()
-            if durable():
-                os.fsync(f.fileno())
-            f.close()
-            replace(tmp, target)
-        except BaseException:
-            f.close()
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
 
 
 @contextlib.contextmanager

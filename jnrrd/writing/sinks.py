@@ -1,30 +1,29 @@
-"""Where a tiled write's encoded tiles go.
+"""Where a tiled write's encoded tiles go (the bytes themselves go through the storage layer,
+:mod:`jnrrd.storage.writes`).
 
-Internal files (:class:`DirectSink`): level-0 tiles straight into the output after reserved
-header space (:func:`~jnrrd.writing.layout.header_space`), coarser levels spooled and appended,
-the header written last with the offsets of digest 2.7 (:mod:`jnrrd.writing.layout`). External
-datasets (:class:`ExternalSink`): one file per tile in a fresh directory (CONVENTIONS §1.2).
+Internal files (:class:`DirectSink`): one staged object; level-0 tiles straight into it after
+reserved header space (:func:`~jnrrd.writing.layout.header_space`), coarser levels spooled and
+appended, the header written last with the offsets of digest 2.7 (:mod:`jnrrd.writing.layout`),
+then committed. External datasets (:class:`ExternalSink`): one object per tile under a fresh
+prefix (CONVENTIONS §1.2); the header is committed last by the writer.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import sys
-import threading
 from collections.abc import Callable
 from typing import IO, Any
 
 import numpy as np
 
-from .._threads import OrderedQueue, start_daemon
-from ..storage.atomic import durable
-from ..storage.names import stem, tmp_marker
+from .._threads import OrderedQueue
+from ..storage.names import stem
+from ..storage.writes import LocalWriteStore
 from ..tiling.levels import Level, raw_stored_sizes
 from ..tiling.locate import expand_pattern
 from .layout import TilePlan, header_space, internal_layout
 
-__all__ = ["DirectSink", "ExternalSink", "Tables", "copy_range", "pwrite_all"]
+__all__ = ["DirectSink", "ExternalSink", "Tables"]
 
 
 class Tables:
@@ -35,8 +34,6 @@ class Tables:
         self.sizes, self.meta = sizes, meta
         #: where rows are stored in the background (set by the writer); None: in the caller
         self.later: OrderedQueue | None = None
-        #: fsync before the replace; read here because puts may run on another thread
-        self.durable = durable()
 
     def record(self, level: Level, coords: tuple[int, ...], data: Any,
                meta: dict[str, Any]) -> bool:
@@ -50,9 +47,13 @@ class Tables:
 
     def tile_offsets(self, level: Level) -> np.ndarray | None:
         """File offsets of ``level``'s tiles when known before they are encoded (then tiles
-        are written in place by :func:`pwrite_all` on :attr:`fd` and noted with
-        :meth:`written`); None: tiles go through :meth:`put`, in order."""
+        are written in place by :meth:`write_at` and noted with :meth:`written`); None: tiles
+        go through :meth:`put`, in order."""
         return None
+
+    def write_at(self, data: memoryview, offset: int) -> None:
+        """Write a tile at its :meth:`tile_offsets` offset (from any thread)."""
+        raise AssertionError("this sink has no positional tiles")
 
     def written(self, level: Level, coords: tuple[int, ...], nbytes: int,
                 meta: dict[str, Any]) -> None:
@@ -60,107 +61,39 @@ class Tables:
         raise AssertionError("this sink has no positional tiles")
 
 
-def pwrite_all(fd: int, data: memoryview, offset: int) -> None:
-    """Write all of ``data`` at ``offset`` of ``fd`` (positional, thread-safe)."""
-    done = 0
-    while done < len(data):
-        done += os.pwrite(fd, data[done:], offset + done)
-
-
 class ExternalSink(Tables):
-    """External storage: one file per tile in a fresh directory beside the header."""
+    """External storage: one object per tile under a fresh prefix beside the header."""
 
-    def __init__(self, plan: TilePlan, target: str, token: str) -> None:
+    def __init__(self, plan: TilePlan, store: LocalWriteStore, key: str, token: str) -> None:
         super().__init__([None] * plan.nstored, [{} for _ in range(plan.nstored)])
         self.plan = plan
-        self.target = target
-        self.dir_name = f"{stem(target)}.{token}.tiles"
-        self.dir = os.path.join(os.path.dirname(os.path.abspath(target)), self.dir_name)
-        os.makedirs(self.dir)
+        self.store = store
+        self.dir_name = f"{stem(key)}.{token}.tiles"
+        #: the local path of the tile directory (what the leftovers sweep keeps)
+        self.dir = store.path(self.dir_name)
+        store.reserve(self.dir_name)
+
+    def tile_key(self, level: Level, coords: tuple[int, ...]) -> str:
+        """The key of a tile's object in the store."""
+        rel = expand_pattern(self.plan.pattern or "", coords, level.index,
+                             level.grid.index(coords))
+        return f"{self.dir_name}/{rel}"
 
     def put(self, level: Level, coords: tuple[int, ...], data: Any,
             meta: dict[str, Any]) -> None:
         """Store one encoded tile (``None``: sparse)."""
         if not self.record(level, coords, data, meta):
             return
-        rel = expand_pattern(self.plan.pattern or "", coords, level.index,
-                             level.grid.index(coords))
-        path = os.path.join(self.dir, rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(data)
+        self.store.put(self.tile_key(level, coords), data)
 
     def fsync_all(self) -> None:
-        if not self.durable:
-            return
-        for root, _, files in os.walk(self.dir):
-            for name in files:
-                fd = os.open(os.path.join(root, name), os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+        """Make every stored tile durable (before the header is committed)."""
+        self.store.sync(self.dir_name)
 
     def close(self, *, failed: bool) -> None:
+        """After a failure: remove the tiles stored so far."""
         if failed:
-            shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def _load_sync_file_range() -> Any:
-    """Linux ``sync_file_range(2)`` through ctypes, or None where it is not available."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes
-
-        fn = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-_SYNC_FILE_RANGE = _load_sync_file_range()
-_SYNC_FILE_RANGE_WRITE = 2
-#: start writing level-0 data back to disk every this many bytes, while encoding goes on
-_SYNC_EVERY = (16 if _SYNC_FILE_RANGE is not None else 64) << 20
-
-
-class _Flusher:
-    """Overlaps the disk write-back the final ``fsync`` needs with the encoding still to do.
-
-    ``kick`` starts writing back what was written so far: on Linux with
-    ``sync_file_range(SYNC_FILE_RANGE_WRITE)``, which returns at once; elsewhere with an
-    ``fdatasync`` in a background thread (at most one at a time; a kick while one runs is
-    dropped). The closing ``fsync`` then finds little left to flush. Correctness never depends
-    on it: ``finish`` still fsyncs.
-    """
-
-    def __init__(self) -> None:
-        self._thread: threading.Thread | None = None
-
-    def kick(self, f: IO[bytes]) -> None:
-        if self._thread is not None and self._thread.is_alive():
-            return
-        f.flush()
-        fd = f.fileno()
-        if _SYNC_FILE_RANGE is not None:
-            _SYNC_FILE_RANGE(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)  # best effort, never waits
-            return
-
-        def run() -> None:
-            try:
-                os.fdatasync(fd)
-            except (OSError, ValueError):  # best effort: the final fsync reports real errors
-                pass
-
-        self._thread = start_daemon(run, name="jnrrd-flush")
-
-    def join(self) -> None:
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+            self.store.discard(self.dir_name)
 
 
 class DirectSink(Tables):
@@ -175,24 +108,17 @@ class DirectSink(Tables):
     file is rewritten with the exact layout.
     """
 
-    def __init__(self, plan: TilePlan, target: str, token: str, build: Callable[..., bytes],
-                 itemsize: int, exact: bool) -> None:
+    def __init__(self, plan: TilePlan, store: LocalWriteStore, key: str, token: str,
+                 build: Callable[..., bytes], itemsize: int, exact: bool) -> None:
         super().__init__([None] * plan.nstored, [{} for _ in range(plan.nstored)])
         self.plan, self.build = plan, build
-        self.tmp = f"{tmp_marker(target)}{token}"
+        self.out = store.stage(key, token=token, random_access=True, write_back=True)
         self._spools: dict[int, IO[bytes]] = {}
-        self._paths = [self.tmp]
-        self.f: IO[bytes] = open(self.tmp, "w+b")
         for lv in plan.levels[1:]:
             if lv.stored:
-                path = f"{self.tmp}.level{lv.index}"
-                self._paths.append(path)
-                self._spools[lv.index] = open(path, "w+b")
+                self._spools[lv.index] = self.out.scratch(f".level{lv.index}")
         self.start = header_space(plan, build, itemsize, exact)
-        self.f.seek(self.start)
-        self.fd = self.f.fileno()
-        self._unsynced = 0
-        self._flusher = _Flusher()
+        self.out.file.seek(self.start)
         self._at: np.ndarray | None = None
         if exact:
             # exact layout: every stored tile is contiguous from start, in global order
@@ -204,15 +130,15 @@ class DirectSink(Tables):
             return None
         return self._at[level.first:level.first + level.grid.ntiles]
 
+    def write_at(self, data: memoryview, offset: int) -> None:
+        self.out.write_at(data, offset)
+
     def written(self, level: Level, coords: tuple[int, ...], nbytes: int,
                 meta: dict[str, Any]) -> None:
         g = level.first + level.grid.index(coords)
         self.meta[g] = meta
         self.sizes[g] = nbytes
-        self._unsynced += nbytes
-        if self._unsynced >= _SYNC_EVERY and self.durable:
-            self._unsynced = 0
-            self._flusher.kick(self.f)
+        self.out.wrote(nbytes)
 
     def put(self, level: Level, coords: tuple[int, ...], data: Any,
             meta: dict[str, Any]) -> None:
@@ -222,18 +148,14 @@ class DirectSink(Tables):
         if level.index:
             self._spools[level.index].write(data)
             return
-        self.f.write(data)
-        self._unsynced += len(data)
-        if self._unsynced >= _SYNC_EVERY and self.durable:
-            self._unsynced = 0
-            self._flusher.kick(self.f)
+        self.out.write(data)
 
     def fsync_all(self) -> None:
-        """Everything is flushed in :meth:`finish`."""
+        """Everything is flushed by the commit."""
 
-    def finish(self, quality: list[Any] | None) -> str:
-        """Append the spooled levels, write the header; returns the finished temporary file."""
-        f = self.f
+    def finish(self, quality: list[Any] | None) -> None:
+        """Append the spooled levels and write the header (then :meth:`commit`)."""
+        f = self.out.file
         pos = f.seek(0, os.SEEK_END)
         pos = max(pos, self.start)
         for lv in self.plan.levels[1:]:
@@ -242,72 +164,27 @@ class DirectSink(Tables):
                 spool.flush()
                 size = spool.seek(0, os.SEEK_END)
                 f.seek(pos)
-                copy_range(spool, f, size)
+                self.out.append(spool, size)
                 pos += size
         header, offsets, fits = internal_layout(self.plan, self, self.build, quality,
                                                 self.start)
         if not fits:
-            f.flush()
-            return self._rewrite(header, offsets)
+            # A tile outgrew the reserved header bound: lay the file out again, exactly.
+            first = next((o for o in offsets if o >= 0), len(header))
+            self.out.relayout(header, first, self.start)
+            return
         f.seek(0)
         f.write(header)
         f.write(b"\0" * (self.start - len(header)))
-        f.flush()
-        self._flusher.join()
-        if self.durable:
-            os.fsync(f.fileno())
-        return self.tmp
 
-    def _rewrite(self, header: bytes, offsets: list[int]) -> str:
-        """A tile outgrew the reserved header bound: lay the file out again, exactly."""
-        fresh = self.tmp + ".exact"
-        self._paths.append(fresh)
-        first = next((o for o in offsets if o >= 0), len(header))
-        with open(fresh, "wb") as out, open(self.tmp, "rb") as tail:
-            out.write(header)
-            out.write(b"\0" * (first - len(header)))
-            tail.seek(self.start)
-            shutil.copyfileobj(tail, out, 8 << 20)
-            out.flush()
-            if self.durable:
-                os.fsync(out.fileno())
-        self._paths.remove(fresh)
-        return fresh
+    def commit(self) -> None:
+        """Make the finished file visible under the target (fsync, replace, directory
+        fsync)."""
+        self.out.commit()
 
-    def close(self, *, failed: bool, keep: str | None = None) -> None:
-        self._flusher.join()
-        self.f.close()
-        for f in self._spools.values():
-            f.close()
-        for p in self._paths:
-            if p != keep:
-                try:
-                    os.unlink(p)
-                except OSError:
-                    pass
-
-
-def copy_range(src: IO[bytes], dst: IO[bytes], size: int) -> None:
-    """Append the first ``size`` bytes of ``src`` at ``dst``'s position (``copy_file_range``
-    where the kernel has it)."""
-    src.seek(0)
-    dst.flush()
-    if hasattr(os, "copy_file_range"):
-        try:
-            done = 0
-            out_pos = dst.tell()
-            while done < size:
-                n = os.copy_file_range(src.fileno(), dst.fileno(), size - done,
-                                       done, out_pos + done)
-                if n == 0:
-                    break
-                done += n
-            if done == size:
-                dst.seek(out_pos + size)
-                return
-            src.seek(done)
-            dst.seek(out_pos + done)
-            size -= done
-        except OSError:
-            src.seek(0)
-    shutil.copyfileobj(src, dst, 8 << 20)
+    def close(self, *, failed: bool) -> None:
+        """Close the files; after a failure, remove them."""
+        if failed:
+            self.out.abort()
+        else:
+            self.out.close()

@@ -19,14 +19,15 @@ import numpy as np
 
 from .._threads import OrderedQueue, Running
 from ..engine.tiles import TileEncoder
-from ..storage.atomic import atomic_file, remove_leftovers, replace
+from ..storage.atomic import remove_leftovers
 from ..storage.names import fresh_token, stale_patterns
+from ..storage.writes import target_store
 from ..tiling.grid import TileGrid
 from ..tiling.levels import Level
 from ..tiling.padding import all_padding, value_fill
 from .layout import TilePlan
 from .quality import quality_by_region
-from .sinks import DirectSink, ExternalSink, pwrite_all
+from .sinks import DirectSink, ExternalSink
 from .source import FileOrder, read_dtype, tile_dtype, values
 
 __all__ = ["write_tiled"]
@@ -133,7 +134,7 @@ def write_row(plan: TilePlan, enc: TileEncoder, sink: ExternalSink, level: Level
         def run() -> None:
             tile = _stored_tile(slab, lo, axis, grid, c, fill, reuse=True)
             data = memoryview(tile.T).cast("B")
-            pwrite_all(sink.fd, data, int(at[grid.index(c)]))
+            sink.write_at(data, int(at[grid.index(c)]))
             results[i] = (len(data), enc.metadata(tile[grid.stored_from_core(c)], data))
         return run
 
@@ -176,15 +177,16 @@ def write_tiled(target: str, data: FileOrder, plan: TilePlan,
     reach their fixed point)."""
     token = fresh_token()
     remove_leftovers(target, patterns=[])
+    store, key = target_store(target)
     chain_dtype = np.dtype(np.uint16) if plan.type_name == "bfloat16" else tile_dtype(plan, data)
     enc = TileEncoder(plan, chain_dtype)
     if plan.storage == "internal":
         exact = (enc.fixed_size and not plan.tile_stats and not plan.quality
                  and not plan.sparse)
-        sink: Any = DirectSink(plan, target, token, build_header, chain_dtype.itemsize,
-                                exact)
+        sink: Any = DirectSink(plan, store, key, token, build_header, chain_dtype.itemsize,
+                               exact)
     else:
-        sink = ExternalSink(plan, target, token)
+        sink = ExternalSink(plan, store, key, token)
     fill = value_fill(plan.padding_value, plan.type_name)
     total = plan.nstored
     done = [0]
@@ -201,7 +203,6 @@ def write_tiled(target: str, data: FileOrder, plan: TilePlan,
     # computed); puts stay in order, one thread at a time.
     sink.later = later = OrderedQueue()
     failed = True
-    finished: str | None = None
     quality: list[Any] | None = None
     try:
         level0 = plan.levels[0]
@@ -218,20 +219,17 @@ def write_tiled(target: str, data: FileOrder, plan: TilePlan,
                 quality = quality_by_region(plan, read0)
         later.drain()
         if plan.storage == "internal":
-            finished = sink.finish(quality)
-            replace(finished, target)
+            sink.finish(quality)
+            sink.commit()
         else:
-            sink.fsync_all()
-            with atomic_file(target) as out:
+            sink.fsync_all()  # every tile durable before the header names them
+            with store.stage(key) as out:
                 out.write(build_header(plan, sink.sizes, [], sink.meta, sink.dir_name,
                                        quality))
         failed = False
     finally:
         later.close(failed=failed)
-        if plan.storage == "internal":
-            sink.close(failed=failed, keep=None if failed else finished)
-        else:
-            sink.close(failed=failed)
+        sink.close(failed=failed)
     keep = [sink.dir] if plan.storage == "external" else []
     remove_leftovers(target, keep=keep, patterns=stale_patterns(target))
 

@@ -10,8 +10,9 @@ import numpy as np
 
 from ..errors import HeaderError, UnsupportedError
 from ..header import Header, render_header
-from ..storage.atomic import atomic_file, remove_leftovers
+from ..storage.atomic import remove_leftovers
 from ..storage.names import fresh_token, stale_patterns
+from ..storage.writes import StagedFile, target_store
 from .checks import check_final_header
 from .source import FileOrder
 from .stream import encode_chunks
@@ -65,34 +66,34 @@ def write_untiled(target: Any, src: FileOrder, out: Header, type_name: str,
         _write_stream(target, head, chunks)
         return
     path = os.fspath(target)
+    store, key = target_store(path)
     if not detached:
         head = render_header(out)
         check_final_header(head, path)
-        with atomic_file(path) as f:
-            _write_stream(f, head, chunks)
+        with store.stage(key) as staged:
+            _write_stream(staged, head, chunks)
         remove_leftovers(path, patterns=stale_patterns(path))
         return
     # Detached: a fresh data file, then the header, then the old files go (CONVENTIONS §1.2).
     stem = os.path.basename(path)
     stem = stem[: -len(".jnrrd")] if stem.lower().endswith(".jnrrd") else stem
     name = f"{stem}.{fresh_token()}.data.{_EXT[enc].replace('.', '')}"
-    data_path = os.path.join(os.path.dirname(os.path.abspath(path)), name)
     out["data_file"] = name
     head = render_header(out)
     check_final_header(head, path)
-    with atomic_file(data_path) as f:
+    with store.stage(name) as staged:
         for c in chunks:
-            f.write(c)
+            staged.write(c)
     try:
-        with atomic_file(path) as f:
-            f.write(head)
+        with store.stage(key) as staged:
+            staged.write(head)
     except BaseException:
-        os.unlink(data_path)
+        store.delete(name)
         raise
-    remove_leftovers(path, keep=[data_path], patterns=stale_patterns(path))
+    remove_leftovers(path, keep=[store.path(name)], patterns=stale_patterns(path))
 
 
-def _write_stream(f: IO[bytes], head: bytes, chunks: Any) -> None:
+def _write_stream(f: IO[bytes] | StagedFile, head: bytes, chunks: Any) -> None:
     f.write(head)
     for c in chunks:
         f.write(c)
