@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .._threads import Running, fork_join, run_parallel
+from .._threads import run_parallel
 from ..dtypes import to_user, user_dtype
 from ..errors import UnsupportedError, where
 from ..header import Header
@@ -29,7 +29,7 @@ from ..tiling.spec import Tiling
 from .sources import ExternalSource, InternalSource
 from .tiles import TileDecoder
 
-__all__ = ["LevelView", "Running", "Volume", "fork_join", "run_parallel"]
+__all__ = ["LevelView", "Volume"]
 
 #: raw selections up to this size are copied in the calling thread
 _INLINE_RAW_BYTES = 8 << 20
