@@ -84,6 +84,10 @@ class Recording:
         self.note("stage", key)
         return RecordingStaged(self, key, self.inner.stage(key, **kw))
 
+    def append_object(self, staged, key: str, size: int) -> None:
+        self.note("append_object", key)
+        self.inner.append_object(staged.inner, key, size)
+
     def delete(self, key: str) -> None:
         self.note("delete", key)
         self.inner.delete(key)
@@ -215,3 +219,28 @@ def test_dask_external_tiles_go_through_the_store_before_the_header(tmp_path, mo
     assert whats[-4:] == ["sync", "write", "commit", "abort"]
     assert whats.index("stage") > max(i for i, w in enumerate(whats) if w == "put")
     np.testing.assert_array_equal(jnrrd.read(tmp_path / "v.jnrrd")[0], a)
+
+
+def test_dask_internal_tiles_are_spooled_then_appended_before_the_commit(tmp_path,
+                                                                        monkeypatch):
+    da = pytest.importorskip("dask.array")
+    import jnrrd.integrations.dask_write
+
+    made: list[Recording] = []
+
+    def recorded(target):
+        store, key = target_store(target)
+        made.append(Recording(store))
+        return made[-1], key
+
+    monkeypatch.setattr(jnrrd.integrations.dask_write, "target_store", recorded)
+    a = _volume()
+    jnrrd.write(tmp_path / "v.jnrrd", da.from_array(a, chunks=10), tile=(16, 16, 8),
+                compression="zstd")
+    (store,) = made
+    whats = [w for w, _ in store.log]
+    assert whats[0] == "reserve" and whats.count("put") == 27
+    assert whats[-3:] == ["commit", "abort", "discard"]
+    assert whats.count("append_object") == 27
+    np.testing.assert_array_equal(jnrrd.read(tmp_path / "v.jnrrd")[0], a)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v.jnrrd"]

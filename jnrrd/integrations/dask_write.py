@@ -291,8 +291,7 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
                 out.write(b"\0" * (first - len(header)))
                 for g, size in enumerate(tables.sizes):
                     if size is not None:
-                        with open(store.path(f"{out_dir}/{g}"), "rb") as f:
-                            out.append(f, size)
+                        store.append_object(out, f"{out_dir}/{g}", size)
         failed = False
     finally:
         if sink is not None:

@@ -183,6 +183,12 @@ class LocalWriteStore:
                 finally:
                     os.close(fd)
 
+    def append_object(self, staged: StagedFile, key: str, size: int) -> None:
+        """Append the first ``size`` bytes of the object ``key`` to ``staged`` (an in-kernel
+        copy where the system has one)."""
+        with open(self.path(key), "rb") as f:
+            staged.append(f, size)
+
     def delete(self, key: str) -> None:
         """Remove the object ``key`` (``FileNotFoundError`` when absent)."""
         os.unlink(self.path(key))
