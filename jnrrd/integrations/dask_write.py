@@ -26,9 +26,10 @@ import numpy as np
 
 from ..engine.tiles import TileEncoder
 from ..errors import UnsupportedError, where
+from ..storage import WriteStore
 from ..storage.atomic import remove_leftovers
 from ..storage.names import fresh_token, stale_patterns, tmp_marker
-from ..storage.writes import LocalWriteStore, target_store
+from ..storage.writes import target_store
 from ..tiling.padding import all_padding, value_fill
 from ..writing.layout import TilePlan, header_space, internal_layout
 from ..writing.quality import quality_by_region
@@ -170,7 +171,7 @@ class TileJob:
     dtype: np.dtype
     chain_dtype: np.dtype
     fill: Any
-    store: LocalWriteStore
+    store: WriteStore
     out_dir: str  # the prefix of the tiles' keys in ``store``
     key: str
 

@@ -25,7 +25,7 @@ an internal file is one staged object whose commit makes it visible at once.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import IO, Any, Protocol, runtime_checkable
 
 __all__ = ["Staged", "Store", "WriteStore"]
 
@@ -63,7 +63,15 @@ class Store(Protocol):
 
 @runtime_checkable
 class Staged(Protocol):
-    """A new object being written: invisible under its key until :meth:`commit`."""
+    """A new object being written: invisible under its key until :meth:`commit`.
+
+    An internal file's writer also uses the object as a local file: :attr:`file` (sequential
+    writes and seeks), :meth:`scratch` files appended with :meth:`append`, :meth:`relayout`,
+    :meth:`wrote`. A remote store backs its staged objects with a local temporary file and
+    uploads it at :meth:`commit`.
+    """
+
+    file: IO[bytes]
 
     def write(self, data: Any) -> None:
         """Append ``data`` at the current position."""
@@ -71,6 +79,25 @@ class Staged(Protocol):
 
     def write_at(self, data: memoryview, offset: int) -> None:
         """Write ``data`` at ``offset`` (safe from several threads at once)."""
+        ...
+
+    def wrote(self, nbytes: int) -> None:
+        """Note ``nbytes`` written by :meth:`write_at` (the local store starts writing them
+        back to disk now and then)."""
+        ...
+
+    def scratch(self, suffix: str) -> IO[bytes]:
+        """A scratch file that goes with this object (removed when it is committed or
+        dropped)."""
+        ...
+
+    def append(self, src: IO[bytes], size: int) -> None:
+        """Copy the first ``size`` bytes of ``src`` to the position of :attr:`file`."""
+        ...
+
+    def relayout(self, head: bytes, first: int, tail_from: int) -> None:
+        """Commit instead ``head``, zeros up to ``first``, then this object's bytes from
+        ``tail_from`` on."""
         ...
 
     def commit(self) -> None:
@@ -82,10 +109,24 @@ class Staged(Protocol):
         """Drop the object; the key's old object stays."""
         ...
 
+    def close(self) -> None:
+        """Close its files (after :meth:`commit` or before :meth:`abort`)."""
+        ...
+
 
 @runtime_checkable
 class WriteStore(Protocol):
-    """The write methods of a store (the target of ``jnrrd.write``)."""
+    """The write methods of a store (the target of ``jnrrd.write``).
+
+    ``put`` may return before the object is stored (a remote store may upload tiles
+    concurrently); :meth:`sync` waits until everything put under a prefix is stored durably,
+    and only then does a writer commit the header that names those objects.
+    """
+
+    def path(self, key: str) -> str:
+        """Where ``key`` lives (a local path, or a URL), for messages and the leftovers
+        sweep."""
+        ...
 
     def put(self, key: str, data: Any) -> None:
         """Write a whole object under a fresh key (nobody reads it before a header names it;
@@ -100,8 +141,13 @@ class WriteStore(Protocol):
         """Make every object put under ``prefix`` durable."""
         ...
 
-    def stage(self, key: str) -> Staged:
+    def stage(self, key: str, *, token: str | None = None, random_access: bool = False,
+              write_back: bool = False) -> Staged:
         """A new object for ``key``, visible only once committed."""
+        ...
+
+    def append_object(self, staged: Staged, key: str, size: int) -> None:
+        """Append the first ``size`` bytes of the object ``key`` to ``staged``."""
         ...
 
     def delete(self, key: str) -> None:

@@ -17,8 +17,8 @@ from typing import IO, Any
 import numpy as np
 
 from .._threads import OrderedQueue
+from ..storage import WriteStore
 from ..storage.names import stem
-from ..storage.writes import LocalWriteStore
 from ..tiling.levels import Level, raw_stored_sizes
 from ..tiling.locate import expand_pattern
 from .layout import TilePlan, header_space, internal_layout
@@ -64,7 +64,7 @@ class Tables:
 class ExternalSink(Tables):
     """External storage: one object per tile under a fresh prefix beside the header."""
 
-    def __init__(self, plan: TilePlan, store: LocalWriteStore, key: str, token: str) -> None:
+    def __init__(self, plan: TilePlan, store: WriteStore, key: str, token: str) -> None:
         super().__init__([None] * plan.nstored, [{} for _ in range(plan.nstored)])
         self.plan = plan
         self.store = store
@@ -108,7 +108,7 @@ class DirectSink(Tables):
     file is rewritten with the exact layout.
     """
 
-    def __init__(self, plan: TilePlan, store: LocalWriteStore, key: str, token: str,
+    def __init__(self, plan: TilePlan, store: WriteStore, key: str, token: str,
                  build: Callable[..., bytes], itemsize: int, exact: bool) -> None:
         super().__init__([None] * plan.nstored, [{} for _ in range(plan.nstored)])
         self.plan, self.build = plan, build
