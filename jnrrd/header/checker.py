@@ -27,8 +27,12 @@ class Checker:
             text = text[:77] + "..."
         return HeaderError(f"{where(self.source, field)}expected {expected}, found {text}")
 
-    def warn(self, field: str, message: str) -> None:
-        warnings.warn(f"{where(self.source, field)}{message}", JnrrdWarning, stacklevel=4)
+    def warn(self, field: str, message: str, *, depth: int = 0) -> None:
+        """Warn about ``field``. ``depth`` counts the extra helper frames between the check and
+        the helpers :func:`~jnrrd.header.fields.core_fields` calls directly, so the warning
+        points at the same caller wherever the check lives."""
+        warnings.warn(f"{where(self.source, field)}{message}", JnrrdWarning,
+                      stacklevel=4 + depth)
 
     def integer(self, value: Any, field: str, *, lo: int | None = None) -> int:
         """An int (integral floats accepted, booleans rejected: digest 1.6) that fits a signed

@@ -191,7 +191,8 @@ def _block_size(c: Checker, value: Any, type_name: str, encoding: str) -> int | 
     if value is not None:
         block_size = c.integer(value, "block_size", lo=1)
         if type_name != "block":
-            c.warn("block_size", f"ignored for type {type_name!r} (only type 'block' uses it)")
+            c.warn("block_size", f"ignored for type {type_name!r} (only type 'block' uses it)",
+                   depth=1)  # where it pointed when checked in core_fields itself
         elif block_size > MAX_BLOCK_SIZE:
             raise UnsupportedError(
                 f"{where(c.source, 'block_size')}{block_size} bytes per element is over the "

@@ -137,7 +137,8 @@ def _infer_space_dimension(
     sd = len(candidates[0])
     if sd == 0:
         return None
-    c.warn("space_dimension", f"missing (and no space); inferred {sd} from the space vectors")
+    c.warn("space_dimension", f"missing (and no space); inferred {sd} from the space vectors",
+           depth=1)  # called through space_fields
     return sd
 
 
@@ -163,7 +164,8 @@ def _directions(
     for i, v in enumerate(c.array(value, "space_directions", dimension, "vectors or nulls")):
         field = f"space_directions[{i}]"
         if isinstance(v, list | tuple) and len(v) == 0:
-            c.warn(field, "[] read as null (a non-spatial axis)")
+            c.warn(field, "[] read as null (a non-spatial axis)",
+                   depth=1)  # called through space_fields
             v = None
         out.append(_vector(c, v, field, sd))
     return tuple(out)

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import HeaderError
 from .grid import TileGrid
+from .values import is_int
 
 __all__ = ["Level", "expand_scale", "level_shape", "levels_from_argument", "raw_stored_sizes"]
 
@@ -38,14 +39,6 @@ def level_shape(shape0: Sequence[int], scale: Sequence[int]) -> tuple[int, ...]:
     return tuple(max(1, n // s) for n, s in zip(shape0, scale, strict=True))
 
 
-def _is_int(v: Any) -> bool:
-    if isinstance(v, bool):
-        return False
-    if isinstance(v, int):
-        return True
-    return isinstance(v, float) and v.is_integer()
-
-
 def expand_scale(
     value: Any,
     ndim: int,
@@ -55,12 +48,12 @@ def expand_scale(
     prefix: str = "",
 ) -> tuple[int, ...]:
     """One level's scale over all axes from an int, a positional or a per-axis list."""
-    if _is_int(value):
+    if is_int(value):
         s = int(value)
         if s < 1:
             raise HeaderError(f"{prefix}{field}: scale must be ≥ 1, found {value!r}")
         return tuple(s if a in axes else 1 for a in range(ndim))
-    if isinstance(value, (list, tuple)) and all(_is_int(v) and v >= 1 for v in value):
+    if isinstance(value, (list, tuple)) and all(is_int(v) and v >= 1 for v in value):
         ints = [int(v) for v in value]
         if len(ints) == len(axes):
             full = [1] * ndim
@@ -91,13 +84,13 @@ def levels_from_argument(
     or per axis as in ``tile:level_scales``.
     """
     scaled = axes if scaled is None else scaled
-    if _is_int(levels):
+    if is_int(levels):
         n = int(levels)
         if n < 1:
             raise ValueError(f"levels must be ≥ 1, got {levels!r}")
         return [tuple(2**k if a in scaled else 1 for a in range(ndim)) for k in range(n)]
     if isinstance(levels, (list, tuple)) and levels:
-        scales = [expand_scale(v, ndim, scaled if _is_int(v) else axes, field="levels")
+        scales = [expand_scale(v, ndim, scaled if is_int(v) else axes, field="levels")
                   for v in levels]
         if any(s != 1 for s in scales[0]):
             raise ValueError("levels: the first level must have scale 1 (full resolution)")
