@@ -22,6 +22,7 @@ class Checker:
         self.source = source
 
     def fail(self, field: str, expected: str, found: Any) -> HeaderError:
+        """A ``HeaderError`` naming the field, what was expected and (shortened) what was found."""
         text = repr(found)
         if len(text) > 80:
             text = text[:77] + "..."
@@ -49,6 +50,7 @@ class Checker:
         return value
 
     def number(self, value: Any, field: str, *, nullable: bool = True) -> Number:
+        """A float (``None`` for null when ``nullable``); ints beyond float range are refused."""
         if value is None and nullable:
             return None
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -59,6 +61,7 @@ class Checker:
             raise self.fail(field, "a number within float range", value) from None
 
     def string(self, value: Any, field: str, *, nullable: bool = False) -> str | None:
+        """A string (``None`` for null when ``nullable``)."""
         if value is None and nullable:
             return None
         if not isinstance(value, str):
@@ -66,6 +69,7 @@ class Checker:
         return value
 
     def array(self, value: Any, field: str, length: int | None, what: str) -> list[Any]:
+        """A list (or tuple) of ``length`` entries (any length when ``None``)."""
         if not isinstance(value, list | tuple):
             raise self.fail(field, f"a list of {_len_text(length)}{what}", value)
         if length is not None and len(value) != length:

@@ -51,6 +51,7 @@ def _sign(x: int) -> int:
 def detached_fields(
     c: Checker, header: Mapping[str, Any]
 ) -> tuple[DataFilePattern | None, str | None, tuple[str, ...] | None]:
+    """``(data_file_pattern, data_file, data_files)``: at most one of them is set."""
     given = [f for f in ("data_file", "data_files", "data_file_pattern") if f in header]
     if len(given) > 1:
         raise HeaderError(

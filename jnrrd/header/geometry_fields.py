@@ -174,6 +174,7 @@ def _directions(
 def check_strings(
     c: Checker, value: Any, field: str, length: int | None
 ) -> tuple[str | None, ...] | None:
+    """A per-axis (or per-space-axis) list of strings or nulls."""
     if value is None:
         return None
     if length is None:
@@ -183,6 +184,7 @@ def check_strings(
 
 
 def check_centers(c: Checker, value: Any, dimension: int) -> tuple[str | None, ...] | None:
+    """``centers``: ``'cell'``, ``'node'`` or ``None`` (unknown) per axis."""
     if value is None:
         return None
     out: list[str | None] = []
@@ -200,6 +202,7 @@ def check_centers(c: Checker, value: Any, dimension: int) -> tuple[str | None, .
 
 
 def check_kinds(c: Checker, value: Any, sizes: tuple[int, ...]) -> tuple[str | None, ...] | None:
+    """``kinds``: canonical kind names (``None`` unknown); a size the kind contradicts warns."""
     if value is None:
         return None
     out: list[str | None] = []

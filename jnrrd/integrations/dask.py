@@ -162,6 +162,7 @@ class InProcess:
 
     @contextlib.contextmanager
     def borrow(self) -> Iterator[Any]:
+        """The volume itself (it stays open: its owner closes it)."""
         yield self.vol
 
     def __reduce__(self) -> Any:

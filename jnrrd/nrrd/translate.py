@@ -58,6 +58,7 @@ class Translator:
         self.out: dict[str, Any] = {}
 
     def has(self, name: str) -> bool:
+        """Whether the header has field ``name`` (JNRRD name)."""
         return name in self.raw.fields
 
     def text(self, name: str) -> tuple[str, str]:
@@ -66,18 +67,21 @@ class Translator:
         return spelled, value
 
     def require(self, name: str) -> tuple[str, str]:
+        """(spelling, value) of a required field, else ``HeaderError``."""
         if name not in self.raw.fields:
             raise HeaderError(f"{where(self.source, _DISPLAY[name])}required NRRD field is "
                               "missing")
         return self.text(name)
 
     def count(self, items: list[Any], n: int, spelled: str, what: str) -> list[Any]:
+        """``items`` when there are ``n`` of them, else ``HeaderError`` naming the field."""
         if len(items) != n:
             raise HeaderError(f"{where(self.source, spelled)}expected {n} {what}, found "
                               f"{len(items)}")
         return items
 
     def run(self) -> Header:
+        """The JNRRD :class:`Header` of the NRRD header."""
         src = self.source
         spelled, value = self.require("type")
         key = " ".join(value.split()).lower()

@@ -52,6 +52,7 @@ def codec_names(codecs: Sequence[Any]) -> list[Any]:
 
 
 def bytes_codec(endian: str, dtype: np.dtype) -> dict[str, Any]:
+    """The ``bytes`` codec for ``dtype`` (``endian`` only for multi-byte numeric types)."""
     if dtype.itemsize > 1 and dtype.kind != "V":
         return {"name": "bytes", "configuration": {"endian": endian}}
     return {"name": "bytes", "configuration": {}}

@@ -59,6 +59,7 @@ class Tiling:
 
     @property
     def stored_levels(self) -> tuple[Level, ...]:
+        """The levels whose tiles the file stores."""
         return tuple(lv for lv in self.levels if lv.stored)
 
     def field(self, name: str) -> str:

@@ -11,6 +11,7 @@ __all__ = ["int_list", "is_int"]
 
 
 def is_int(v: Any) -> bool:
+    """An int or an integral float, not a bool."""
     return isinstance(v, int) and not isinstance(v, bool) or (
         isinstance(v, float) and v.is_integer()
     )
@@ -18,6 +19,7 @@ def is_int(v: Any) -> bool:
 
 def int_list(v: Any, key: str, pre: str, *, minimum: int = 0, length: int | None = None
               ) -> tuple[int, ...]:
+    """A list of integers >= ``minimum`` (of ``length`` entries), else ``HeaderError``."""
     if not isinstance(v, list) or not all(is_int(x) and x >= minimum for x in v):
         raise HeaderError(f"{pre}{key}: expected a list of integers ≥ {minimum}, found {v!r:.200}")
     if length is not None and len(v) != length:
