@@ -340,3 +340,47 @@ def test_run_validate_json(tmp_path: Path) -> None:
     assert rows[0]["file"] == str(bad) and rows[0]["field"] == "encoding"
     assert rows[0]["found"] == "rle" and "raw" in rows[0]["expected"]
     assert rows[1]["file"] == str(missing) and rows[1]["severity"] == "error"
+
+
+def test_deep_check_of_a_stream_without_descriptor_reads_one_tile_at_a_time(tmp_path):
+    """Deep validation decodes tiles on worker threads; a stream without a file descriptor
+    is read by seek + read, which must not interleave (a tile was reported truncated)."""
+    import threading
+    import time
+
+    p = tmp_path / "v.jnrrd"
+    x = np.random.default_rng(0).integers(0, 255, (64, 64, 32), dtype=np.uint8)
+    jnrrd.write(p, x, tile=(8, 8, 8), compression="zstd")
+    raw = p.read_bytes()
+    overlaps = []
+
+    class Slow(io.RawIOBase):  # no fileno(); a pause between seek and read
+        def __init__(self) -> None:
+            self.b = io.BytesIO(raw)
+            self.owner: int | None = None
+
+        def readable(self) -> bool:
+            return True
+
+        def seekable(self) -> bool:
+            return True
+
+        def seek(self, pos: int, whence: int = 0) -> int:
+            if self.owner not in (None, threading.get_ident()):
+                overlaps.append(pos)
+            self.owner = threading.get_ident()
+            out = self.b.seek(pos, whence)
+            time.sleep(0.002)
+            return out
+
+        def tell(self) -> int:
+            return self.b.tell()
+
+        def readinto(self, m) -> int:
+            data = self.b.read(len(m))
+            m[: len(data)] = data
+            self.owner = None
+            return len(data)
+
+    assert jnrrd.validate(Slow(), deep=True) == []
+    assert overlaps == []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from typing import IO, Any
@@ -47,6 +48,8 @@ class _Tiles:
 
         self.t = tiling
         self.f = f
+        # a stream without a descriptor is read by seek + read: one worker at a time
+        self._seek_lock = threading.Lock()
         self.file_size = file_size
         self.policy = policy
         self.type_name = core.type_name
@@ -99,11 +102,17 @@ class _Tiles:
         end = self.file_size if self.file_size is not None else off + size
         have = max(0, min(size, end - off))
         data = os.pread(self.f.fileno(), have, off) if have and _has_fileno(self.f) else (
-            _read_at(self.f, off, have) if have else b"")
+            self._read_at(off, have) if have else b"")
         if len(data) < size:
             return data, (f"truncated: {len(data)} of its {size} bytes are in the file "
                           f"(bytes {off}..{off + size}, file size {self.file_size})")
         return data, None
+
+    def _read_at(self, off: int, size: int) -> bytes:
+        assert self.f is not None
+        with self._seek_lock:
+            self.f.seek(off)
+            return self.f.read(size)
 
 
 def _has_fileno(f: Any) -> bool:
@@ -114,9 +123,6 @@ def _has_fileno(f: Any) -> bool:
     return hasattr(os, "pread")
 
 
-def _read_at(f: IO[bytes], off: int, size: int) -> bytes:
-    f.seek(off)
-    return f.read(size)
 
 
 def _check_one(tiles: _Tiles, level: Level, coords: tuple[int, ...], index: int
