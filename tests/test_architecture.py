@@ -146,6 +146,21 @@ def test_integrations_use_only_public_names() -> None:
     assert bad == []
 
 
+def test_integrations_read_no_private_attributes() -> None:
+    # `vol._core` is as private as `from jnrrd.x import _y`: integrations use public API only
+    bad = []
+    for m, (path, _) in MODULES.items():
+        if not m.startswith("jnrrd.integrations"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Attribute) or not node.attr.startswith("_"):
+                continue
+            own = isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+            if not node.attr.startswith("__") and not own:
+                bad.append(f"{m}:{node.lineno} .{node.attr}")
+    assert bad == []
+
+
 _THREAD_START = re.compile(r"\b(Thread|ThreadPoolExecutor|ProcessPoolExecutor)\(")
 
 

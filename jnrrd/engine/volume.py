@@ -154,7 +154,18 @@ class LevelView:
             tile = tile[grid.stored_from_core(coords)]
         return tile.T if self.c_order else tile
 
+    @property
+    def level(self) -> Level:
+        """This level's description in header axis order: ``index``, ``scale``, ``shape``,
+        ``grid`` (the tile grid) and ``stored``."""
+        return self._level
+
     # -- geometry ---------------------------------------------------------------------------
+    def header_geometry(self) -> tuple[np.ndarray | None, list[np.ndarray | None] | None]:
+        """``(space_origin, space_directions)`` of this level in header axis order (``None``
+        where the header has no space), whatever the ``index_order``."""
+        return self._vol._geometry(self._level)
+
     @property
     def space_origin(self) -> np.ndarray | None:
         return self._vol._geometry(self._level)[0]
@@ -237,6 +248,12 @@ class Volume(LevelView):
     @property
     def tiled(self) -> bool:
         return self._tiling is not None
+
+    @property
+    def core(self) -> Any:
+        """The typed core header fields (:class:`jnrrd.header.CoreFields`, header axis
+        order): sizes, type, labels, spacings, space, units, ..."""
+        return self._core
 
     @property
     def tiling(self) -> Tiling | None:

@@ -188,7 +188,7 @@ def volume_to_dask(vol: Any, level: int = 0) -> Any:
 
     if not 0 <= level < len(vol.levels):
         raise IndexError(f"level {level} does not exist ({len(vol.levels)} levels)")
-    lv = vol._levels[level]
+    lv = vol.levels[level].level
     ref: FileRef | InProcess = FileRef.of(vol) or InProcess(vol)
     chunks = _read_chunks(lv, vol.dtype.itemsize, vol.tiled)
     if vol.index_order == "C":

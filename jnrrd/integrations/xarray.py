@@ -138,8 +138,8 @@ class JnrrdBackendEntrypoint(BackendEntrypoint):
 
 def _dims(vol: Any, source: Any) -> tuple[str, ...]:
     """``labels`` when they name every axis uniquely, else ``axis0``… (header order)."""
-    labels = vol._core.labels
-    ndim = len(vol._core.sizes)
+    labels = vol.core.labels
+    ndim = len(vol.core.sizes)
     names = [f"axis{d}" for d in range(ndim)]
     if labels is not None and all(isinstance(v, str) and v for v in labels) and len(
             set(labels)) == ndim:
@@ -153,13 +153,13 @@ def _coords(vol: Any, lv: Any, dims: tuple[str, ...], source: Any) -> dict[str, 
     """Coordinates of axes whose world position along one axis is known (header order)."""
     from ..pyramid.quality import level_geometry
 
-    core = vol._core
+    core = vol.core
     ndim = len(core.sizes)
-    scale = lv._level.scale
-    shape = lv._level.shape
+    scale = lv.level.scale
+    shape = lv.level.shape
     names = dims[::-1] if vol.index_order == "C" else dims
     out: dict[str, xr.Variable] = {}
-    origin, dirs = lv._vol._geometry(lv._level)
+    origin, dirs = lv.header_geometry()
     aligned = dirs is not None and _axis_aligned(dirs)
     for d in range(ndim):
         start = step = None
