@@ -68,7 +68,8 @@ class Staged(Protocol):
     An internal file's writer also uses the object as a local file: :attr:`file` (sequential
     writes and seeks), :meth:`scratch` files appended with :meth:`append`, :meth:`relayout`,
     :meth:`wrote`. A remote store backs its staged objects with a local temporary file and
-    uploads it at :meth:`commit`.
+    uploads it at :meth:`commit`. As a context manager it commits when the block succeeds and
+    drops the object otherwise.
     """
 
     file: IO[bytes]
