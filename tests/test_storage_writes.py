@@ -244,3 +244,21 @@ def test_dask_internal_tiles_are_spooled_then_appended_before_the_commit(tmp_pat
     assert whats.count("append_object") == 27
     np.testing.assert_array_equal(jnrrd.read(tmp_path / "v.jnrrd")[0], a)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["v.jnrrd"]
+
+
+def test_a_tile_outgrowing_the_header_bound_relays_the_file_out_exactly(tmp_path,
+                                                                        monkeypatch):
+    """The reserved header space is an upper bound; should the header not fit (forced
+    here), the staged file is laid out again with the exact offsets and that one is
+    committed, leaving no temporary files."""
+    import jnrrd.writing.sinks
+
+    monkeypatch.setattr(jnrrd.writing.sinks, "header_space", lambda *args: 64)
+    a = _volume()
+    target = tmp_path / "v.jnrrd"
+    jnrrd.write(target, a, tile=(16, 16, 8), compression="zstd", levels=2)
+    np.testing.assert_array_equal(jnrrd.read(target)[0], a)
+    raw = target.read_bytes()
+    offsets = jnrrd.read_header(target)["tile:offset_table"]
+    assert offsets[0] == raw.index(b"\n\n") + 2  # tiles follow the header, no gap
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v.jnrrd"]
