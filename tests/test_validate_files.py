@@ -384,3 +384,14 @@ def test_deep_check_of_a_stream_without_descriptor_reads_one_tile_at_a_time(tmp_
 
     assert jnrrd.validate(Slow(), deep=True) == []
     assert overlaps == []
+
+
+def test_refused_tile_paths_name_the_tile_field_not_data_file(tmp_path: Path) -> None:
+    path = tmp_path / "ext.jnrrd"
+    jnrrd.write(path, np.zeros((8, 8), np.uint8), tile=4, storage="external",
+                pattern="abc{x}_{y}.bin")
+    replace_in_header(path, '"abc{x}_{y}.bin"', '"../{x}_{y}.bin"')
+    found = errors(validate(path))
+    assert found and all(p.field == "tile:pattern" for p in found)
+    assert not any("data_file" in p.message for p in found), found[0].message
+    assert "tile:pattern" in found[0].message

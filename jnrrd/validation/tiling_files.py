@@ -95,7 +95,7 @@ class FileChecks(TilingChecks):
         base = self.get("base_dir")
         try:
             if isinstance(base, str):
-                root = resolve_path(header_dir, base, policy)
+                root = resolve_path(header_dir, base, policy, field=self.key("base_dir"))
                 policy = Policy.from_kwargs(policy, allowed_roots=(*policy.allowed_roots, root))
         except JnrrdError as exc:
             r.error(self.key("base_dir"), str(exc), base, "a directory allowed by the policy")
@@ -118,7 +118,7 @@ class FileChecks(TilingChecks):
                             "an entry per stored tile")
                     continue
                 try:
-                    path = resolve_path(root, name, policy)
+                    path = resolve_path(root, name, policy, field=field)
                 except JnrrdError as exc:
                     r.error(field, f"{describe_tile(self.levels, index)}: {exc}", name,
                             "a path allowed by the policy")
