@@ -266,3 +266,29 @@ def test_fresh_tokens_always_hold_a_letter(monkeypatch):
     words = iter(["20231105", "00000000", "1234567a"])
     monkeypatch.setattr(names.secrets, "token_hex", lambda n: next(words))
     assert names.fresh_token() == "1234567a"
+
+
+@pytest.mark.parametrize("options", [{"detached": True},
+                                     {"tile": 4, "storage": "external"}],
+                         ids=["detached", "external"])
+def test_rewrites_of_an_upper_case_target_leave_one_generation(tmp_path, options):
+    # ".JNRRD" is a JNRRD target in any case; its fresh names and its sweep must agree
+    target = tmp_path / "V.JNRRD"
+    for k in range(3):
+        jnrrd.write(target, np.full((8, 8), k, np.uint8), **options)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "V.JNRRD") == [
+        next(p.name for p in tmp_path.iterdir() if p.name != "V.JNRRD")]
+    assert int(jnrrd.read(target)[0][0, 0]) == 2
+
+
+def test_a_rewrite_sweeps_tile_directories_named_after_the_whole_upper_case_name(tmp_path):
+    # earlier versions kept the upper-case suffix in the stem: V.JNRRD.<token>.tiles
+    target = tmp_path / "V.JNRRD"
+    jnrrd.write(target, np.zeros((8, 8), np.uint8), tile=4, storage="external")
+    old = tmp_path / "V.JNRRD.1a2b3c4d.tiles"
+    old.mkdir()
+    (old / "0_0.tile").write_bytes(b"x")
+    past = time.time() - 7200
+    os.utime(old, (past, past))
+    jnrrd.write(target, np.ones((8, 8), np.uint8), tile=4, storage="external")
+    assert not old.exists()

@@ -36,12 +36,20 @@ def tmp_marker(target: str) -> str:
 
 
 def stem(target: str) -> str:
-    """The stem fresh tile directories and data files of ``target`` are named from."""
+    """The stem fresh tile directories and data files of ``target`` are named from: the name
+    without its ``.jnrrd`` suffix, in any case (``V.JNRRD`` → ``V``)."""
     name = os.path.basename(target)
-    return name[: -len(".jnrrd")] if name.endswith(".jnrrd") else name
+    return name[: -len(".jnrrd")] if name.lower().endswith(".jnrrd") else name
 
 
 def stale_patterns(target: str) -> list[str]:
-    """Names of fresh data files / tile directories that earlier writes of ``target`` made."""
-    s = re.escape(stem(target))
-    return [rf"{s}\.{TOKEN_RE}\.tiles", rf"{s}\.{TOKEN_RE}\.data(\.[a-z0-9]+)?"]
+    """Names of fresh data files / tile directories that earlier writes of ``target`` made
+    (including ``V.JNRRD.<token>.tiles``: earlier versions kept a suffix not spelled
+    ``.jnrrd`` in their names)."""
+    name = os.path.basename(target)
+    earlier = name[: -len(".jnrrd")] if name.endswith(".jnrrd") else name
+    out = []
+    for s in dict.fromkeys((stem(target), earlier)):
+        s = re.escape(s)
+        out += [rf"{s}\.{TOKEN_RE}\.tiles", rf"{s}\.{TOKEN_RE}\.data(\.[a-z0-9]+)?"]
+    return out

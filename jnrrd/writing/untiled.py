@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import HeaderError, UnsupportedError
 from ..header import Header, render_header
 from ..storage.atomic import remove_leftovers
-from ..storage.names import fresh_token, stale_patterns
+from ..storage.names import fresh_token, stale_patterns, stem
 from ..storage.writes import StagedFile, target_store
 from .checks import check_final_header
 from .source import FileOrder
@@ -75,9 +75,7 @@ def write_untiled(target: Any, src: FileOrder, out: Header, type_name: str,
         remove_leftovers(path, patterns=stale_patterns(path))
         return
     # Detached: a fresh data file, then the header, then the old files go (CONVENTIONS §1.2).
-    stem = os.path.basename(path)
-    stem = stem[: -len(".jnrrd")] if stem.lower().endswith(".jnrrd") else stem
-    name = f"{stem}.{fresh_token()}.data.{_EXT[enc].replace('.', '')}"
+    name = f"{stem(path)}.{fresh_token()}.data.{_EXT[enc].replace('.', '')}"
     out["data_file"] = name
     head = render_header(out)
     check_final_header(head, path)
