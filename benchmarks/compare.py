@@ -72,16 +72,20 @@ def main() -> int:
     ap.add_argument("--after", type=Path, required=True, help="jnrrd source tree (new)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threshold", type=float, default=0.10)
+    ap.add_argument("--json-dir", type=Path, default=None,
+                    help="keep each run's run_all.py JSON here (before0.json, after0.json, ...)")
     ap.add_argument("rest", nargs=argparse.REMAINDER, help="-- then run_all.py arguments")
     ns = ap.parse_args()
     rest = ns.rest[1:] if ns.rest[:1] == ["--"] else ns.rest
     runs: dict[str, list[list[dict]]] = {"before": [], "after": []}
     with tempfile.TemporaryDirectory() as tmp:
+        out = ns.json_dir or Path(tmp)
+        out.mkdir(parents=True, exist_ok=True)
         for k in range(ns.rounds):
             for name in ("before", "after"):
                 tree = ns.before if name == "before" else ns.after
                 print(f"[round {k + 1}: {name}]", file=sys.stderr, flush=True)
-                runs[name].append(run_table(tree, rest, Path(tmp) / f"{name}{k}.json"))
+                runs[name].append(run_table(tree, rest, out / f"{name}{k}.json"))
     return 1 if report(medians(runs["before"]), medians(runs["after"]), ns.threshold) else 0
 
 
