@@ -249,18 +249,24 @@ def _zstd_frame_index(fd: int, start: int, size: int, need: int, min_frames: int
     return frames if len(frames) >= min_frames else None
 
 
-def zstd_claim_backed(fileobj: BinaryIO, need: int) -> bool:
-    """True when the zstd frames from the current position state content sizes adding up
-    to ``need`` bytes, and their block headers (walked, not decoded) can produce them."""
+def _file_span(fileobj: BinaryIO) -> tuple[int, int, int] | None:
+    """(descriptor, current position, bytes from there to the end) of a real file that
+    ``os.pread`` can read, else None."""
+    if not hasattr(os, "pread"):
+        return None
     try:
         fd = fileobj.fileno()
         start = fileobj.tell()
-        size = os.fstat(fd).st_size - start
+        return fd, start, os.fstat(fd).st_size - start
     except (AttributeError, OSError, ValueError):
-        return False
-    if not hasattr(os, "pread"):
-        return False
-    return _zstd_frame_index(fd, start, size, need, min_frames=1) is not None
+        return None
+
+
+def zstd_claim_backed(fileobj: BinaryIO, need: int) -> bool:
+    """True when the zstd frames from the current position state content sizes adding up
+    to ``need`` bytes, and their block headers (walked, not decoded) can produce them."""
+    span = _file_span(fileobj)
+    return span is not None and _zstd_frame_index(*span, need, min_frames=1) is not None
 
 
 def _zstd_frames_into(fileobj: BinaryIO, out: memoryview, what: str,
@@ -268,14 +274,10 @@ def _zstd_frames_into(fileobj: BinaryIO, out: memoryview, what: str,
     """Decode a multi-frame zstd data section through ``map_frames`` (two threads when the
     reader lends them), each frame straight into its place in ``out``. False when this path
     does not apply (then decode sequentially)."""
-    try:
-        fd = fileobj.fileno()
-        start = fileobj.tell()
-        size = os.fstat(fd).st_size - start
-    except (AttributeError, OSError, ValueError):
+    span = _file_span(fileobj)
+    if span is None:
         return False
-    if not hasattr(os, "pread"):
-        return False
+    fd, start, size = span
     frames = _zstd_frame_index(fd, start, size, len(out))
     if frames is None:
         return False

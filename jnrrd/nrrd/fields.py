@@ -13,7 +13,7 @@ from typing import Any
 
 from ..dtypes import NRRD_ALIASES, decimal_int
 from ..errors import HeaderError, where
-from ..header.geometry_fields import SPACES
+from ..header.geometry_fields import canonical_space
 
 __all__ = [
     "ENCODINGS",
@@ -133,15 +133,6 @@ KIND_NAMES: dict[str, str] = {k.lower().replace("-", "_"): k for k in _TEEM_KIND
 #: NRRD's per-axis "unknown" markers (centers, kinds, space directions)
 UNKNOWN = frozenset({"???", "none"})
 
-_SPACE_LOOKUP: dict[str, str] = {
-    **{name.lower(): name for name in SPACES},
-    "ras": "right_anterior_superior",
-    "las": "left_anterior_superior",
-    "lps": "left_posterior_superior",
-    "rast": "right_anterior_superior_time",
-    "last": "left_anterior_superior_time",
-    "lpst": "left_posterior_superior_time",
-}
 _INT = re.compile(r"[+-]?[0-9]+")
 _VECTOR = re.compile(r"\(([^()]*)\)")
 
@@ -226,11 +217,11 @@ def parse_quoted(text: str, source: Any, field: str) -> list[str]:
 
 def space_name(text: str, source: Any, field: str = "space") -> str:
     """The JNRRD long underscore form of a NRRD space ("RAS", "right-anterior-superior")."""
-    key = text.strip().lower().replace("-", "_")
-    if key not in _SPACE_LOOKUP:
+    name = canonical_space(text.strip())
+    if name is None:
         raise _fail(source, field, "a NRRD space such as 'right-anterior-superior' or 'RAS'",
                     text)
-    return _SPACE_LOOKUP[key]
+    return name
 
 
 def unescape_kv(text: str) -> str:
