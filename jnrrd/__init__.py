@@ -17,6 +17,7 @@ from .errors import (
     VersionError,
 )
 from .header import Header
+from .integrations.zarr_refs import kerchunk_refs
 from .storage.leftovers import cleanup
 from .validate import Problem, validate
 from .writing.dispatch import write
@@ -40,6 +41,7 @@ __all__ = [
     "Volume",
     "__version__",
     "cleanup",
+    "kerchunk_refs",
     "open",
     "read",
     "read_header",

@@ -145,6 +145,26 @@ class ExternalSource:
             path = self._store.path(key, field=field)
             raise DataError(f"{where(self._source)}tile path {path!r} is a directory") from None
 
+    def locate(self, level: Level, coords: tuple[int, ...], local: int
+               ) -> tuple[str, int] | None:
+        """``(real path, size)`` of a tile's file, without reading it; ``None`` when the
+        header records the tile as sparse (or, with ``missing="fill"``, the file is absent).
+        A missing file otherwise is a ``DataError``, as on read."""
+        found = self.key(level, coords, local)
+        if found is None:
+            return None
+        key, field = found
+        path = self._store.path(key, field=field)
+        try:
+            return path, self._store.size(key, field=field)
+        except FileNotFoundError:
+            if self._missing == "fill":
+                return None
+            raise DataError(
+                f"{where(self._source)}tile file {path!r} (level {level.index}, tile "
+                f"{list(coords)}) is missing; pass missing='fill' to treat it as padding"
+            ) from None
+
     def stored_bytes(self, level: Level) -> int:
         """The sum of the sizes of the level's tile files that exist.
 

@@ -26,6 +26,7 @@ from ..tiling.grid import AxisSel, TileGrid, selection_with_booleans
 from ..tiling.levels import Level
 from ..tiling.padding import chain_fill
 from ..tiling.spec import Tiling
+from .locations import TileLocation, tile_locations
 from .sources import ExternalSource, InternalSource
 from .tiles import TileDecoder
 
@@ -153,6 +154,14 @@ class LevelView:
         if core:
             tile = tile[grid.stored_from_core(coords)]
         return tile.T if self.c_order else tile
+
+    def tile_locations(self) -> Iterator[tuple[tuple[int, ...], TileLocation | None]]:
+        """``(coords, location)`` of every tile of this level in linear-index order, without
+        reading any: a :class:`~jnrrd.engine.locations.TileLocation` (file, offset, size), or
+        ``None`` for a sparse tile. ``UnsupportedError`` for an untiled volume or a virtual
+        level."""
+        return tile_locations(self._vol._source, self._level, name=self._vol.name,
+                              reverse=self.c_order)
 
     @property
     def level(self) -> Level:

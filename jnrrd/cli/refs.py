@@ -1,0 +1,45 @@
+"""``jnrrd refs``: a kerchunk reference set describing a tiled file as a Zarr v3 group."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(sub: Any) -> None:
+    """Add the ``refs`` sub-command to the ``add_subparsers`` object ``sub``."""
+    refs = sub.add_parser(
+        "refs", help="write a kerchunk reference set: the file as a Zarr v3 group, no copy",
+        description="Describe a tiled JNRRD file as a Zarr v3 group (kerchunk references "
+                    "version 1, one array per level, chunks pointing into the unchanged "
+                    "file); open it with fsspec's reference filesystem and zarr-python.")
+    refs.add_argument("file", metavar="IN")
+    refs.add_argument("-o", "--output", metavar="OUT.json",
+                      help="write the JSON here (default: print it)")
+    refs.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print or write the references of ``args.file``; return the exit code."""
+    from ..integrations.zarr_refs import kerchunk_refs
+
+    text = json.dumps(kerchunk_refs(args.file), indent=None, separators=(",", ":"))
+    if args.output is None:
+        sys.stdout.write(text + "\n")
+        return 0
+    out = os.path.abspath(args.output)
+    fd, tmp = tempfile.mkstemp(prefix=".refs-", suffix=".tmp", dir=os.path.dirname(out))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+        os.replace(tmp, out)  # never a half-written reference file
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return 0

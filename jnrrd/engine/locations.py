@@ -1,0 +1,62 @@
+"""Where each stored tile of a level lives, as plain data (:meth:`LevelView.tile_locations`).
+
+A public, read-only view of what :mod:`jnrrd.tiling.locate` and the tile sources know: for
+every tile of a stored level, the file holding its bytes and the byte range in it, or
+``None`` for a sparse tile. It is what a Zarr/kerchunk view (:func:`jnrrd.kerchunk_refs`)
+points at; nothing is read or decoded (external tile files are only looked up with ``stat``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import UnsupportedError, where
+from ..tiling.levels import Level
+from .sources import ExternalSource, InternalSource
+
+__all__ = ["TileLocation", "tile_locations"]
+
+
+@dataclass(frozen=True)
+class TileLocation:
+    """The stored bytes of one tile: ``size`` bytes at ``offset`` of ``path``.
+
+    ``path`` is ``None`` for an internal tile (the bytes are in the opened ``.jnrrd`` file
+    itself, ``Volume.name``), else the real path of the external tile file (resolved under
+    the path policy); an external tile is its whole file (``offset`` 0).
+    """
+
+    path: str | None
+    offset: int
+    size: int
+
+    @property
+    def internal(self) -> bool:
+        """True when the tile is a byte range of the ``.jnrrd`` file itself."""
+        return self.path is None
+
+
+def tile_locations(source: InternalSource | ExternalSource | None, level: Level, *,
+                   name: Any = None, reverse: bool = False
+                   ) -> Iterator[tuple[tuple[int, ...], TileLocation | None]]:
+    """``(coords, location)`` for every tile of ``level`` in linear-index order; ``location``
+    is ``None`` for a sparse tile. ``coords`` are in header order, reversed when
+    ``reverse``. :class:`~jnrrd.errors.UnsupportedError` for an untiled volume or a virtual
+    level (its tiles are computed on read, not stored)."""
+    if source is None:
+        raise UnsupportedError(f"{where(name)}the volume is not tiled: it has no tiles")
+    if not level.stored:
+        raise UnsupportedError(f"{where(name)}level {level.index} is virtual (computed from "
+                               "level 0 on read): it has no stored tiles")
+    grid = level.grid
+    for local, coords in enumerate(grid.all_coords()):
+        if isinstance(source, InternalSource):
+            g = level.first + local
+            off = int(source.offsets[g])
+            loc = None if off < 0 else TileLocation(None, off, int(source.sizes[g]))
+        else:
+            found = source.locate(level, coords, local)
+            loc = None if found is None else TileLocation(found[0], 0, found[1])
+        yield (coords[::-1] if reverse else coords), loc
