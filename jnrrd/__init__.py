@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .api import open, read, read_header
+from .conversion import convert
 from .engine.volume import LevelView, Volume
 from .errors import (
     CodecError,
@@ -41,6 +42,7 @@ __all__ = [
     "Volume",
     "__version__",
     "cleanup",
+    "convert",
     "kerchunk_refs",
     "open",
     "read",

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import time
-from typing import TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
 
-__all__ = ["Bar"]
+import numpy as np
+
+__all__ = ["Bar", "Reporting", "mib_progress"]
 
 
 class Bar:
@@ -34,3 +38,38 @@ class Bar:
         if done >= total:
             self.stream.write("\n")
         self.stream.flush()
+
+
+def mib_progress(bar: Callable[[int, int], None] | None, total_bytes: int
+                 ) -> Callable[[int], None] | None:
+    """``report(done_bytes)`` drawing ``bar(done, total)`` in MiB (rounded up, at least 1)."""
+    if bar is None:
+        return None
+    total = max(1, math.ceil(total_bytes / (1 << 20)))
+
+    def report(done_bytes: int) -> None:
+        bar(total if done_bytes >= total_bytes else done_bytes >> 20, total)
+
+    return report
+
+
+class Reporting:
+    """An array-like over ``data`` that reports the bytes read through it, for writers (NRRD,
+    untiled JNRRD) that read their input one slab at a time and draw no progress themselves."""
+
+    def __init__(self, data: Any, report: Callable[[int], None]) -> None:
+        self._data = data
+        self._report = report
+        self._done = 0
+        self.shape = tuple(int(n) for n in data.shape)
+        self.dtype = np.dtype(data.dtype)
+        self.ndim = len(self.shape)
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        out = np.asarray(self._data[key])
+        self._done += out.nbytes
+        self._report(self._done)
+        return out
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return self[...] if dtype is None else self[...].astype(dtype, copy=False)

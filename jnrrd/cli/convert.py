@@ -1,16 +1,14 @@
-"""``jnrrd convert``: convert between ``.jnrrd``, ``.nrrd``/``.nhdr`` and ``.npy``."""
+"""``jnrrd convert``: convert between ``.jnrrd``, ``.nrrd``/``.nhdr``, ``.npy`` and OME-Zarr
+(``.ome.zarr``/``.zarr``); the work is :mod:`jnrrd.conversion`'s, this module checks options."""
 
 from __future__ import annotations
 
 import argparse
-import math
+import functools
+import json
 import os
-from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
-from ..progress import Bar
 from ..pyramid.methods import METHODS
 from ..tiling.codec_fields import CANONICAL_COMPRESSION, SHORTHAND
 from .common import (
@@ -19,26 +17,28 @@ from .common import (
     NRRD,
     UsageError,
     codecs_arg,
-    file_kind,
+    int_list,
     positive_int,
     tile_list,
 )
-from .output import Reporting, check_codecs, check_output_dir, mib_progress, write_output
+from .output import check_codecs, check_output_dir, write_output
 
 __all__ = ["register"]
 
 _COMPRESSIONS = tuple(SHORTHAND)
 _ENCODINGS = ("raw", "gzip", "gz", "bzip2", "bz2", "zstd", "lz4", "ascii", "hex")
-_FORMATS = (JNRRD, NRRD, NPY)
+OME_ZARR = "ome-zarr"
+_FORMATS = (JNRRD, NRRD, NPY, OME_ZARR, "zarr")
 
 
 def register(sub: Any) -> None:
     """Add the ``convert`` sub-command to the ``add_subparsers`` object ``sub``."""
     conv = sub.add_parser(
-        "convert", help="convert between .jnrrd, .nrrd/.nhdr and .npy",
+        "convert", help="convert between .jnrrd, .nrrd/.nhdr, .npy and OME-Zarr",
         description="Convert IN to OUT; the output format follows OUT's suffix (.jnrrd, "
-                    ".nrrd, .nhdr, .npy, any case) or --format. Tiling options apply to "
-                    "JNRRD output.")
+                    ".nrrd, .nhdr, .npy, .ome.zarr, .zarr, any case) or --format. Tiling "
+                    "options apply to JNRRD output; --tile, --compression zstd|gzip and "
+                    "--shards to OME-Zarr output.")
     conv.add_argument("input", metavar="IN")
     conv.add_argument("output", metavar="OUT")
     conv.add_argument("--format", choices=_FORMATS, dest="out_format",
@@ -64,6 +64,12 @@ def register(sub: Any) -> None:
     conv.add_argument("--index-order", choices=("F", "C"), default="F",
                       help="how .npy array axes map onto file axes: F (default) keeps "
                            "shape == sizes, C reverses them")
+    conv.add_argument("--shards", type=int_list, metavar="N[,N...]",
+                      help="OME-Zarr output: chunks per shard along every axis (one number), "
+                           "or the shard shape in voxels per axis")
+    conv.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
+                      help="passed to fsspec for URL sources and targets (repeatable; VALUE "
+                           "is parsed as JSON when it is JSON)")
     conv.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     conv.set_defaults(run=run)
 
@@ -73,11 +79,48 @@ _TILING_OPTIONS = ("tile", "compression", "codecs", "levels", "downsample", "ext
 
 def run(args: argparse.Namespace) -> int:
     """Convert ``args.input`` to ``args.output``; return the exit code."""
-    from ..api import open as jopen
+    from ..conversion import open_source, write_converted
     from ..writing.dispatch import write
 
-    src_kind, dst_kind = file_kind(args.input), args.out_format or _out_kind(args.output)
+    dst_kind = args.out_format or _out_kind(args.output)
+    if dst_kind == "zarr":
+        dst_kind = OME_ZARR
     asked = [o for o in _TILING_OPTIONS if getattr(args, o) is not None]
+    _check_options(args, dst_kind, asked)
+    if os.path.abspath(args.input) == os.path.abspath(args.output):
+        raise UsageError("IN and OUT are the same file")
+    check_output_dir(args.output, directory_ok=dst_kind == OME_ZARR)
+    order = args.index_order
+    storage_options = _storage_options(args.storage_option)
+    src = open_source(args.input, index_order="F" if dst_kind == OME_ZARR else order,
+                      storage_options=storage_options)
+    with src:
+        if args.codecs is not None:
+            check_codecs(args.codecs, src.data.dtype, len(src.data.shape))
+        kw = _write_keywords(args, dst_kind)
+        written = functools.partial(write_output, write, tiling_asked=bool(asked))
+        if dst_kind == OME_ZARR:
+            written = write
+        write_converted(src, args.output, dst_kind, write=written, index_order=order,
+                        progress=None if args.quiet else True,
+                        storage_options=storage_options, **kw)
+    return 0
+
+
+def _check_options(args: argparse.Namespace, dst_kind: str, asked: list[str]) -> None:
+    """Options that parse but cannot apply to this output: usage errors (exit 2)."""
+    if dst_kind == OME_ZARR:
+        bad = [o for o in asked if o not in ("tile", "compression")]
+        bad += ["encoding"] if args.encoding is not None else []
+        if bad:
+            raise UsageError(f"{', '.join('--' + o for o in bad)}: an OME-Zarr output takes "
+                             "--tile (chunks), --compression zstd|gzip and --shards")
+        if args.compression not in (None, "zstd", "gzip", "gz"):
+            raise UsageError(f"--compression {args.compression}: OME-Zarr output takes zstd "
+                             "or gzip")
+        return
+    if args.shards is not None:
+        raise UsageError("--shards: only for an OME-Zarr output")
     if asked and dst_kind != JNRRD:
         names = ", ".join("--" + o for o in asked)
         raise UsageError(f"{names}: tiling options need a JNRRD output, not {args.output}")
@@ -95,138 +138,55 @@ def run(args: argparse.Namespace) -> int:
     if args.compression is not None and args.codecs is not None:
         raise UsageError("--compression and --codecs exclude each other (a compression name "
                           "is shorthand for a codec list)")
-    if os.path.abspath(args.input) == os.path.abspath(args.output):
-        raise UsageError("IN and OUT are the same file")
-    check_output_dir(args.output)
-    order = args.index_order
-    if src_kind == NPY:
-        # A memory map keeps memory bounded by the writer's slabs, not the array.
-        data: Any = np.load(args.input, mmap_mode="r", allow_pickle=False)
-        header: dict[str, Any] = {}
-        vol = None
-    else:
-        vol = jopen(args.input, index_order=order)
-        data, header = vol, dict(vol.header)
-    try:
-        if args.codecs is not None:
-            check_codecs(args.codecs, data.dtype, len(data.shape))
-        bar = None if args.quiet else Bar(label="MiB")
-        if dst_kind == NPY:
-            _write_npy(args.output, data, fortran=order == "F",
-                       report=mib_progress(bar, int(data.nbytes)))
-            return 0
-        header = _carried_header(header, rewrite_tiling=bool(asked))
-        kw: dict[str, Any] = {"format": dst_kind}
-        if args.encoding is not None:
-            header.pop("encoding", None)  # the option replaces the input's encoding
-            kw["encoding"] = args.encoding
-        if args.tile is not None:
-            kw["tile"] = args.tile[0] if len(args.tile) == 1 else tuple(args.tile)
-        for name in ("compression", "codecs", "levels", "downsample"):
-            if getattr(args, name) is not None:
-                kw[name] = getattr(args, name)
-        if args.external is not None:
-            kw["storage"] = "external"
-            if args.external:
-                kw["pattern"] = args.external
-        if args.codecs is not None:
-            # The chain's `bytes` codec decides the byte order (CONVENTIONS §1.2): the
-            # input's `endian` must not contradict it.
-            header.pop("endian", None)
-        if asked:
-            # `write` tiles when asked for tiles, compression, codecs or levels; an explicit
-            # `tile:enabled` makes --external/--downsample alone tile with the default sizes.
-            header["tile:enabled"] = True
-        tiled = bool(asked) or any(str(k).endswith(":enabled") and v is True
-                                   for k, v in header.items())
-        if tiled and dst_kind == JNRRD and not args.quiet:
-            kw["progress"] = True  # the bar itself stays quiet when stderr is not a terminal
-        elif bar is not None:  # NRRD and untiled outputs: progress as the input is read
-            data = Reporting(data, mib_progress(bar, int(np.dtype(data.dtype).itemsize
-                                                         * math.prod(data.shape))))
-        write_output(write, args.output, data, header or None, tiling_asked=bool(asked),
-                     index_order=order, **kw)
-    finally:
-        if vol is not None:
-            vol.close()
-    return 0
 
 
-# Fields the writer computes (or that describe the input's storage, not the data).
-_COMPUTED = {"jnrrd", "dimension", "sizes", "type", "block_size", "data_file", "data_files",
-             "data_file_pattern", "line_skip", "byte_skip"}
+def _write_keywords(args: argparse.Namespace, dst_kind: str) -> dict[str, Any]:
+    """The ``write_converted`` keywords the command line asks for."""
+    kw: dict[str, Any] = {}
+    if args.tile is not None:
+        tile = args.tile[0] if len(args.tile) == 1 else tuple(args.tile)
+        kw["chunks" if dst_kind == OME_ZARR else "tile"] = tile
+    if dst_kind == OME_ZARR:
+        if args.compression is not None:
+            kw["compression"] = {"gz": "gzip"}.get(args.compression, args.compression)
+        if args.shards is not None:
+            kw["shards"] = args.shards[0] if len(args.shards) == 1 else tuple(args.shards)
+        return kw
+    if args.encoding is not None:
+        kw["encoding"] = args.encoding
+    for name in ("compression", "codecs", "levels", "downsample"):
+        if getattr(args, name) is not None:
+            kw[name] = getattr(args, name)
+    if args.external is not None:
+        kw["storage"] = "external"
+        if args.external:
+            kw["pattern"] = args.external
+    return kw
+
+
+def _storage_options(items: list[str] | None) -> dict[str, Any] | None:
+    """``--storage-option KEY=VALUE`` pairs (values parsed as JSON when they are JSON)."""
+    if not items:
+        return None
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--storage-option {item!r}: expected KEY=VALUE")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
 
 
 def _out_kind(path: str) -> str:
     """The output format by suffix (any case); other suffixes need ``--format``."""
-    low = path.lower()
-    for suffix, kind in ((".npy", NPY), (".nrrd", NRRD), (".nhdr", NRRD), (".jnrrd", JNRRD)):
+    low = path.rstrip("/\\").lower()
+    for suffix, kind in ((".npy", NPY), (".nrrd", NRRD), (".nhdr", NRRD), (".jnrrd", JNRRD),
+                         (".zarr", OME_ZARR)):
         if low.endswith(suffix):
             return kind
     raise UsageError(f"{path}: cannot tell the output format from its suffix; expected "
-                     ".jnrrd, .nrrd, .nhdr or .npy (any case), or pass --format "
-                     "jnrrd|nrrd|npy")
-
-
-def _carried_header(header: dict[str, Any], *, rewrite_tiling: bool) -> dict[str, Any]:
-    """The input's header as ``write`` input: data-location fields dropped; tiling fields
-    dropped too when the command line asks for a new layout (so they cannot override it)."""
-    out = {k: v for k, v in header.items() if k not in _COMPUTED}
-    if rewrite_tiling or not any(str(k).endswith(":enabled") for k in out):
-        tile_prefixes = {p for p, uri in (out.get("extensions") or {}).items()
-                         if isinstance(uri, str) and uri.startswith("https://jnrrd.org/"
-                                                                    "extensions/tile/")}
-        tile_prefixes.add("tile")
-        out = {k: v for k, v in out.items() if str(k).split(":", 1)[0] not in tile_prefixes
-               or ":" not in str(k)}
-        if isinstance(out.get("extensions"), dict):
-            ext = {p: u for p, u in out["extensions"].items() if p not in tile_prefixes}
-            if ext:
-                out["extensions"] = ext
-            else:
-                out.pop("extensions")
-    if out.get("encoding") not in (None, "raw", "gzip", "gz", "bzip2", "bz2", "zstd", "lz4",
-                                   "ascii", "txt", "text", "hex"):
-        out.pop("encoding")
-    return out
-
-
-def _write_npy(path: str, data: Any, *, fortran: bool,
-               report: Callable[[int], None] | None = None) -> None:
-    """Write ``data`` (caller axis order) to ``.npy`` one slab at a time.
-
-    Slabs run along the file's slowest axis (the caller's last axis under ``index_order="F"``,
-    its first under ``"C"``), and the ``.npy`` is stored in the matching memory order, so each
-    slab is contiguous, touches each tile once, and memory stays bounded by one slab.
-    """
-    shape = tuple(int(n) for n in data.shape)
-    dtype = np.dtype(data.dtype)
-    fortran = fortran and len(shape) > 1
-    tmp = f"{path}.partial"
-    try:
-        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=shape,
-                                        fortran_order=fortran)
-    except OSError as e:  # name the output, not the temporary file
-        raise type(e)(e.errno, e.strerror, path) from None
-    try:
-        axis = len(shape) - 1 if fortran else 0
-        n = shape[axis] if shape else 1
-        row = max(1, dtype.itemsize * math.prod(shape) // max(n, 1))
-        step = max(1, (64 << 20) // row)  # ~64 MiB slabs
-        chunk = getattr(data, "chunks", None)
-        if isinstance(chunk, tuple) and len(chunk) == len(shape) and chunk:
-            step = max(step // chunk[axis], 1) * chunk[axis]
-        for lo in range(0, n, step):
-            key = tuple(slice(lo, min(n, lo + step)) if a == axis else slice(None)
-                        for a in range(len(shape)))
-            out[key] = np.asarray(data[key])
-            if report is not None:
-                report(min(n, lo + step) * row)
-        out.flush()
-        del out
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
+                     ".jnrrd, .nrrd, .nhdr, .npy, .ome.zarr or .zarr (any case), or pass "
+                     "--format jnrrd|nrrd|npy|ome-zarr")

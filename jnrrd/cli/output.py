@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import errno
-import math
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -12,18 +11,22 @@ from typing import Any
 import numpy as np
 
 from ..errors import CodecError, JnrrdError
+from ..progress import Reporting, mib_progress
 from .common import UsageError
 
 __all__ = ["Reporting", "check_codecs", "check_output_dir", "mib_progress", "write_output"]
 
 
-def check_output_dir(path: str) -> None:
+def check_output_dir(path: str, *, directory_ok: bool = False) -> None:
     """The directory ``path`` goes into must exist (an ``OSError`` naming ``path``, not the
-    writer's temporary files)."""
-    d = os.path.dirname(os.path.abspath(path))
+    writer's temporary files); ``path`` itself must not be a directory unless
+    ``directory_ok`` (an OME-Zarr group is one)."""
+    if "://" in path:
+        return
+    d = os.path.dirname(os.path.abspath(path.rstrip("/\\") or path))
     if not os.path.isdir(d):
         raise FileNotFoundError(errno.ENOENT, "its directory does not exist", path)
-    if os.path.isdir(path):
+    if os.path.isdir(path) and not directory_ok:
         raise IsADirectoryError(errno.EISDIR, "is a directory", path)
 
 
@@ -57,38 +60,3 @@ def write_output(write: Callable[..., None], path: str, data: Any, header: Any, 
         raise
     except (ValueError, TypeError) as e:
         raise UsageError(str(e)) from None
-
-
-def mib_progress(bar: Callable[[int, int], None] | None, total_bytes: int
-                 ) -> Callable[[int], None] | None:
-    """``report(done_bytes)`` drawing ``bar(done, total)`` in MiB (rounded up, at least 1)."""
-    if bar is None:
-        return None
-    total = max(1, math.ceil(total_bytes / (1 << 20)))
-
-    def report(done_bytes: int) -> None:
-        bar(total if done_bytes >= total_bytes else done_bytes >> 20, total)
-
-    return report
-
-
-class Reporting:
-    """An array-like over ``data`` that reports the bytes read through it, for writers (NRRD,
-    untiled JNRRD) that read their input one slab at a time and draw no progress themselves."""
-
-    def __init__(self, data: Any, report: Callable[[int], None]) -> None:
-        self._data = data
-        self._report = report
-        self._done = 0
-        self.shape = tuple(int(n) for n in data.shape)
-        self.dtype = np.dtype(data.dtype)
-        self.ndim = len(self.shape)
-
-    def __getitem__(self, key: Any) -> np.ndarray:
-        out = np.asarray(self._data[key])
-        self._done += out.nbytes
-        self._report(self._done)
-        return out
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        return self[...] if dtype is None else self[...].astype(dtype, copy=False)
