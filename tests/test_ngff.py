@@ -71,3 +71,18 @@ def test_units():
     assert ngff.ngff_unit("furlong") == "furlong"
     assert ngff.ngff_unit(None) is None
     assert ngff.nrrd_unit("millimeter") == "mm"
+
+
+@pytest.mark.parametrize("centers", [None, ["cell", "node", "cell"]])
+def test_transforms_put_voxels_where_the_affine_does(tmp_path, centers):
+    h = dict(LPS, space_directions=[[0.5, 0, 0], [0, 0.75, 0], [0, 0, 2.0]])
+    if centers:
+        h["centers"] = centers
+    jnrrd.write(tmp_path / "g.jnrrd", np.zeros((16, 12, 9), np.uint8), header=h, tile=4,
+                levels=[1, 2, [4, 2, 1]])
+    with jnrrd.open(tmp_path / "g.jnrrd", index_order="C") as vol:
+        for k, lv in enumerate(vol.levels):
+            scale, trans = ngff.level_transform(vol, k)
+            idx = np.array([2.0, 3.0, 1.0])  # C-order index (z, y, x)
+            world = (lv.affine @ np.append(idx, 1.0))[:3]  # LPS (x, y, z)
+            assert np.allclose(np.asarray(scale) * idx + trans, world[::-1]), k

@@ -54,6 +54,7 @@ def _check(path, *, xarray=True):
     """Every level, through zarr and xarray, equals jnrrd.read(level=k) byte for byte."""
     refs = jnrrd.kerchunk_refs(path)
     json.dumps(refs, allow_nan=False)  # plain JSON
+    assert jnrrd.kerchunk_refs(path, storage_options={}) == refs
     store = _store(refs)
     group = zarr.open_group(store, mode="r", zarr_format=3)
     with jnrrd.open(path) as vol:
@@ -216,6 +217,11 @@ REFUSED = {
     "pad": (_kw(tile=(4, 4), codecs=[LE, {"name": "pad", "configuration": {
         "location": "end", "nbytes": 8}}]),
             r"codec 'pad'"),
+    "offset": (_kw(tile=(4, 4), codecs=[LE, {"name": "offset", "configuration": {
+        "offset": 8}}]), r"codec 'offset'"),
+    "scale_offset": (_kw(tile=(4, 4), codecs=[
+        {"name": "scale_offset", "configuration": {"offset": 1, "scale": 2}}, LE]),
+        r"codec 'scale_offset'"),
     "untiled": (_kw(), r"untiled"),
 }
 

@@ -61,7 +61,8 @@ def kerchunk_refs(source: Any, *, storage_options: Mapping[str, Any] | None = No
 
     ``source`` is a path (or a binary file object with a path ``name``); the references point
     at it by absolute path (a URL is kept as given). ``storage_options`` is passed to
-    :func:`jnrrd.open` when given (remote sources). Open the result with fsspec's
+    :func:`jnrrd.open` when not empty (remote sources; where ``jnrrd.open`` takes none, an
+    ``UnsupportedError``). Open the result with fsspec's
     ``reference`` filesystem and zarr-python 3 (``pip install "jnrrd[zarr]"``)::
 
         fs = fsspec.filesystem("reference", fo=refs, asynchronous=True)
@@ -74,9 +75,16 @@ def kerchunk_refs(source: Any, *, storage_options: Mapping[str, Any] | None = No
 
     url = _url(source)
     kwargs: dict[str, Any] = {}
-    if storage_options is not None:
+    if storage_options:
         kwargs["storage_options"] = dict(storage_options)
-    with jopen(source, **kwargs) as vol:
+    try:
+        vol = jopen(source, **kwargs)
+    except TypeError as e:
+        if "storage_options" not in str(e):
+            raise
+        raise UnsupportedError(f"{where(source)}storage_options: this jnrrd opens local files "
+                               "only (no remote filesystem to pass them to)") from None
+    with vol:
         return volume_refs(vol, url)
 
 
