@@ -272,3 +272,17 @@ def test_ecosystem_page_example_runs(tmp_path, monkeypatch):
     (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
     monkeypatch.chdir(tmp_path)
     exec(compile(block, "docs/ecosystem.md", "exec"), {"__name__": "ecosystem"})
+
+
+def test_aligned_tiles_and_a_missing_tile_file(tmp_path):
+    path = str(tmp_path / "a.jnrrd")
+    jnrrd.write(path, _data((20, 9, 6), "int16"), tile=4, compression="zstd", align=4096)
+    _check(path, xarray=False)
+    ext = tmp_path / "e.jnrrd"
+    jnrrd.write(ext, _data((8, 8), "uint8"), tile=4, storage="external")
+    with jnrrd.open(ext) as vol:
+        gone = next(loc.path for _, loc in vol.tile_locations())
+    os.remove(gone)
+    # an unrecorded missing tile file is corrupt data, as on read (not silently the fill value)
+    with pytest.raises(jnrrd.DataError, match="missing"):
+        jnrrd.kerchunk_refs(ext)
