@@ -110,7 +110,8 @@ def test_rgb_channel_axis_round_trip(tmp_path):
                             "space_directions": [None, [0.1, 0], [0, 0.1]],
                             "space_units": ["um", "um"]}, tile=(3, 16, 16), levels=2)
     out = tmp_path / "rgb.ome.zarr"
-    jnrrd.convert(src, out)
+    with pytest.warns(jnrrd.JnrrdWarning, match="orders them time, channel, space"):
+        jnrrd.convert(src, out)  # interleaved RGB: the channel axis is the last Zarr axis
     g = zarr.open_group(out, mode="r")
     axes = _ome(g)["multiscales"][0]["axes"]
     assert [a.get("type") for a in axes] == ["space", "space", "channel"]
@@ -276,6 +277,33 @@ def test_format_override_and_refusals(ct, tmp_path):
         jnrrd.convert(tmp_path / "plain.zarr", tmp_path / "p.jnrrd")
     with pytest.raises(jnrrd.UnsupportedError, match="JNRRD or NRRD source"):
         jnrrd.convert(tmp_path / "vol.dir", tmp_path / "again.zarr")
+
+
+def test_fsspec_url_target_and_source(ct, tmp_path):
+    src, data = ct
+    url = f"memory://jnrrd-test/{tmp_path.name}/ct.ome.zarr"
+    jnrrd.convert(src, url, storage_options={})
+    g = zarr.open_group(url, mode="r")
+    np.testing.assert_array_equal(g["2"][...], jnrrd.read(src, level=2)[0].T)
+    back = tmp_path / "back.jnrrd"
+    jnrrd.convert(url, back)
+    np.testing.assert_array_equal(jnrrd.read(back, level=2)[0], jnrrd.read(src, level=2)[0])
+
+
+def test_untiled_nrrd_source_gets_default_chunks(tmp_path):
+    data = np.arange(100 * 90 * 3, dtype=np.int32).reshape(100, 90, 3)
+    src = tmp_path / "plain.nrrd"
+    jnrrd.write(src, data, {"spacings": [1.0, 1.0, 4.0]})
+    out = tmp_path / "plain.ome.zarr"
+    jnrrd.convert(src, out)
+    arr = zarr.open_group(out, mode="r")["0"]
+    assert arr.chunks == (3, 64, 64)
+    np.testing.assert_array_equal(arr[...], data.T)
+    back = tmp_path / "back.nrrd"
+    jnrrd.convert(out, back)  # the header attribute: untiled, as the source was
+    got, h = jnrrd.read(back)
+    np.testing.assert_array_equal(got, data)
+    assert h["spacings"] == [1.0, 1.0, 4.0]
 
 
 def test_missing_zarr_names_the_extra(ct, tmp_path, monkeypatch):

@@ -253,7 +253,29 @@ def _group_attributes(vol: Any) -> dict[str, Any]:
         warnings.warn(f"{vol.name}: {field}: OME-NGFF scale/translation cannot express it; "
                       f"kept only in the '{HEADER_ATTRIBUTE}' attribute (restored when "
                       "converted back to JNRRD)", JnrrdWarning, stacklevel=4)
+    why = _axis_order_problem([a.get("type") for a in ome["multiscales"][0]["axes"]])
+    if why:
+        warnings.warn(f"{vol.name}: the NGFF axes (header axes reversed) are "
+                      f"{[a['name'] for a in ome['multiscales'][0]['axes']]}: {why}; zarr-python "
+                      "reads the group, readers that enforce OME-NGFF 0.5's axis rules may not",
+                      JnrrdWarning, stacklevel=4)
     return {"ome": ome, HEADER_ATTRIBUTE: header_attribute(vol.header, prefixes)}
+
+
+def _axis_order_problem(types: list[Any]) -> str | None:
+    """What breaks OME-NGFF 0.5's axis rules (2 to 5 axes; 2 or 3 ``space`` axes; at most one
+    ``time`` and one ``channel`` axis, in the order time, channel, space), or None."""
+    rank = {"time": 0, "channel": 1, "space": 2}
+    order = [rank.get(t, 3) for t in types]
+    if not 2 <= len(types) <= 5:
+        return f"{len(types)} axes (NGFF 0.5 allows 2 to 5)"
+    if types.count("space") not in (2, 3):
+        return f"{types.count('space')} space axes (NGFF 0.5 needs 2 or 3)"
+    if types.count("time") > 1 or types.count("channel") > 1 or 3 in order:
+        return "NGFF 0.5 allows one time and one channel axis besides space axes"
+    if order != sorted(order):
+        return "NGFF 0.5 orders them time, channel, space"
+    return None
 
 
 def _group_name(vol: Any) -> str | None:
