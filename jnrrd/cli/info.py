@@ -42,7 +42,17 @@ def run(args: argparse.Namespace) -> int:
             return 0
         for line in _info_lines(args.file, vol, levels):
             print(line)
+        print(_preview_line(args.file))
     return 0
+
+
+def _preview_line(path: str) -> str:
+    """Where to find a picture: the ``jnrrd preview`` command for this file."""
+    import posixpath
+    import shlex
+
+    stem = posixpath.splitext(posixpath.basename(path.replace(os.sep, "/")))[0] or "preview"
+    return f"preview:     jnrrd preview {shlex.quote(path)} -o {shlex.quote(stem + '.png')}"
 
 
 def _level_facts(vol: Any, k: int) -> dict[str, Any]:

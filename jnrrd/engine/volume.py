@@ -304,6 +304,17 @@ class Volume(LevelView):
 
         return volume_to_dask(self, level)
 
+    def preview(self, size: int = 256, *, mip: bool = False, level: int | None = None,
+                labels: bool | None = None) -> np.ndarray:
+        """An ``H x W x 3`` ``uint8`` picture: three orthogonal mid-slices side by side (one
+        view for a 2-D volume), or maximum projections with ``mip=True``, read from the coarsest
+        stored level that still gives ``size`` pixels on the longest side of a view (or from
+        ``level``), in physical aspect, windowed by percentiles; label volumes in palette
+        colours (``labels`` forces the choice). Rules: docs/ecosystem.md#preview-pictures."""
+        from ..preview import render_preview
+
+        return render_preview(self, size, mip=mip, level=level, labels=labels)
+
     # -- reading ----------------------------------------------------------------------------
     def _read(self, level: Level, sel: tuple[AxisSel, ...]) -> np.ndarray:
         counts = tuple(s.count for s in sel)

@@ -1,0 +1,63 @@
+"""A minimal PNG writer: 8-bit RGB, one IDAT chunk, filter 0 (PNG specification, ISO/IEC
+15948, §11). Only :mod:`zlib` and :mod:`struct`: a preview needs no imaging library."""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+
+import numpy as np
+
+__all__ = ["encode_png", "write_png"]
+
+_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: PNG limits width and height to 2**31 - 1 (§11.2.2)
+_MAX_SIDE = 2**31 - 1
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    # length, type, data, CRC-32 over type + data (§5.3)
+    return (struct.pack(">I", len(data)) + kind + data
+            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+
+
+def encode_png(rgb: np.ndarray, *, level: int = 6) -> bytes:
+    """The PNG bytes of an ``H x W x 3`` ``uint8`` array (row 0 at the top).
+
+    ``ValueError`` for another shape or dtype, or an empty picture."""
+    a = np.asarray(rgb)
+    if a.ndim != 3 or a.shape[2] != 3 or a.dtype != np.uint8:
+        raise ValueError(f"encode_png: expected an H x W x 3 uint8 array, got shape "
+                         f"{a.shape} dtype {a.dtype}")
+    h, w = int(a.shape[0]), int(a.shape[1])
+    if not (0 < h <= _MAX_SIDE and 0 < w <= _MAX_SIDE):
+        raise ValueError(f"encode_png: a PNG needs 1 to {_MAX_SIDE} rows and columns, got "
+                         f"{h} x {w}")
+    # bit depth 8, colour type 2 (truecolour), deflate, filter method 0, no interlace
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
+    # every scanline starts with its filter type byte: 0 (None)
+    rows = np.empty((h, 1 + 3 * w), dtype=np.uint8)
+    rows[:, 0] = 0
+    rows[:, 1:] = np.ascontiguousarray(a).reshape(h, 3 * w)
+    idat = zlib.compress(rows.tobytes(), level)
+    return _SIGNATURE + _chunk(b"IHDR", ihdr) + _chunk(b"IDAT", idat) + _chunk(b"IEND", b"")
+
+
+def write_png(path: str | os.PathLike[str], rgb: np.ndarray) -> None:
+    """Write ``rgb`` (``H x W x 3`` ``uint8``) as a PNG file at ``path``.
+
+    The bytes go to a temporary file beside ``path`` that replaces it when complete, so a
+    failed write never leaves a partial picture."""
+    data = encode_png(rgb)
+    path = os.fspath(path)
+    tmp = os.path.join(os.path.dirname(path) or ".",
+                       f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
