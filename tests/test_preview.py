@@ -371,3 +371,45 @@ def test_one_domain_axis_has_no_picture(tmp_path: Path) -> None:
                                                                    match="two domain axes"):
         vol.preview()
     assert main(["preview", str(tmp_path / "line.jnrrd"), "-o", str(tmp_path / "l.png")]) == 1
+
+
+def test_views_are_the_middle_planes_exactly(tmp_path: Path) -> None:
+    # pixels == voxels (size 20 on a 20 x 16 x 12 volume): no resampling, so each view is the
+    # palette image of one middle plane, rows = the second axis of the view
+    rng = np.random.default_rng(3)
+    lab = rng.integers(0, 6, (20, 16, 12), dtype=np.uint8)
+    jnrrd.write(tmp_path / "l.jnrrd", lab, tile=8, compression="zstd")
+    with jnrrd.open(tmp_path / "l.jnrrd") as vol:
+        pic = vol.preview(20)
+    assert pic.shape == three_view_size(20, 16, 12)
+
+    def paint(plane: np.ndarray) -> np.ndarray:
+        out = PALETTE[(plane.astype(np.intp) - 1) % len(PALETTE)]
+        out[plane == 0] = 0
+        return out
+
+    np.testing.assert_array_equal(pic[:16, :20], paint(lab[:, :, 6].T))
+    np.testing.assert_array_equal(pic[:12, 20 + GAP:40 + GAP], paint(lab[:, 8, :].T))
+    np.testing.assert_array_equal(pic[:12, 40 + 2 * GAP:], paint(lab[10, :, :].T))
+    assert (pic[12:, 20 + GAP:] == 0).all() and (pic[:, 20:20 + GAP] == 0).all()
+
+
+def test_mip_in_many_slabs_equals_numpy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import jnrrd.preview.render as render
+
+    rng = np.random.default_rng(5)
+    lab = rng.integers(0, 12, (24, 20, 30), dtype=np.int16)
+    jnrrd.write(tmp_path / "m.jnrrd", lab, tile=[8, 8, 7])  # 7: slabs cut tiles unevenly
+    with jnrrd.open(tmp_path / "m.jnrrd") as vol:
+        whole = vol.preview(30, mip=True, labels=True)
+        monkeypatch.setattr(render, "_SLAB_BYTES", 1)
+        monkeypatch.setattr(render, "_SLAB_TILE_BYTES", 1)  # one plane per slab
+        assert (vol.preview(30, mip=True, labels=True) == whole).all()
+        monkeypatch.setattr(render, "_SLAB_TILE_BYTES", 1 << 30)  # one tile row per slab
+        assert (vol.preview(30, mip=True, labels=True) == whole).all()
+    expected = [lab.max(axis=2).T, lab.max(axis=1).T, lab.max(axis=0).T]  # no resampling
+    views = [whole[:20, :24], whole[:30, 24 + GAP:48 + GAP], whole[:30, 48 + 2 * GAP:]]
+    for got, want in zip(views, expected, strict=True):
+        painted = PALETTE[(want.astype(np.intp) - 1) % len(PALETTE)]
+        painted[want == 0] = 0
+        np.testing.assert_array_equal(got, painted)
