@@ -413,3 +413,29 @@ def test_mip_in_many_slabs_equals_numpy(tmp_path: Path, monkeypatch: pytest.Monk
         painted = PALETTE[(want.astype(np.intp) - 1) % len(PALETTE)]
         painted[want == 0] = 0
         np.testing.assert_array_equal(got, painted)
+
+
+# -- the real-data set (tests/data, written by pynrrd) ------------------------------------------
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def test_real_nrrd_files_written_by_pynrrd(tmp_path: Path) -> None:
+    nrrd = pytest.importorskip("nrrd")
+    # RGB: pixels == voxels (16 x 12 at 0.25 mm), so the picture is pynrrd's data, transposed
+    rgb, _ = nrrd.read(str(DATA / "rgb.nrrd"))  # (3, 16, 12), axis 0 fastest
+    with jnrrd.open(DATA / "rgb.nrrd") as vol:
+        np.testing.assert_array_equal(vol.preview(16), np.transpose(rgb, (2, 1, 0)))
+    # a Slicer segmentation (list axis of layers): layer 0 in palette colours
+    seg, _ = nrrd.read(str(DATA / "seg.seg.nrrd"))
+    with jnrrd.open(DATA / "seg.seg.nrrd") as vol:
+        pic = vol.preview(64)
+    want = {(0, 0, 0), *(tuple(int(c) for c in PALETTE[v - 1]) for v in np.unique(seg[0])
+                         if v)}
+    assert colours(pic) == want and len(want) >= 3
+    # grey scalar volumes, a DWI (list axis: first gradient), vectors, a time series
+    for name in ("ct.nrrd", "dwi.nrrd", "vector.nrrd", "series.nrrd", "pair.nhdr"):
+        assert main(["preview", str(DATA / name), "-o", str(tmp_path / "p.png"),
+                     "--size", "48"]) == 0
+        pic = read_png(tmp_path / "p.png")
+        assert max(pic.shape[:2]) <= 48 + 2 * 48 + 2 * GAP and len(colours(pic)) > 3, name
+        assert (pic[..., 0] == pic[..., 2]).all(), name
