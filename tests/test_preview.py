@@ -439,3 +439,13 @@ def test_real_nrrd_files_written_by_pynrrd(tmp_path: Path) -> None:
         pic = read_png(tmp_path / "p.png")
         assert max(pic.shape[:2]) <= 48 + 2 * 48 + 2 * GAP and len(colours(pic)) > 3, name
         assert (pic[..., 0] == pic[..., 2]).all(), name
+
+
+def test_an_unwritable_output_names_the_output(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture) -> None:
+    jnrrd.write(tmp_path / "v.jnrrd", phantom((16, 16, 8)))
+    for out in (tmp_path / "missing" / "x.png", tmp_path):
+        assert main(["preview", str(tmp_path / "v.jnrrd"), "-o", str(out)]) == 1
+        err = capsys.readouterr().err
+        assert f"jnrrd: error: {out}: " in err and ".tmp" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v.jnrrd"]

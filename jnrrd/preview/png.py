@@ -57,7 +57,10 @@ def write_png(path: str | os.PathLike[str], rgb: np.ndarray) -> None:
         with open(tmp, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.errno is not None:
+            # name the caller's file, never the temporary one
+            raise type(e)(e.errno, e.strerror, path) from None
         raise
