@@ -113,9 +113,20 @@ def open_source(source: Any, *, index_order: str = "F",
                       defaults=_caller_order(oz.defaults, index_order))
     from .api import open as jopen
 
-    extra = {"storage_options": storage_options} if storage_options else {}
-    vol = jopen(source, index_order=index_order, **extra)
+    extra = {"storage_options": dict(storage_options)} if storage_options and _is_url(
+        source) else {}
+    try:
+        vol = jopen(source, index_order=index_order, **extra)
+    except TypeError as e:
+        if "storage_options" not in str(e):
+            raise
+        raise UnsupportedError(f"{source}: storage_options: this jnrrd opens local JNRRD and "
+                               "NRRD files only (no remote filesystem to pass them to)") from None
     return Source(kind, vol, vol.header, volume=vol)
+
+
+def _is_url(path: Any) -> bool:
+    return isinstance(path, str) and "://" in path and not path.startswith("file://")
 
 
 def _caller_order(defaults: dict[str, Any], index_order: str) -> dict[str, Any]:
@@ -200,8 +211,8 @@ def write_converted(src: Source, target: Any, out: str, *, write: Callable[..., 
     elif progress not in (None, False):
         data = Reporting(data, mib_progress(_bar(progress), int(
             np.dtype(data.dtype).itemsize * math.prod(data.shape))))
-    if storage_options:
-        options["storage_options"] = storage_options
+    if storage_options and _is_url(target):
+        options["storage_options"] = dict(storage_options)
     write(target, data, header or None, index_order=index_order, format=out, **options)
     if src.zarr is not None and out == "jnrrd" and len(src.zarr.levels) > 1:
         from .api import open as jopen

@@ -330,6 +330,9 @@ def test_cli_convert_both_ways(ct, tmp_path, capsys):
     arr = zarr.open_group(tmp_path / "d", mode="r")["0"]
     assert arr.chunks == (8, 8, 8)
     assert [c.to_dict()["name"] for c in arr.compressors] == ["gzip"]
+    assert main(["convert", "--quiet", str(src), str(tmp_path / "e.zarr"), "--tile",
+                 "none,8,8"]) == 0
+    assert zarr.open_group(tmp_path / "e.zarr", mode="r")["0"].chunks == (8, 8, 40)
 
 
 def test_memory_stays_bounded_by_a_few_tiles(tmp_path):
@@ -361,3 +364,12 @@ def test_memory_stays_bounded_by_a_few_tiles(tmp_path):
     with jnrrd.open(src) as x, jnrrd.open(tmp_path / "back.jnrrd") as y:
         for s in (slice(0, 64), slice(4032, 4096)):
             np.testing.assert_array_equal(y[:, :, s], x[:, :, s])
+
+
+def test_storage_options_go_only_to_the_url_side(ct, tmp_path):
+    src, data = ct
+    url = f"memory://jnrrd-test/{tmp_path.name}/so.ome.zarr"
+    jnrrd.convert(src, url, storage_options={"skip_instance_cache": True})  # local source
+    back = tmp_path / "so.jnrrd"
+    jnrrd.convert(url, back, storage_options={"skip_instance_cache": True})  # local target
+    np.testing.assert_array_equal(jnrrd.read(back)[0], data)

@@ -207,9 +207,11 @@ def _level_chunks(vol: Any, lv: Any, k: int, chunks: Sequence[int] | None
         kinds = vol.core.kinds or (None,) * lv.ndim
         side = 64 if lv.ndim >= 3 else (256 if lv.ndim == 2 else 65536)
         chunks = [side if _domain(kinds[a]) else n for a, n in enumerate(lv.shape)]
-    if len(chunks) != lv.ndim or any(int(c) < 1 for c in chunks):
-        raise ValueError(f"chunks={list(chunks)}: expected {lv.ndim} sizes >= 1")
-    return tuple(min(int(c), n) for c, n in zip(chunks, lv.shape, strict=True))
+    if len(chunks) != lv.ndim or any(c is not None and int(c) < 1 for c in chunks):
+        raise ValueError(f"chunks={list(chunks)}: expected {lv.ndim} sizes >= 1 (None: the "
+                         "whole axis)")
+    return tuple(n if c is None else min(int(c), n)
+                 for c, n in zip(chunks, lv.shape, strict=True))
 
 
 def _domain(kind: Any) -> bool:
