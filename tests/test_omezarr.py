@@ -150,17 +150,20 @@ def test_oblique_geometry_warns_and_is_restored_from_the_attribute(tmp_path):
     assert h["space"] == "left_posterior_superior"
 
 
-def _hand_written(path, data, *, levels=3, method=None, extra_level=None):
-    """An OME-Zarr (c, z, y, x) written with zarr-python alone, as another tool would."""
-    g = zarr.open_group(path, mode="w", zarr_format=3)
+def _hand_written(path, data, *, levels=3, method=None, extra_level=None, prefix="",
+                  zarr_format=3):
+    """An OME-Zarr (c, z, y, x) written with zarr-python alone, as another tool would
+    (``zarr_format=2``: the NGFF 0.4 layout, ``multiscales`` at the top of the attributes)."""
+    g = zarr.open_group(path, mode="w", zarr_format=zarr_format)
     datasets = []
     for k in range(levels):
         f = 2 ** k
         c, z, y, x = data.shape
         lv = data[:, :, :y // f * f, :x // f * f].reshape(c, z, y // f, f, x // f, f)
         lv = method(lv) if method else np.rint(lv.mean(axis=(3, 5))).astype(data.dtype)
-        g.create_array(str(k), data=lv, chunks=(1, 8, 16, 16), dimension_names="czyx")
-        datasets.append({"path": str(k), "coordinateTransformations": [
+        names = {"dimension_names": "czyx"} if zarr_format == 3 else {}
+        g.create_array(f"{prefix}{k}", data=lv, chunks=(1, 8, 16, 16), **names)
+        datasets.append({"path": f"{prefix}{k}", "coordinateTransformations": [
             {"type": "scale", "scale": [1.0, 2.0, 0.5 * f, 0.5 * f]},
             {"type": "translation", "translation": [0.0, 10.0, 0.25 * (f - 1),
                                                     0.25 * (f - 1)]}]})
@@ -168,13 +171,17 @@ def _hand_written(path, data, *, levels=3, method=None, extra_level=None):
         g.create_array("odd", data=data[:, :, ::3, ::3], chunks=(1, 8, 16, 16))
         datasets.append({"path": "odd", "coordinateTransformations": [
             {"type": "scale", "scale": [1.0, 2.0, 0.75, 0.75]}]})
-    g.attrs["ome"] = {"version": "0.5", "multiscales": [{
+    ms = [{
         "name": "cells",
         "axes": [{"name": "c", "type": "channel"},
                  {"name": "z", "type": "space", "unit": "micrometer"},
                  {"name": "y", "type": "space", "unit": "micrometer"},
                  {"name": "x", "type": "space", "unit": "micrometer"}],
-        "datasets": datasets}]}
+        "datasets": datasets}]
+    if zarr_format == 3:
+        g.attrs["ome"] = {"version": "0.5", "multiscales": ms}
+    else:
+        g.attrs["multiscales"] = [{**ms[0], "version": "0.4"}]
     return g
 
 
@@ -209,16 +216,28 @@ def test_hand_written_ome_zarr_is_read_by_convert(tmp_path, cells):
 
 def test_hand_written_levels_another_tool_built_differently(tmp_path, cells):
     src = tmp_path / "cells.zarr"
-    _hand_written(src, cells, method=lambda b: b[:, :, :, 0, :, 0], extra_level=True)
+    _hand_written(src, cells, method=lambda b: b[:, :, :, 0, :, 0], extra_level=True,
+                  prefix="s")
     out = tmp_path / "cells.jnrrd"
     with pytest.warns(jnrrd.JnrrdWarning) as rec:
         jnrrd.convert(src, out)
     text = [str(w.message) for w in rec]
     assert any("level odd" in t and "not integers" in t for t in text)
-    assert any("level 1 (1) differs" in t for t in text)
+    assert any("level 1 (s1) differs" in t for t in text)
     got, h = jnrrd.read(out)
     np.testing.assert_array_equal(got, cells.T)
     assert h["tile:levels"] == 3  # the stride-3 level is left out
+
+
+def test_ngff_04_on_zarr_v2_is_read(tmp_path, cells):
+    src = tmp_path / "old.ome.zarr"
+    _hand_written(src, cells, levels=2, zarr_format=2)
+    out = tmp_path / "old.jnrrd"
+    jnrrd.convert(src, out)
+    got, h = jnrrd.read(out)
+    np.testing.assert_array_equal(got, cells.T)
+    assert h["tile:level_scales"] == [1, [2, 2, 1, 1]]
+    assert h["space_units"] == ["um", "um", "um"]
 
 
 def test_read_after_convert_to_npy_and_nrrd(tmp_path, cells):
