@@ -108,6 +108,7 @@ def test_untiled_volume(pm: npe2.PluginManager, tmp_path: Path) -> None:
     assert kw["scale"] == (2.0, 0.75, 0.5) and kw["translate"] == (0.0, 0.0, 0.0)
     assert kw["units"] == ("mm", "mm", "mm")
     assert kw["rgb"] is False and "multiscale" not in kw and "channel_axis" not in kw
+    assert kw["contrast_limits"] == (0.0, 119.0)  # napari would take its first drawn slice
     assert kw["name"] == "plain"
     assert kw["metadata"]["header"]["sizes"] == [6, 5, 4]
 
@@ -119,7 +120,8 @@ def test_tiled_pyramid_is_multiscale(pm: npe2.PluginManager, tmp_path: Path) -> 
     header = {"space": "right-anterior-superior", "space_origin": [10.0, -20.0, 5.0],
               "space_directions": [[0.5, 0, 0], [0, 0.5, 0], [0, 0, 1.25]],
               "space_units": ["mm", "mm", "mm"]}
-    jnrrd.write(path, data, header, index_order="C", tile=16, compression="zstd", levels=3)
+    jnrrd.write(path, data, header, index_order="C", tile=16, compression="zstd", levels=3,
+                tile_stats=True)
     levels, kw, kind = _one(pm, path)
     assert kind == "image" and kw["multiscale"] is True
     assert [lv.shape for lv in levels] == [(40, 48, 56), (20, 24, 28), (10, 12, 14)]
@@ -131,6 +133,23 @@ def test_tiled_pyramid_is_multiscale(pm: npe2.PluginManager, tmp_path: Path) -> 
     assert kw["scale"] == (1.25, 0.5, 0.5) and kw["translate"] == (5.0, -20.0, 10.0)
     assert kw["units"] == ("mm", "mm", "mm")
     assert [m["scale"] for m in kw["metadata"]["levels"]] == [(1, 1, 1), (2, 2, 2), (4, 4, 4)]
+    # the data range of level 0 from the tile statistics, no voxel read
+    assert kw["contrast_limits"] == (float(data.min()), float(data.max()))
+
+
+def test_contrast_limits_sample_large_levels(pm: npe2.PluginManager, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import jnrrd.integrations.napari as plugin
+
+    data = np.zeros((9, 20, 30), dtype=np.int32)
+    data[0, 10, 15], data[4, 10, 15], data[8, 10, 15] = -5, 50, 7  # first, middle, last plane
+    data[2, 10, 15] = 10_000  # not in a sampled plane
+    data[4, 0, 0] = 20_000  # outside the central patch
+    path = tmp_path / "big.jnrrd"
+    jnrrd.write(path, data, index_order="C")
+    monkeypatch.setattr(plugin, "_SAMPLE", 3 * 4 * 4)  # "large": three 4x4 central patches
+    _, kw, _ = _one(pm, path)
+    assert kw["contrast_limits"] == (-5.0, 50.0)
 
 
 @pytest.mark.parametrize("rgb_axis", [0, 2])  # header axis of the colour: C-order last, first
@@ -176,6 +195,10 @@ def test_channel_axis(pm: npe2.PluginManager, tmp_path: Path) -> None:
         np.testing.assert_array_equal(np.asarray(part), vec[..., c])
         np.testing.assert_array_equal(part[4, ::3], vec[4, ::3, :, c])
     assert levels[1][:, :, :, 1].shape == (5, 6, 7)
+    # one range per channel, from the coarsest level
+    coarse, _ = jnrrd.read(path, level=1, index_order="C")
+    assert kw["contrast_limits"] == [(float(coarse[..., c].min()), float(coarse[..., c].max()))
+                                     for c in range(3)]
 
 
 def test_long_list_axis_is_not_split(pm: npe2.PluginManager, tmp_path: Path) -> None:
@@ -281,5 +304,18 @@ def test_napari_viewer_opens_and_draws(pm: npe2.PluginManager, tmp_path: Path) -
         colours = np.unique(shot[..., :3].reshape(-1, 3), axis=0)
         assert len(colours) > 1, "the screenshot is one flat colour"
         assert shot[..., :3].max() > 200 and shot[..., :3].min() < 50  # the ball and the dark
+        # the other layer kinds napari must accept from the reader
+        lab = (ball // 1000 * 3).astype(np.uint8)
+        jnrrd.write(tmp_path / "lab.jnrrd", lab, index_order="C", tile=16, levels=2,
+                    downsample="mode")
+        [labels] = viewer.open(str(tmp_path / "lab.jnrrd"), plugin="jnrrd")
+        assert type(labels).__name__ == "Labels" and labels.multiscale
+        assert set(np.unique(np.asarray(labels.data[1]))) == {0, 3}
+        channels = viewer.open(str(DATA / "vector.nrrd"), plugin="jnrrd")
+        assert [type(c).__name__ for c in channels] == ["Image"] * 3
+        assert [tuple(c.data.shape) for c in channels] == [(5, 6, 7)] * 3
+        [ct] = viewer.open(str(DATA / "ct.nrrd"), plugin="jnrrd")
+        assert not np.allclose(ct.affine.affine_matrix[1:3, 1:3], np.diag([0.7, 0.7]))
+        assert viewer.screenshot(canvas_only=True, flash=False).shape[2] in (3, 4)
     finally:
         viewer.close()

@@ -19,6 +19,8 @@ tuples ``(data, kwargs, layer_type)``, which needs no napari import (nothing her
 - **labels**: integer data whose pyramid method is ``mode`` (``tile:downsample_method``), a
   3D Slicer ``*.seg.nrrd`` file, or a ``content`` field naming labels or a segmentation opens
   as a ``labels`` layer (no rgb or channel split).
+- **contrast_limits** for images (not uint8): the tile statistics' range, else the range of
+  the coarsest stored level (sampled when large), per channel.
 - **metadata**: ``header`` (the file's header), ``source``, ``levels`` (shape and scale of each
   level, C order).
 """
@@ -130,9 +132,86 @@ def layer_data(vol: Volume, *, source: str | None = None, name: str | None = Non
         kwargs["multiscale"] = True
     if layer_type == "image":
         kwargs["rgb"] = rgb is not None  # never let napari guess from a last axis of 3 or 4
+        limits = _contrast_limits(vol, arrays, split)
+        if limits is not None:
+            kwargs["contrast_limits"] = limits
     if split is not None:
         kwargs["channel_axis"] = split
     return (arrays if len(arrays) > 1 else arrays[0], kwargs, layer_type)
+
+
+def _contrast_limits(vol: Volume, arrays: list[LevelArray], split: int | None
+                     ) -> tuple[float, float] | list[tuple[float, float]] | None:
+    """The data range (per channel with a channel axis): from the tile statistics when every
+    level-0 tile has them, else from the coarsest stored level (a sample of at most
+    :data:`_SAMPLE` voxels). napari computes it itself only for NumPy data; for lazy arrays it
+    takes the first slice it draws, often an empty edge plane. ``None`` for uint8 (napari
+    uses 0-255) and for types without an order."""
+    dtype = np.dtype(vol.dtype)
+    if dtype.kind not in "iuf" or dtype == np.uint8:
+        return None
+    if split is None and (stats := _tile_stats(vol)) is not None:
+        return stats
+    k = max(i for i, lv in enumerate(vol.levels) if lv.stored or i == 0)
+    sample = _sample(arrays[k], split)
+    if split is None:
+        return _range(sample)
+    return [_range(np.take(sample, c, axis=split)) for c in range(sample.shape[split])]
+
+
+_SAMPLE = 10_000_000
+
+
+def _tile_stats(vol: Volume) -> tuple[float, float] | None:
+    tiling = vol.tiling
+    if tiling is None or not tiling.metadata:
+        return None
+    entries = tiling.metadata[: vol.levels[0].level.grid.ntiles]
+    lo, hi = math.inf, -math.inf
+    for e in entries:
+        if not isinstance(e, dict):
+            return None
+        a, b = e.get("min"), e.get("max")
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                   for v in (a, b)):
+            return None
+        lo, hi = min(lo, a), max(hi, b)
+    if len(entries) != vol.levels[0].level.grid.ntiles or lo > hi:
+        return None
+    return _pair(float(lo), float(hi))
+
+
+def _sample(arr: LevelArray, split: int | None) -> np.ndarray:
+    """All of ``arr`` when small, else its first, middle and last planes (central patches)."""
+    if arr.size <= _SAMPLE:
+        return np.asarray(arr)
+    ax = 1 if split == 0 else 0
+    n = arr.shape[ax]
+    rest = [i for i in range(arr.ndim) if i not in (ax, split)]
+    side = max(1, int((_SAMPLE / 3 / max(1, arr.shape[split] if split is not None else 1))
+                      ** (1 / max(1, len(rest)))))
+    key: list[Any] = [slice(None)] * arr.ndim
+    for i in rest:
+        c = arr.shape[i] // 2
+        key[i] = slice(max(0, c - side // 2), max(0, c - side // 2) + side)
+    planes = []
+    for p in sorted({0, n // 2, n - 1}):
+        key[ax] = slice(p, p + 1)
+        planes.append(arr[tuple(key)])
+    return np.concatenate(planes, axis=ax)
+
+
+def _range(a: np.ndarray) -> tuple[float, float]:
+    if a.dtype.kind == "f":
+        a = a[np.isfinite(a)]
+    if a.size == 0:
+        return (0.0, 1.0)
+    return _pair(float(a.min()), float(a.max()))
+
+
+def _pair(lo: float, hi: float) -> tuple[float, float]:
+    # napari's rule for a constant image: widen to include 0 and 1
+    return (min(lo, 0.0), max(hi, 1.0)) if lo == hi else (lo, hi)
 
 
 def _nondomain(kind: str | None) -> bool:
