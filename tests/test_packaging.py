@@ -33,7 +33,13 @@ def test_wheel_ships_and_loads_every_schema(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as z:
         packed = sorted(n.removeprefix("jnrrd/schemas/") for n in z.namelist()
                         if n.startswith("jnrrd/schemas/") and n.endswith(".json"))
+        entry_points = z.read(next(n for n in z.namelist()
+                                   if n.endswith(".dist-info/entry_points.txt"))).decode()
+        napari_manifest = "jnrrd/napari.yaml" in z.namelist()
     assert packed == expected
+    # the napari plugin: its manifest inside the package, found through its entry point
+    assert napari_manifest
+    assert "[napari.manifest]\njnrrd = jnrrd:napari.yaml" in entry_points
 
     # A fresh venv that sees the current environment's dependencies (a path entry to its
     # site-packages: .pth files there, such as the editable install's, are not processed)
