@@ -16,6 +16,7 @@ from .errors import DataError, UnsupportedError, where
 from .header import CoreFields, Header, core_fields, parse_header
 from .header.geometry_fields import canonical_space
 from .policy import Policy
+from .storage.local import file_version
 from .storage.resolve import Opened, opened, resolve
 from .tiling.locate import core_itemsize, derived_offsets, raw_tile_sizes
 from .tiling.spec import TILE_URI, Tiling, parse_tiling
@@ -70,7 +71,10 @@ def open(
         raise ValueError(f"missing must be 'error' or 'fill', got {missing!r}")
     pol = Policy.from_kwargs(**policy)
     src = resolve(source, pol)
+    by_path = isinstance(source, (str, os.PathLike))
     try:
+        # the version of the file this stream reads (fstat: even if the path was replaced)
+        version = file_version(src.stream.fileno()) if by_path else None
         if _is_nrrd(src.stream):
             from .nrrd.reader import open_nrrd
 
@@ -84,8 +88,8 @@ def open(
     except BaseException:
         src.close()
         raise
-    if isinstance(source, (str, os.PathLike)):
-        vol.reopen = Reopen.of(source, index_order, missing, pol)
+    if by_path:
+        vol.reopen = Reopen.of(source, index_order, missing, pol, version=version)
     return vol
 
 
@@ -103,14 +107,17 @@ class Reopen:
     index_order: str
     missing: str
     policy: tuple[tuple[str, Any], ...]  # every Policy field but "extra", by name
+    #: the file's version token when it was opened (``storage.local.file_version``); not part
+    #: of equality or hash. Unpickling a volume compares it with the re-opened file's.
+    version: tuple[int, int, int] | None = dataclasses.field(default=None, compare=False)
 
     @classmethod
     def of(cls, source: str | os.PathLike[str], index_order: str, missing: str,
-           policy: Policy) -> Reopen:
+           policy: Policy, *, version: tuple[int, int, int] | None = None) -> Reopen:
         """The re-opener of a path ``source`` opened with these arguments."""
         items = tuple((f.name, getattr(policy, f.name)) for f in dataclasses.fields(Policy)
                       if f.name != "extra")
-        return cls(os.path.abspath(os.fspath(source)), index_order, missing, items)
+        return cls(os.path.abspath(os.fspath(source)), index_order, missing, items, version)
 
     def __call__(self) -> Volume:
         """A new :class:`Volume` of the same file, opened with the same arguments."""

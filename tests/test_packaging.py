@@ -1,4 +1,4 @@
-"""The wheel carries every schema, and an installed (non-editable) copy loads them."""
+"""The wheel carries every schema and py.typed; an installed (non-editable) copy loads them."""
 
 from __future__ import annotations
 
@@ -36,10 +36,12 @@ def test_wheel_ships_and_loads_every_schema(tmp_path: Path) -> None:
         entry_points = z.read(next(n for n in z.namelist()
                                    if n.endswith(".dist-info/entry_points.txt"))).decode()
         napari_manifest = "jnrrd/napari.yaml" in z.namelist()
+        typed = "jnrrd/py.typed" in z.namelist()
     assert packed == expected
     # the napari plugin: its manifest inside the package, found through its entry point
     assert napari_manifest
     assert "[napari.manifest]\njnrrd = jnrrd:napari.yaml" in entry_points
+    assert typed  # PEP 561: type checkers read the package's hints
 
     # A fresh venv that sees the current environment's dependencies (a path entry to its
     # site-packages: .pth files there, such as the editable install's, are not processed)

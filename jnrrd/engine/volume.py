@@ -26,7 +26,9 @@ from ..tiling.grid import AxisSel, TileGrid, selection_with_booleans
 from ..tiling.levels import Level
 from ..tiling.padding import chain_fill
 from ..tiling.spec import Tiling
+from .indexing import OIndex, has_array_index, numpy_getitem
 from .locations import TileLocation, tile_locations
+from .pickling import reduce_view
 from .sources import ExternalSource, InternalSource
 from .tiles import TileDecoder
 
@@ -121,11 +123,29 @@ class LevelView:
                 f"scale={self.scale}>")
 
     def __getitem__(self, key: Any) -> np.ndarray:
+        if has_array_index(key):
+            return numpy_getitem(self, key)  # one list/array index, NumPy's semantics
         sel, rest = selection_with_booleans(key, self.shape)
         if self.c_order:
             sel = sel[::-1]
         out = _finish(self._vol._read(self._level, sel), sel, self.c_order)
         return out if rest is None else out[rest]
+
+    @property
+    def volume(self) -> Volume:
+        """The :class:`Volume` this level belongs to (``vol.levels[k].volume is vol``); close
+        it to release the file of an unpickled level."""
+        return self._vol
+
+    @property
+    def oindex(self) -> OIndex:
+        """Orthogonal indexing (zarr's ``oindex``): ``vol.oindex[[3, 9], 10:20, mask]``
+        indexes each axis on its own by an int, slice, integer list/array or boolean mask."""
+        return OIndex(self)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickle, copy, deepcopy: re-open the file by path (jnrrd.engine.pickling)
+        return reduce_view(self)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         a = self[...]
@@ -241,6 +261,7 @@ class Volume(LevelView):
                          if tiling is not None and source is not None else None)
         self._cache: OrderedDict[tuple[int, tuple[int, ...]], np.ndarray] = OrderedDict()
         self._cache_lock = threading.Lock()
+        self._closed = False
         if tiling is None:
             shape = tuple(core.sizes)
             level = Level(0, (1,) * len(shape),
@@ -268,8 +289,14 @@ class Volume(LevelView):
     def tiling(self) -> Tiling | None:
         return self._tiling
 
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close`."""
+        return self._closed
+
     def close(self) -> None:
         """Release the file handle and memory map (reads after close fail)."""
+        self._closed = True
         if self._source is not None:
             self._source.close()
         if self._untiled is not None:

@@ -106,9 +106,9 @@ class LocalStore:
                 yield os.path.relpath(os.path.join(top, n), self.root).replace(os.sep, "/")
 
 
-def file_version(path: str) -> tuple[int, int, int]:
-    """(inode, size, mtime in ns) of ``path``: a token that changes when a write replaces the
-    file; ``DataError`` when it no longer exists."""
+def file_version(path: str | int) -> tuple[int, int, int]:
+    """(inode, size, mtime in ns) of ``path`` (or of an open file descriptor): a token that
+    changes when a write replaces the file; ``DataError`` when it no longer exists."""
     try:
         st = os.stat(path)
     except FileNotFoundError:

@@ -1,0 +1,318 @@
+"""Array indices beyond the basic ones: orthogonal indexing (``vol.oindex``) and NumPy's
+advanced indexing with ONE array index (``vol[[1, 5, 9], :, 3]``).
+
+Both read an *orthogonal block* first: per axis, the sorted distinct indices the key touches.
+A block whose every axis is an arithmetic progression goes through the basic read
+(``Volume._read``); any other is read tile by tile here, decoding each touched tile once and
+gathering its needed voxels, so tiles between the indices are never read. The block is then
+indexed in memory with positions into it: ``np.ix_``-like for ``oindex``, and for ``[]`` the
+key itself, remapped, so that NumPy places the axes exactly as it would on the whole array.
+
+Several array indices in ``[]`` (NumPy pairs them point by point) are refused with an
+``IndexError`` pointing at ``oindex``: their orthogonal block can be far larger than the
+result (``n`` points over 3 axes touch up to ``n**3`` voxels), and Dask refuses them too.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from itertools import islice, product
+from typing import Any
+
+import numpy as np
+
+from .._threads import run_parallel
+from ..tiling.grid import AxisSel, is_bool_scalar
+
+__all__ = ["OIndex", "has_array_index", "numpy_getitem", "orthogonal_getitem"]
+
+_ARRAYLIKE = (list, tuple, range, np.ndarray)
+#: raw blocks up to this size are gathered in the calling thread
+_INLINE_RAW_BYTES = 8 << 20
+_TASK_BATCH = 4096
+
+
+class OIndex:
+    """``view.oindex[key]``: orthogonal (outer) indexing, zarr's ``oindex`` semantics.
+
+    Per axis: an int (the axis is dropped), a slice (any step, negative too), a 1-D list or
+    array of ints (any order, repeats and negative values allowed) or a 1-D boolean mask as
+    long as the axis; ``...`` fills the rest. Each axis is indexed on its own: the result is
+    ``np.asarray(view)[np.ix_(...)]`` (ints dropping their axis), read tile by tile.
+    """
+
+    __slots__ = ("_view",)
+
+    def __init__(self, view: Any) -> None:
+        self._view = view
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        return orthogonal_getitem(self._view, key)
+
+    def __repr__(self) -> str:
+        return f"<oindex of {self._view!r}>"
+
+
+# -- keys ---------------------------------------------------------------------------------------
+def _array(k: Any) -> np.ndarray | None:
+    """``k`` as an index array (ndim >= 1), or None when it is not one."""
+    if not isinstance(k, _ARRAYLIKE):
+        return None
+    a = np.asarray(k)
+    if a.ndim == 0:
+        return None
+    if a.size == 0 and a.dtype.kind not in "biu":
+        a = a.astype(np.intp)  # [] is float64 to NumPy's asarray, an empty index here
+    if a.dtype.kind not in "biu":
+        raise IndexError("arrays used as indices must be of integer (or boolean) type, got "
+                         f"{a.dtype}")
+    return a
+
+
+def has_array_index(key: Any) -> bool:
+    """Whether a ``[]`` key holds a list, tuple or array index (NumPy's advanced indexing)."""
+    parts = key if isinstance(key, tuple) else (key,)
+    return any(isinstance(k, _ARRAYLIKE) and np.ndim(k) > 0 for k in parts)
+
+
+def _expand(parts: tuple[Any, ...], ndim: int, width: Callable[[Any], int]) -> list[Any]:
+    """The key with ``...`` replaced by full slices (``width``: axes an item consumes)."""
+    if any(k is None for k in parts):
+        raise TypeError("np.newaxis is not supported when indexing a jnrrd volume")
+    n_ell = sum(1 for k in parts if k is Ellipsis)
+    if n_ell > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    used = sum(width(k) for k in parts if k is not Ellipsis)
+    if used > ndim:
+        raise IndexError(f"too many indices: array is {ndim}-dimensional, but {used} were "
+                         "indexed")
+    out: list[Any] = []
+    for k in parts:
+        out += [slice(None)] * (ndim - used) if k is Ellipsis else [k]
+    return out + [slice(None)] * (ndim - used) * (n_ell == 0)
+
+
+def _int(k: Any, n: int, axis: int) -> int:
+    try:
+        i = k.__index__()
+    except AttributeError:
+        raise TypeError("only integers, slices, '...', lists, integer and boolean arrays are "
+                        f"valid indices, got {type(k).__name__}") from None
+    if not -n <= i < n:
+        raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
+    return i % n
+
+
+def _slice(k: slice, n: int) -> tuple[np.ndarray, slice]:
+    """(sorted indices, position key into them) of a slice."""
+    r = range(*k.indices(n))
+    if r.step > 0 or len(r) == 0:
+        return np.arange(r.start, r.stop, r.step, dtype=np.intp), slice(None)
+    return np.arange(r.start, r.stop, r.step, dtype=np.intp)[::-1], slice(None, None, -1)
+
+
+def _ints(a: np.ndarray, n: int, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct indices, positions of ``a``'s entries in them) of an int array."""
+    a = a.astype(np.intp, copy=False)
+    if a.size and (a.min() < -n or a.max() >= n):
+        bad = a[(a < -n) | (a >= n)][0]
+        raise IndexError(f"index {bad} is out of bounds for axis {axis} with size {n}")
+    a = np.where(a < 0, a + n, a)
+    uniq, inv = np.unique(a, return_inverse=True)
+    return uniq, inv.reshape(a.shape)
+
+
+def orthogonal_getitem(view: Any, key: Any) -> np.ndarray:
+    """``view.oindex[key]`` (see :class:`OIndex`)."""
+    parts = _expand(key if isinstance(key, tuple) else (key,), view.ndim, lambda k: 1)
+    sets, picks = [], []
+    for axis, (k, n) in enumerate(zip(parts, view.shape, strict=True)):
+        if is_bool_scalar(k):
+            raise IndexError("oindex takes no boolean scalars (they add an axis); index "
+                             "the result instead")
+        a = _array(k)
+        if isinstance(k, slice):
+            s, p = _slice(k, n)
+        elif a is None:
+            s, p = np.array([_int(k, n, axis)], dtype=np.intp), 0
+        elif a.ndim != 1:
+            raise IndexError(f"oindex takes 1-D index arrays, got {a.ndim}-D for axis {axis}")
+        elif a.dtype == np.bool_:
+            if len(a) != n:
+                raise IndexError(f"boolean index of length {len(a)} does not match axis "
+                                 f"{axis} of size {n}")
+            s, p = np.flatnonzero(a), slice(None)
+        else:
+            s, p = _ints(a, n, axis)
+        sets.append(s)
+        picks.append(p)
+    block = read_block(view, sets)
+    block = block[tuple(0 if isinstance(p, int) else slice(None) for p in picks)]
+    for axis, p in enumerate(p for p in picks if not isinstance(p, int)):
+        if isinstance(p, slice):
+            if p != slice(None):
+                block = block[(slice(None),) * axis + (p,)]
+        elif not np.array_equal(p, np.arange(len(p))):
+            block = np.take(block, p, axis=axis)
+    return block
+
+
+def numpy_getitem(view: Any, key: Any) -> np.ndarray:
+    """``view[key]`` for a key with one array index (list, tuple, int or boolean array of any
+    shape), with NumPy's semantics; ints, slices, ``...`` and boolean scalars around it too."""
+    parts = key if isinstance(key, tuple) else (key,)
+    arrays = [a for a in map(_array, parts) if a is not None]
+    if len(arrays) > 1:
+        raise IndexError(
+            f"{len(arrays)} array indices: jnrrd volumes take one (NumPy would pair several "
+            "point by point, reading their whole outer product); use vol.oindex[...] for "
+            "orthogonal indexing (each array indexes its own axis), then index the result")
+
+    def width(k: Any) -> int:
+        if is_bool_scalar(k):
+            return 0
+        a = _array(k)
+        return a.ndim if a is not None and a.dtype == np.bool_ else 1
+
+    expanded = _expand(parts, view.ndim, width)
+    sets: list[np.ndarray] = []
+    remapped: list[Any] = []
+    for k in expanded:
+        axis = len(sets)
+        if is_bool_scalar(k):
+            remapped.append(k)  # consumes no axis: NumPy places it on the block as on the whole
+            continue
+        a = _array(k)
+        if isinstance(k, slice):
+            s, p = _slice(k, view.shape[axis])
+            sets.append(s)
+            remapped.append(p)
+        elif a is None:
+            sets.append(np.array([_int(k, view.shape[axis], axis)], dtype=np.intp))
+            remapped.append(0)  # an int: with an array index NumPy broadcasts it as one
+        elif a.dtype == np.bool_:
+            shape = view.shape[axis: axis + a.ndim]
+            if a.shape != shape:
+                raise IndexError(f"boolean index of shape {a.shape} does not match the "
+                                 f"indexed axes {shape}")
+            for j, nz in enumerate(np.nonzero(a)):  # NumPy: a mask is its nonzero() arrays
+                s, p = _ints(nz, shape[j], axis + j)
+                sets.append(s)
+                remapped.append(p)
+        else:
+            s, p = _ints(a, view.shape[axis], axis)
+            sets.append(s)
+            remapped.append(p)
+    return read_block(view, sets)[tuple(remapped)]
+
+
+# -- the orthogonal block -------------------------------------------------------------------
+def _progression(s: np.ndarray) -> AxisSel | None:
+    """Sorted distinct indices as an ascending progression, or None."""
+    if len(s) <= 1:
+        return AxisSel(int(s[0]) if len(s) else 0, 1, len(s))
+    d = np.diff(s)
+    if np.all(d == d[0]):
+        return AxisSel(int(s[0]), int(d[0]), len(s))
+    return None
+
+
+def _as_slice(loc: np.ndarray) -> slice | None:
+    p = _progression(loc)
+    return None if p is None else slice(p.start, p.start + p.step * (p.count - 1) + 1, p.step)
+
+
+def _gather(x: np.ndarray, locs: list[np.ndarray]) -> np.ndarray:
+    """``x[np.ix_(*locs)]`` with slices where the indices are progressions."""
+    basic, takes = [], []
+    for axis, loc in enumerate(locs):
+        sl = _as_slice(loc)
+        if sl is None:
+            basic.append(slice(int(loc[0]), int(loc[-1]) + 1))
+            takes.append((axis, loc - loc[0]))
+        else:
+            basic.append(sl)
+    x = x[tuple(basic)]
+    for axis, loc in takes:
+        x = np.take(x, loc, axis=axis)
+    return x
+
+
+def read_block(view: Any, sets: list[np.ndarray]) -> np.ndarray:
+    """The voxels at the outer product of ``sets`` (sorted distinct indices per axis, in the
+    caller's axis order), reading only the tiles they touch."""
+    vol, level = view._vol, view._level
+    hsets = sets[::-1] if view.c_order else sets
+    sels = [_progression(s) for s in hsets]
+    if all(s is not None for s in sels):
+        out = vol._read(level, tuple(sels))
+    elif not vol.tiled:
+        out = _untiled_block(vol, hsets)
+    else:
+        out = _tiled_block(vol, level, hsets)
+    return out.T if view.c_order else out
+
+
+def _untiled_block(vol: Any, sets: list[np.ndarray]) -> np.ndarray:
+    """Untiled data has no tiles: read the bounding progression of each axis, then gather."""
+    sels = []
+    for s in sets:
+        step = math.gcd(*(int(d) for d in np.diff(s))) if len(s) > 1 else 1
+        sels.append(AxisSel(int(s[0]) if len(s) else 0, step or 1, 0 if not len(s) else
+                            (int(s[-1]) - int(s[0])) // (step or 1) + 1))
+    box = vol._read(vol._levels[0], tuple(sels))
+    if box.size == 0:
+        return np.empty([len(s) for s in sets], dtype=vol.dtype, order="F")
+    return _gather(box, [(s - sel.start) // sel.step for s, sel in zip(sets, sels, strict=True)])
+
+
+def _runs(s: np.ndarray, size: int) -> list[tuple[int, int, int]]:
+    """(tile, first, stop) positions of sorted indices ``s`` grouped by tile of ``size``."""
+    t = s // size
+    cut = (np.flatnonzero(np.diff(t)) + 1).tolist()
+    return [(int(t[i0]), i0, i1) for i0, i1 in zip([0, *cut], [*cut, len(s)], strict=True)]
+
+
+def _tiled_block(vol: Any, level: Any, sets: list[np.ndarray]) -> np.ndarray:
+    counts = [len(s) for s in sets]
+    vol._policy.check_bytes(math.prod(counts) * vol.dtype.itemsize, "the selection", vol.name)
+    out = np.empty(counts, dtype=vol.dtype, order="F")
+    if out.size == 0:
+        return out
+    grid = level.grid
+    per_axis = [_runs(sets[a], grid.tile[k]) for k, a in enumerate(grid.axes)]
+    fill = vol._fill_value()
+    dec = vol._decoder
+
+    def task(combo: tuple[tuple[int, int, int], ...]) -> Callable[[], None]:
+        coords = tuple(c[0] for c in combo)
+        dst: list[slice] = [slice(None)] * len(sets)
+        for (_, i0, i1), a in zip(combo, grid.axes, strict=True):
+            dst[a] = slice(i0, i1)
+        locs = [s[d] for s, d in zip(sets, dst, strict=True)]
+
+        def run() -> None:
+            if level.stored:
+                los = [lo for lo, _ in grid.stored_bounds(coords)]
+                tile = dec.decode(level, coords, int(locs[-1][-1] - los[-1]) + 1, scratch=True)
+            else:
+                los = [r.start for r in grid.core(coords)]
+                tile = vol._virtual_core(level, coords)
+            if tile is None:
+                out[tuple(dst)] = fill
+            else:
+                out[tuple(dst)] = _gather(tile, [c - lo for c, lo in zip(locs, los,
+                                                                          strict=True)])
+        return run
+
+    # virtual levels compute tiles from level 0 (itself a parallel read): one at a time
+    inline = not level.stored or (dec.raw and out.nbytes <= _INLINE_RAW_BYTES)
+    combos: Iterator[Any] = product(*per_axis)
+    while tasks := [task(c) for c in islice(combos, _TASK_BATCH)]:
+        if inline:
+            for t in tasks:
+                t()
+        else:
+            run_parallel(tasks)
+    return out
