@@ -45,7 +45,8 @@ JSON_ATTRS = "jnrrd_json_attrs"
 
 
 class JnrrdArray(BackendArray):
-    """One level of a JNRRD volume for xarray: basic indexing, read tile by tile."""
+    """One level of a JNRRD volume for xarray: outer indexing (ints, slices, integer arrays
+    per axis, through ``LevelView.oindex``), read tile by tile."""
 
     def __init__(self, ref: FileRef | InProcess, level: int, shape: tuple[int, ...],
                  dtype: np.dtype) -> None:
@@ -56,12 +57,16 @@ class JnrrdArray(BackendArray):
 
     def __getitem__(self, key: indexing.ExplicitIndexer) -> np.ndarray:
         return indexing.explicit_indexing_adapter(
-            key, self.shape, indexing.IndexingSupport.BASIC, self._raw_indexing_method)
+            key, self.shape, indexing.IndexingSupport.OUTER, self._raw_indexing_method)
 
     def _raw_indexing_method(self, key: tuple[Any, ...]) -> np.ndarray:
-        # Ints and slices (any step): the Volume reads only the tiles they touch.
+        # Ints, slices (any step) and 1-D integer arrays, each on its own axis: the Volume
+        # reads only the tiles they touch (``isel(x=[5, 1, 3])`` never reads the whole axis).
         with self.ref.borrow() as vol:
-            return np.asarray(vol.levels[self.level][key])
+            view = vol.levels[self.level]
+            if any(isinstance(k, np.ndarray) for k in key):
+                return view.oindex[key]
+            return np.asarray(view[key])
 
 
 class JnrrdBackendEntrypoint(BackendEntrypoint):
