@@ -39,7 +39,9 @@ __all__ = ["FOrderArray", "OmeZarrSource"]
 _KIND = {"space": "space", "time": "time", "channel": "list"}
 #: NGFF ``multiscales[].type`` values (ome-zarr-py, skimage names) → a jnrrd method
 _METHOD = {"mean": "average", "local_mean": "average", "average": "average"}
-_DROP = {"jnrrd", "dimension", "sizes", "type", "block_size"}
+#: fields of the ``jnrrd`` attribute the writer computes or that located the source's bytes
+_DROP = {"jnrrd", "dimension", "sizes", "type", "block_size", "data_file", "data_files",
+         "data_file_pattern", "line_skip", "byte_skip"}
 
 
 class FOrderArray:
