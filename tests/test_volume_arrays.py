@@ -235,7 +235,9 @@ def test_pickle_reopens_with_the_same_options(files):
     with lv.volume, jnrrd.open(files["zstd"], index_order="C") as vol:
         np.testing.assert_array_equal(lv[...], vol.levels[1][...])
     for name in ("untiled", "external", "virtual"):
-        with jnrrd.open(files[name]) as vol, pickle.loads(pickle.dumps(vol)) as back:
+        with jnrrd.open(files[name], missing="fill") as vol, \
+                pickle.loads(pickle.dumps(vol)) as back:
+            assert back.reopen.missing == "fill"
             np.testing.assert_array_equal(back[2:5, ::2, 1], a[2:5, ::2, 1])
 
 

@@ -87,10 +87,11 @@ def _expand(parts: tuple[Any, ...], ndim: int, width: Callable[[Any], int]) -> l
     if used > ndim:
         raise IndexError(f"too many indices: array is {ndim}-dimensional, but {used} were "
                          "indexed")
+    fill: list[Any] = [slice(None)] * (ndim - used)
     out: list[Any] = []
     for k in parts:
-        out += [slice(None)] * (ndim - used) if k is Ellipsis else [k]
-    return out + [slice(None)] * (ndim - used) * (n_ell == 0)
+        out += fill if k is Ellipsis else [k]
+    return out if n_ell else out + fill
 
 
 def _int(k: Any, n: int, axis: int) -> int:
