@@ -294,6 +294,8 @@ def test_format_override_and_refusals(ct, tmp_path):
     plain.create_array("0", data=np.zeros((4, 4), np.uint8))
     with pytest.raises(FormatError, match="multiscales"):
         jnrrd.convert(tmp_path / "plain.zarr", tmp_path / "p.jnrrd")
+    with pytest.raises(FileNotFoundError):
+        jnrrd.convert(tmp_path / "missing.ome.zarr", tmp_path / "m.jnrrd")
     with pytest.raises(jnrrd.UnsupportedError, match="JNRRD or NRRD source"):
         jnrrd.convert(tmp_path / "vol.dir", tmp_path / "again.zarr")
 

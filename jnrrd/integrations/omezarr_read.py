@@ -20,6 +20,7 @@ downsampled another way).
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import warnings
@@ -79,6 +80,9 @@ class OmeZarrSource:
                  ) -> None:
         zarr = require_zarr()
         self.name = os.fspath(source) if isinstance(source, os.PathLike) else source
+        if isinstance(self.name, str) and "://" not in self.name and not os.path.exists(
+                self.name):
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", self.name)
         try:
             group = zarr.open_group(source, mode="r", storage_options=(
                 dict(storage_options) if storage_options else None))
