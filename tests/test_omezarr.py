@@ -394,3 +394,31 @@ def test_storage_options_go_only_to_the_url_side(ct, tmp_path):
     back = tmp_path / "so.jnrrd"
     jnrrd.convert(url, back, storage_options={"skip_instance_cache": True})  # local target
     np.testing.assert_array_equal(jnrrd.read(back)[0], data)
+
+
+def test_a_crashed_write_leaves_what_jnrrd_cleanup_removes(ct, tmp_path, monkeypatch):
+    # a killed process never runs the except clause: its staging group stays behind, under a
+    # name the leftovers sweep knows (CONVENTIONS §1.2 atomicity, docs/reliability.md)
+    import os
+    import shutil
+
+    from jnrrd.storage.leftovers import cleanup
+
+    src, _ = ct
+    out = tmp_path / "x.ome.zarr"
+    jnrrd.convert(src, out)
+    monkeypatch.setattr(shutil, "rmtree", lambda *a, **k: None)  # the crash: no clean-up
+    monkeypatch.setattr(os, "rename", _fail_rename)
+    with pytest.raises(OSError, match="simulated"):
+        jnrrd.convert(src, out, chunks=(8, 8, 8))
+    monkeypatch.undo()
+    left = sorted(p.name for p in tmp_path.iterdir() if p.name not in ("ct.jnrrd",
+                                                                       "x.ome.zarr"))
+    assert left, "the simulated crash left nothing to clean"
+    removed = cleanup(tmp_path, older_than=0)
+    assert sorted(os.path.basename(p) for p in removed) == left
+    assert zarr.open_group(out, mode="r")["0"].chunks == (16, 16, 16)
+
+
+def _fail_rename(src, dst):
+    raise OSError("simulated crash before the rename")

@@ -16,11 +16,11 @@ from the volume costs: the data go through one write unit at a time.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os
 import shutil
-import uuid
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import JnrrdWarning, MissingDependencyError, UnsupportedError
+from ..storage.leftovers import write_guard
+from ..storage.names import fresh_token, tmp_marker
 from .ngff import is_oblique, multiscales
 
 __all__ = ["HEADER_ATTRIBUTE", "header_attribute", "is_zarr_path", "regions", "require_zarr",
@@ -103,35 +105,37 @@ def write_omezarr(vol: Any, target: Any, *, storage_options: Mapping[str, Any] |
     attrs = _group_attributes(vol)
     local = not _is_url(target)
     path = os.fspath(target)
-    staging = _staging_path(path) if local else path
-    try:
-        group = zarr.open_group(staging, mode="w", zarr_format=3,
-                                storage_options=None if local else dict(storage_options or {}))
-        group.attrs.update(attrs)
-        total = sum(lv.size for lv in vol.levels) * dtype.itemsize
-        done = 0
-        for k, lv in enumerate(vol.levels):
-            cshape = _level_chunks(vol, lv, k, chunks)
-            sshape = _shard_shape(shards, cshape, lv.shape)
-            codec = (zarr.codecs.ZstdCodec(level=level) if comp == "zstd"
-                     else zarr.codecs.GzipCodec(level=level))
-            arr = group.create_array(
-                str(k), shape=lv.shape[::-1], chunks=cshape[::-1],
-                shards=None if sshape is None else sshape[::-1], dtype=dtype,
-                compressors=[codec], fill_value=_fill_value(vol, dtype),
-                dimension_names=[a["name"] for a in attrs["ome"]["multiscales"][0]["axes"]])
-            for region in regions(lv.shape, sshape or cshape):
-                block = np.asarray(lv[region], dtype=dtype)
-                arr[region[::-1]] = block.T  # F order over header axes = C order reversed
-                done += block.nbytes
-                if progress is not None:
-                    progress(done, total)
-    except BaseException:
+    # a local write holds its journal: a concurrent sweep never takes its staging group
+    with write_guard(path) if local else contextlib.nullcontext():
+        staging = _staging_path(path) if local else path
+        try:
+            group = zarr.open_group(staging, mode="w", zarr_format=3,
+                                    storage_options=None if local else dict(storage_options or {}))
+            group.attrs.update(attrs)
+            total = sum(lv.size for lv in vol.levels) * dtype.itemsize
+            done = 0
+            for k, lv in enumerate(vol.levels):
+                cshape = _level_chunks(vol, lv, k, chunks)
+                sshape = _shard_shape(shards, cshape, lv.shape)
+                codec = (zarr.codecs.ZstdCodec(level=level) if comp == "zstd"
+                         else zarr.codecs.GzipCodec(level=level))
+                arr = group.create_array(
+                    str(k), shape=lv.shape[::-1], chunks=cshape[::-1],
+                    shards=None if sshape is None else sshape[::-1], dtype=dtype,
+                    compressors=[codec], fill_value=_fill_value(vol, dtype),
+                    dimension_names=[a["name"] for a in attrs["ome"]["multiscales"][0]["axes"]])
+                for region in regions(lv.shape, sshape or cshape):
+                    block = np.asarray(lv[region], dtype=dtype)
+                    arr[region[::-1]] = block.T  # F order over header axes = C order reversed
+                    done += block.nbytes
+                    if progress is not None:
+                        progress(done, total)
+        except BaseException:
+            if local:
+                shutil.rmtree(staging, ignore_errors=True)
+            raise
         if local:
-            shutil.rmtree(staging, ignore_errors=True)
-        raise
-    if local:
-        _replace_dir(staging, path)
+            _replace_dir(staging, path)
 
 
 def _is_url(target: Any) -> bool:
@@ -139,10 +143,12 @@ def _is_url(target: Any) -> bool:
 
 
 def _staging_path(path: str) -> str:
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
+    """A fresh temporary name beside ``path``, spelled as every temporary name of this library
+    (:mod:`jnrrd.storage.names`), so ``jnrrd cleanup`` removes what a killed write left."""
+    path = path.rstrip("/\\") or path
+    if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
         raise FileNotFoundError(2, "its directory does not exist", path)
-    return os.path.join(parent, f".{os.path.basename(path.rstrip('/'))}.{uuid.uuid4().hex}.tmp")
+    return tmp_marker(path) + fresh_token()
 
 
 def _replace_dir(staging: str, path: str) -> None:
@@ -154,7 +160,7 @@ def _replace_dir(staging: str, path: str) -> None:
         if not os.path.isdir(path) or not os.path.exists(os.path.join(path, "zarr.json")):
             shutil.rmtree(staging, ignore_errors=True)
             raise FileExistsError(17, "exists and is not a Zarr v3 group (not replaced)", path)
-        old = f"{staging}.old"
+        old = _staging_path(path)
         os.rename(path, old)
     os.rename(staging, path)
     if old is not None:
