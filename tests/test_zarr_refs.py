@@ -286,3 +286,16 @@ def test_aligned_tiles_and_a_missing_tile_file(tmp_path):
     # an unrecorded missing tile file is corrupt data, as on read (not silently the fill value)
     with pytest.raises(jnrrd.DataError, match="missing"):
         jnrrd.kerchunk_refs(ext)
+
+
+def test_cli_output_file_gets_the_usual_permissions(tmp_path):
+    # written atomically, but as any new file: umask permissions, no temporary left behind
+    src = tmp_path / "a.jnrrd"
+    jnrrd.write(src, np.zeros((8, 8), np.uint8), tile=4)
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    out = tmp_path / "a.refs.json"
+    assert main(["refs", str(src), "-o", str(out)]) == 0
+    assert os.stat(out).st_mode & 0o777 == os.stat(plain).st_mode & 0o777
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jnrrd", "a.refs.json",
+                                                         "plain.txt"]

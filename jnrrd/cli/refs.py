@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from typing import Any
+
+from ..storage.writes import atomic_file
 
 __all__ = ["register"]
 
@@ -33,13 +33,6 @@ def run(args: argparse.Namespace) -> int:
     if args.output is None:
         sys.stdout.write(text + "\n")
         return 0
-    out = os.path.abspath(args.output)
-    fd, tmp = tempfile.mkstemp(prefix=".refs-", suffix=".tmp", dir=os.path.dirname(out))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
-        os.replace(tmp, out)  # never a half-written reference file
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with atomic_file(args.output) as f:  # never a half-written reference file
+        f.write((text + "\n").encode())
     return 0
