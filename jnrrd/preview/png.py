@@ -9,6 +9,8 @@ import zlib
 
 import numpy as np
 
+from ..storage.writes import atomic_file
+
 __all__ = ["encode_png", "write_png"]
 
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -47,20 +49,9 @@ def encode_png(rgb: np.ndarray, *, level: int = 6) -> bytes:
 def write_png(path: str | os.PathLike[str], rgb: np.ndarray) -> None:
     """Write ``rgb`` (``H x W x 3`` ``uint8``) as a PNG file at ``path``.
 
-    The bytes go to a temporary file beside ``path`` that replaces it when complete, so a
-    failed write never leaves a partial picture."""
+    The bytes go to a temporary file beside ``path`` (named as every temporary file of this
+    library, so ``jnrrd cleanup`` knows it) that replaces it when complete: a failed write
+    never leaves a partial picture."""
     data = encode_png(rgb)
-    path = os.fspath(path)
-    tmp = os.path.join(os.path.dirname(path) or ".",
-                       f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(e, OSError) and e.errno is not None:
-            # name the caller's file, never the temporary one
-            raise type(e)(e.errno, e.strerror, path) from None
-        raise
+    with atomic_file(os.fspath(path)) as f:  # errors name ``path``, never the temporary file
+        f.write(data)
