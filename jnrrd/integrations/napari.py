@@ -41,6 +41,7 @@ import numpy as np
 from ..api import open as open_volume
 from ..engine.volume import LevelView, Volume
 from ..errors import JnrrdWarning
+from ..tiling.grid import expand_key
 
 __all__ = ["MAX_CHANNELS", "SUFFIXES", "LayerData", "LevelArray", "get_reader", "layer_data",
            "read"]
@@ -350,22 +351,6 @@ def _affine(scale: list[float], spatial: list[int], m: np.ndarray, o: np.ndarray
     return a
 
 
-def _key(key: Any, ndim: int) -> tuple[Any, ...]:
-    """``key`` as one entry per axis (``...`` expanded, missing axes as full slices)."""
-    key = key if isinstance(key, tuple) else (key,)
-    if any(k is None for k in key):
-        raise IndexError("new axes (None) are not supported; index the result instead")
-    n_ell = sum(1 for k in key if k is Ellipsis)
-    if n_ell > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    if n_ell:
-        at = next(i for i, k in enumerate(key) if k is Ellipsis)
-        key = key[:at] + (slice(None),) * (ndim - len(key) + 1) + key[at + 1:]
-    if len(key) > ndim:
-        raise IndexError(f"too many indices: {len(key)} for {ndim} axes")
-    return key + (slice(None),) * (ndim - len(key))
-
-
 class _Owner:
     """Shared by a layer's level arrays (and their channels): when the last of them is gone,
     the volume's file is closed (napari has no close hook for reader data)."""
@@ -426,7 +411,7 @@ class LevelArray:
                 f"dtype={self.dtype}>")
 
     def __getitem__(self, key: Any) -> Any:
-        key = _key(key, self.ndim)
+        key = expand_key(key, self.ndim)
         s = self.split_axis
         if s is not None and _is_int(key[s]) and all(
                 k == slice(None) for i, k in enumerate(key) if i != s):

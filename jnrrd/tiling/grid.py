@@ -17,6 +17,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from itertools import product
+from typing import Any
 
 import numpy as np
 
@@ -45,11 +46,10 @@ class AxisSel:
         return self.start + (self.count - 1) * self.step
 
 
-def normalize_selection(key: object, shape: tuple[int, ...]) -> tuple[AxisSel, ...]:
-    """Turn a basic NumPy index (ints, slices of any step, ``...``) into one AxisSel per axis.
+def expand_key(key: object, ndim: int) -> tuple[Any, ...]:
+    """``key`` as one entry per axis: ``...`` expanded, missing trailing axes as full slices.
 
-    Raises ``IndexError``/``TypeError`` like NumPy for out-of-range or unsupported keys: these
-    are caller errors, not file errors.
+    ``TypeError`` for ``np.newaxis``; ``IndexError`` for two ellipses or too many indices.
     """
     if not isinstance(key, tuple):
         key = (key,)
@@ -60,15 +60,24 @@ def normalize_selection(key: object, shape: tuple[int, ...]) -> tuple[AxisSel, .
         raise IndexError("an index can only have a single ellipsis ('...')")
     if n_ell:
         i = next(j for j, k in enumerate(key) if k is Ellipsis)
-        fill = len(shape) - (len(key) - 1)
+        fill = ndim - (len(key) - 1)
         if fill < 0:
-            raise IndexError(f"too many indices: array is {len(shape)}-dimensional")
+            raise IndexError(f"too many indices: array is {ndim}-dimensional")
         key = key[:i] + (slice(None),) * fill + key[i + 1 :]
-    if len(key) > len(shape):
+    if len(key) > ndim:
         raise IndexError(
-            f"too many indices: array is {len(shape)}-dimensional, but {len(key)} were indexed"
+            f"too many indices: array is {ndim}-dimensional, but {len(key)} were indexed"
         )
-    key = key + (slice(None),) * (len(shape) - len(key))
+    return key + (slice(None),) * (ndim - len(key))
+
+
+def normalize_selection(key: object, shape: tuple[int, ...]) -> tuple[AxisSel, ...]:
+    """Turn a basic NumPy index (ints, slices of any step, ``...``) into one AxisSel per axis.
+
+    Raises ``IndexError``/``TypeError`` like NumPy for out-of-range or unsupported keys: these
+    are caller errors, not file errors.
+    """
+    key = expand_key(key, len(shape))
     out = []
     for axis, (k, n) in enumerate(zip(key, shape, strict=True)):
         if isinstance(k, slice):
