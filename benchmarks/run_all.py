@@ -4,7 +4,8 @@
 
 Cases (``--only`` takes names or shell patterns, e.g. ``read/*``): write/{raw,zstd,lz4},
 read/{raw,zstd,lz4}, region/{raw,zstd,lz4}, regions32/{raw,zstd,lz4}, header/1e6-tiles,
-untiled-read/{raw,zstd,gzip}, untiled-region/raw, pyramid/{average,mode}, memory/read-zstd.
+untiled-read/{raw,zstd,gzip}, untiled-region/raw, pyramid/{average,mode}, memory/read-zstd,
+viewer/{scroll-zoom,cached-slice} (``viewer.py``).
 Datasets go to a scratch directory under ``~/.cache/jnrrd-bench/`` (removed afterwards), the
 JSON results to ``~/.cache/jnrrd-bench/results-<size>.json``; nothing is written in the repo.
 """
@@ -30,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _harness as h
 import _volume
 import peers
+import viewer
 from _harness import Case, Contender, Target
 
 LABELS = {"jnrrd": "jnrrd", "jnrrd-untiled": "jnrrd", "jnrrd-nosync": "jnrrd durable=False",
@@ -341,6 +343,7 @@ def case_builders(systems: tuple[str, ...] = ALL_SYSTEMS) -> dict[str, Callable[
         out[f"pyramid/{method}"] = (lambda b, m=method: Case(
             f"pyramid/{m}", b.pyramid(m), b.arr.nbytes, _targets(f"pyramid/{m}"), reads=False))
     out["memory/read-zstd"] = memory_case
+    out.update(viewer.CASES)
     return out
 
 

@@ -9,6 +9,7 @@ from typing import IO, Any
 import numpy as np
 
 from .codecs import chain_is_self_delimiting, is_raw_chain
+from .engine.cache import check_cache_bytes
 from .engine.sources import ExternalSource, InternalSource
 from .engine.untiled import UntiledData, data_paths
 from .engine.volume import Volume
@@ -58,13 +59,17 @@ def read_header(source: Any, **policy: Any) -> Header:
 
 
 def open(
-    source: Any, *, index_order: str = "F", missing: str = "error", **policy: Any
+    source: Any, *, index_order: str = "F", missing: str = "error",
+    cache_bytes: int | None = None, **policy: Any
 ) -> Volume:
     """Open a JNRRD file lazily: slicing the returned :class:`Volume` reads only what it needs.
 
     ``source`` is a path or a binary file object (left open). ``missing="fill"`` reads absent
-    external tile files as padding.
+    external tile files as padding. ``cache_bytes``: the budget of the volume's cache of
+    decoded tiles, shared by all its levels (0: off; ``None``: the default for the storage
+    kind, 0 for a local file; docs/api.md).
     """
+    cache_bytes = check_cache_bytes(cache_bytes)
     if index_order not in ("F", "C"):
         raise ValueError(f"index_order must be 'F' or 'C', got {index_order!r}")
     if missing not in ("error", "fill"):
@@ -84,12 +89,14 @@ def open(
         else:
             header, data_start = parse_header(src.stream, policy=pol, source=src.name)
             core, tiling = check_header(header, policy=pol, source=src.name)
-            vol = _volume(header, core, tiling, src, data_start, pol, index_order, missing)
+            vol = _volume(header, core, tiling, src, data_start, pol, index_order, missing,
+                          cache_bytes)
     except BaseException:
         src.close()
         raise
     if by_path:
-        vol.reopen = Reopen.of(source, index_order, missing, pol, version=version)
+        vol.reopen = Reopen.of(source, index_order, missing, pol, version=version,
+                               cache_bytes=cache_bytes)
     return vol
 
 
@@ -110,19 +117,24 @@ class Reopen:
     #: the file's version token when it was opened (``storage.local.file_version``); not part
     #: of equality or hash. Unpickling a volume compares it with the re-opened file's.
     version: tuple[int, int, int] | None = dataclasses.field(default=None, compare=False)
+    #: ``open(..., cache_bytes=)`` as given (``None``: the default); a re-opened volume gets
+    #: a cache of its own with the same budget
+    cache_bytes: int | None = None
 
     @classmethod
     def of(cls, source: str | os.PathLike[str], index_order: str, missing: str,
-           policy: Policy, *, version: tuple[int, int, int] | None = None) -> Reopen:
+           policy: Policy, *, version: tuple[int, int, int] | None = None,
+           cache_bytes: int | None = None) -> Reopen:
         """The re-opener of a path ``source`` opened with these arguments."""
         items = tuple((f.name, getattr(policy, f.name)) for f in dataclasses.fields(Policy)
                       if f.name != "extra")
-        return cls(os.path.abspath(os.fspath(source)), index_order, missing, items, version)
+        return cls(os.path.abspath(os.fspath(source)), index_order, missing, items, version,
+                   cache_bytes)
 
     def __call__(self) -> Volume:
         """A new :class:`Volume` of the same file, opened with the same arguments."""
         return open(self.path, index_order=self.index_order, missing=self.missing,
-                    **dict(self.policy))
+                    cache_bytes=self.cache_bytes, **dict(self.policy))
 
 
 def check_header(header: Header, *, policy: Policy, source: Any = None
@@ -149,7 +161,8 @@ def check_header(header: Header, *, policy: Policy, source: Any = None
 
 
 def _volume(header: Header, core: Any, tiling: Tiling | None, src: Opened,
-            data_start: int | None, pol: Policy, index_order: str, missing: str) -> Volume:
+            data_start: int | None, pol: Policy, index_order: str, missing: str,
+            cache_bytes: int | None = None) -> Volume:
     name, f, owned = src.name, src.stream, src.owned
     if pol.legacy_c_order:
         if tiling is not None:
@@ -188,13 +201,13 @@ def _volume(header: Header, core: Any, tiling: Tiling | None, src: Opened,
             prefix=tiling.prefix, source=name, map_reads=decoder_raw,
         )
         return Volume(header, tiling=tiling, core=core, policy=pol, source=tiles, name=name,
-                      index_order=index_order)
+                      index_order=index_order, cache_bytes=cache_bytes)
     ext = ExternalSource(src.store, pattern=tiling.pattern, files=tiling.files,
                          base_dir=tiling.base_dir, prefix=tiling.prefix, missing=missing,
                          source=name)
     src.close()
     return Volume(header, tiling=tiling, core=core, policy=pol, source=ext, name=name,
-                  index_order=index_order)
+                  index_order=index_order, cache_bytes=cache_bytes)
 
 
 def read(source: Any, *, level: int = 0, index_order: str = "F", missing: str = "error",

@@ -296,7 +296,7 @@ def _tiled_block(vol: Any, level: Any, sets: list[np.ndarray]) -> np.ndarray:
         def run() -> None:
             if level.stored:
                 los = [lo for lo, _ in grid.stored_bounds(coords)]
-                tile = dec.decode(level, coords, int(locs[-1][-1] - los[-1]) + 1, scratch=True)
+                tile = vol._decoded(level, coords, int(locs[-1][-1] - los[-1]) + 1)
             else:
                 los = [r.start for r in grid.core(coords)]
                 tile = vol._virtual_core(level, coords)

@@ -9,8 +9,6 @@ Untiled files are served by :mod:`jnrrd.engine.untiled` (a memory map for raw da
 from __future__ import annotations
 
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
 from typing import Any
@@ -26,6 +24,7 @@ from ..tiling.grid import AxisSel, TileGrid, selection_with_booleans
 from ..tiling.levels import Level
 from ..tiling.padding import chain_fill
 from ..tiling.spec import Tiling
+from .cache import CacheInfo, TileCache, check_cache_bytes, copy_cached, default_cache_bytes
 from .indexing import OIndex, has_array_index, numpy_getitem
 from .locations import TileLocation, tile_locations
 from .pickling import reduce_view
@@ -241,7 +240,9 @@ class Volume(LevelView):
 
     def __init__(self, header: Header, *, tiling: Tiling | None, core: Any, policy: Policy,
                  source: InternalSource | ExternalSource | None, name: Any,
-                 index_order: str = "F", untiled: Any = None) -> None:
+                 index_order: str = "F", untiled: Any = None,
+                 cache_bytes: int | None = None) -> None:
+        cache_bytes = check_cache_bytes(cache_bytes)
         if index_order not in ("F", "C"):
             raise ValueError(f"index_order must be 'F' or 'C', got {index_order!r}")
         self._header = header
@@ -259,8 +260,6 @@ class Volume(LevelView):
         self._dtype = user_dtype(core.type_name, core.block_size, policy.bfloat16)
         self._decoder = (TileDecoder(tiling, core, source, policy, name)
                          if tiling is not None and source is not None else None)
-        self._cache: OrderedDict[tuple[int, tuple[int, ...]], np.ndarray] = OrderedDict()
-        self._cache_lock = threading.Lock()
         self._closed = False
         if tiling is None:
             shape = tuple(core.sizes)
@@ -270,6 +269,14 @@ class Volume(LevelView):
             self._levels = (level,)
         else:
             self._levels = tiling.levels
+        if cache_bytes is None:
+            cache_bytes = default_cache_bytes(
+                virtual_levels=any(not lv.stored for lv in self._levels))
+        #: decoded tiles of every level, ``(level, coords)`` → read-only array (engine/cache)
+        self._cache = TileCache(cache_bytes)
+        # raw internal tiles come from the memory map: there is no decode to save
+        self._use_cache = self._cache.enabled and self._decoder is not None and not (
+            self._decoder.raw and isinstance(source, InternalSource))
         super().__init__(self, self._levels[0])
         self.levels: tuple[LevelView, ...] = (self, *(
             LevelView(self, lv) for lv in self._levels[1:]
@@ -290,6 +297,15 @@ class Volume(LevelView):
         return self._tiling
 
     @property
+    def cache_bytes(self) -> int:
+        """The decoded-tile cache's budget in bytes (0: no cache; docs/api.md)."""
+        return self._cache.max_bytes
+
+    def cache_info(self) -> CacheInfo:
+        """Hits, misses, evictions, tiles and bytes held of the decoded-tile cache."""
+        return self._cache.info()
+
+    @property
     def closed(self) -> bool:
         """True after :meth:`close`."""
         return self._closed
@@ -297,6 +313,7 @@ class Volume(LevelView):
     def close(self) -> None:
         """Release the file handle and memory map (reads after close fail)."""
         self._closed = True
+        self._cache.clear()
         if self._source is not None:
             self._source.close()
         if self._untiled is not None:
@@ -364,7 +381,7 @@ class Volume(LevelView):
             planes = _planes(piece.src[-1])
 
             def run() -> None:
-                tile = dec.decode(level, piece.coords, planes, scratch=True)
+                tile = self._decoded(level, piece.coords, planes)
                 if tile is None:
                     out[piece.dst] = fill
                 else:
@@ -377,14 +394,27 @@ class Volume(LevelView):
         while True:
             # bounded batches: memory does not grow with the tile count, and a failing tile
             # (a missing file) ends the read before the rest are even listed
-            tasks = [task(p) for p in islice(pieces, _TASK_BATCH)]
-            if not tasks:
+            batch = list(islice(pieces, _TASK_BATCH))
+            if not batch:
                 return out
+            if self._use_cache:  # tiles in the cache are copied here, the rest decoded
+                batch = copy_cached(self._cache, level.index, batch, out)
+            tasks = [task(p) for p in batch]
             if inline:
                 for t in tasks:
                     t()
             else:
                 run_parallel(tasks)
+
+    def _decoded(self, level: Level, coords: tuple[int, ...], planes: int | None = None
+                 ) -> np.ndarray | None:
+        """The decoded stored tile (None when sparse): through the cache when it is on (a
+        read-only array), else decoded now (only ``planes`` planes, in scratch memory)."""
+        dec = self._decoder
+        assert dec is not None
+        if self._use_cache:
+            return self._cache.get_or_load((level.index, coords), lambda: dec.decode(level, coords))
+        return dec.decode(level, coords, planes, scratch=True)
 
     def _fill_value(self) -> Any:
         assert self._tiling is not None
@@ -403,8 +433,7 @@ class Volume(LevelView):
             region = grid.valid_region(coords)
             tile[grid.valid_in_stored(coords)] = self._virtual_region(level, region)
             return tile
-        assert self._decoder is not None
-        tile = self._decoder.decode(level, coords)
+        tile = self._decoded(level, coords)
         if tile is None:
             return np.full(shape, self._fill_value(), dtype=self.dtype, order="F")
         return np.array(tile, order="F", copy=True)
@@ -423,18 +452,10 @@ class Volume(LevelView):
             out[piece.dst] = core[shifted]
 
     def _virtual_core(self, level: Level, coords: tuple[int, ...]) -> np.ndarray:
-        key = (level.index, coords)
-        with self._cache_lock:
-            hit = self._cache.get(key)
-            if hit is not None:
-                self._cache.move_to_end(key)
-                return hit
-        core = self._virtual_region(level, level.grid.core(coords))
-        with self._cache_lock:
-            self._cache[key] = core
-            budget = 256 << 20
-            while sum(a.nbytes for a in self._cache.values()) > budget and len(self._cache) > 1:
-                self._cache.popitem(last=False)
+        """The core of a virtual level's tile, computed (through the decoded-tile cache)."""
+        core = self._cache.get_or_load(
+            (level.index, coords), lambda: self._virtual_region(level, level.grid.core(coords)))
+        assert core is not None
         return core
 
     def _virtual_region(self, level: Level, region: tuple[slice, ...]) -> np.ndarray:

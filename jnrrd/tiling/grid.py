@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from itertools import product
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -128,9 +128,9 @@ def selection_with_booleans(key: object, shape: tuple[int, ...]
     return tuple(replace(s, drop=False) for s in sel), rest
 
 
-@dataclass(frozen=True)
-class Piece:
-    """One tile's contribution to a selection: where in the stored tile, where in the output."""
+class Piece(NamedTuple):
+    """One tile's contribution to a selection: where in the stored tile, where in the output
+    (a named tuple: a read builds one per touched tile, so construction cost counts)."""
 
     coords: tuple[int, ...]
     src: tuple[slice, ...]
@@ -267,6 +267,9 @@ class TileGrid:
             # lazily (memory stays O(ndim) whatever the tile count)
             cached.append([self._axis_piece(k, sel, t) for t in r]
                           if len(r) <= _CACHED_AXIS_TILES else None)
+        if self.axes == tuple(range(len(sel))) and all(c is not None for c in cached):
+            yield from _product_pieces(ranges, cached)
+            return
         # Untiled axes: the whole axis is inside every tile, stored from 0.
         fixed_src = [slice(s.start, s.last + 1, s.step) for s in sel]
         fixed_dst = [slice(0, s.count) for s in sel]
@@ -311,3 +314,15 @@ class TileGrid:
             ranges.append(range(r.start // size, (r.stop - 1) // size + 1))
         for rev in product(*reversed(ranges)):
             yield tuple(reversed(rev))
+
+
+def _product_pieces(ranges: list[range], options: list[Any]) -> Iterator[Piece]:
+    """:meth:`TileGrid.pieces` when every axis is tiled in header order and its options are
+    listed: the same pieces in the same order (first axis fastest), built by ``product`` and
+    ``zip`` (a viewer's slice is dozens of pieces read again and again: their Python cost
+    counts)."""
+    per_axis = [[(t, o[0], o[1]) for t, o in zip(r, opts, strict=True) if o is not None]
+                for r, opts in zip(ranges, options, strict=True)]
+    for combo in product(*reversed(per_axis)):
+        coords, src, dst = zip(*combo[::-1])
+        yield Piece(coords, src, dst)
