@@ -324,5 +324,5 @@ def _product_pieces(ranges: list[range], options: list[Any]) -> Iterator[Piece]:
     per_axis = [[(t, o[0], o[1]) for t, o in zip(r, opts, strict=True) if o is not None]
                 for r, opts in zip(ranges, options, strict=True)]
     for combo in product(*reversed(per_axis)):
-        coords, src, dst = zip(*combo[::-1])
+        coords, src, dst = zip(*combo[::-1], strict=True)
         yield Piece(coords, src, dst)
