@@ -5,7 +5,7 @@
 Cases (``--only`` takes names or shell patterns, e.g. ``read/*``): write/{raw,zstd,lz4},
 read/{raw,zstd,lz4}, region/{raw,zstd,lz4}, regions32/{raw,zstd,lz4}, header/1e6-tiles,
 untiled-read/{raw,zstd,gzip}, untiled-region/raw, pyramid/{average,mode}, memory/read-zstd,
-viewer/{scroll-zoom,cached-slice} (``viewer.py``).
+viewer/{scroll-zoom,cached-slice-x,cached-slice-y,cached-slice-z} (``viewer.py``).
 Datasets go to a scratch directory under ``~/.cache/jnrrd-bench/`` (removed afterwards), the
 JSON results to ``~/.cache/jnrrd-bench/results-<size>.json``; nothing is written in the repo.
 """
