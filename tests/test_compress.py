@@ -17,6 +17,9 @@ from jnrrd.codecs.compress import NAMES, compress, decompress, zstd_compress
 from jnrrd.codecs.compress_stream import decompress_stream_into
 from jnrrd.errors import DataError, JnrrdWarning, UnsupportedError
 
+# every test here runs through libdeflate's gzip path and through zlib alone
+pytestmark = pytest.mark.usefixtures("gzip_engine")
+
 PAYLOAD = os.urandom(3000) + bytes(50_000) + b"jnrrd" * 2000
 
 

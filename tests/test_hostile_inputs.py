@@ -25,6 +25,9 @@ import pytest
 import jnrrd
 from jnrrd.cli import main as cli_main
 
+# every test here runs through libdeflate's gzip path and through zlib alone
+pytestmark = pytest.mark.usefixtures("gzip_engine")
+
 DEL = object()
 VOL = np.arange(120, dtype="u2").reshape(6, 5, 4)
 

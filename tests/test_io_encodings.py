@@ -20,6 +20,9 @@ import zstandard
 import jnrrd
 from jnrrd.errors import DataError, JnrrdWarning
 
+# every test here runs through libdeflate's gzip path and through zlib alone
+pytestmark = pytest.mark.usefixtures("gzip_engine")
+
 # The (2, 2) int16 array a[x, y] with file order (axis 0 fastest) 1, -2, 258, 3.
 A = np.array([[1, 258], [-2, 3]], dtype=np.int16)
 LE = bytes.fromhex("0100feff02010300")

@@ -26,6 +26,9 @@ from jnrrd.errors import (
 from jnrrd.nrrd import NRRD_URI
 from jnrrd.nrrd.fields import TYPES
 
+# every test here runs through libdeflate's gzip path and through zlib alone
+pytestmark = pytest.mark.usefixtures("gzip_engine")
+
 # a[x, y] = x + 4y, sizes [4, 3]: the linear (axis 0 fastest) bytes are 0..11
 A43 = np.arange(12, dtype=np.uint8).reshape(4, 3, order="F")
 BASE = ["type: uint8", "dimension: 2", "sizes: 4 3"]

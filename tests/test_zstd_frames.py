@@ -12,6 +12,9 @@ import jnrrd
 from jnrrd.codecs import compress_stream
 from jnrrd.writing import stream as datasection
 
+# every test here runs through libdeflate's gzip path and through zlib alone
+pytestmark = pytest.mark.usefixtures("gzip_engine")
+
 
 @pytest.fixture
 def small_frames(monkeypatch):

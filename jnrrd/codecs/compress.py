@@ -22,6 +22,7 @@ import lz4.frame
 import zstandard
 
 from ..errors import DataError, JnrrdWarning, UnsupportedError
+from . import gzip_fast
 
 __all__ = [
     "NAMES",
@@ -81,6 +82,9 @@ def compress(name: str, data: bytes | memoryview, *, level: int | None = None) -
     if isinstance(level, bool) or not isinstance(level, int) or not lo <= level <= hi:
         raise UnsupportedError(f"{name} level {level!r} is not an integer in [{lo}, {hi}]")
     if name == "gzip":
+        fast = gzip_fast.gzip_compress(data, level)  # libdeflate, when installed
+        if fast is not None:
+            return fast
         # zlib's gzip wrapper writes mtime 0 and no file name: deterministic output.
         c = zlib.compressobj(level, zlib.DEFLATED, 31)
         return c.compress(data) + c.flush()
@@ -208,6 +212,8 @@ def decompress(
             out = _zstd_stream(data, limit, what)
     else:
         out = _lz4_oneshot(data, limit) if name == "lz4" else None
+        if name == "gzip":
+            out = _gzip_oneshot(data, expected, exact)
         if out is None:
             out = _drain(name, data, limit, allow_zlib, what)
     if len(out) < expected:
@@ -237,6 +243,26 @@ def _zstd_oneshot(data: Any, limit: int, what: str) -> bytes | None:
     except zstandard.ZstdError:
         # More frames follow, or the frame is corrupt: the streaming path tells which.
         return None
+
+
+def _gzip_oneshot(data: Any, expected: int, exact: bool) -> bytearray | None:
+    """The fast path (libdeflate): one gzip member decoding to exactly ``expected`` bytes,
+    followed (``exact``) by nothing or zero bytes only. Anything else (a second member,
+    trailing bytes, a longer or shorter member, corrupt data) takes the streaming path, which
+    accepts or reports it exactly as without libdeflate."""
+    if not gzip_fast.available or not expected:
+        return None
+    out = bytearray(expected)
+    res = gzip_fast.inflate_into(memoryview(data).cast("B"), memoryview(out))
+    if res is None or res[1] != expected:
+        return None
+    used = res[0]
+    view = memoryview(data).cast("B")
+    if exact and used is not None and used < len(view):
+        rest = view[used:]
+        if rest[0] or rest.tobytes().strip(b"\x00"):
+            return None  # more members or trailing bytes: the streaming path decides
+    return out
 
 
 def _lz4_oneshot(data: Any, limit: int) -> bytes | None:

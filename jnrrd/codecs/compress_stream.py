@@ -10,6 +10,7 @@ buffer, on threads the caller lends (``map_frames``: codecs start no threads of 
 
 from __future__ import annotations
 
+import mmap
 import os
 import zlib
 from collections.abc import Callable, Iterable
@@ -19,6 +20,7 @@ import numpy as np
 import zstandard
 
 from ..errors import DataError, UnsupportedError
+from . import gzip_fast
 from .compress import (
     MemberInput,
     _check_name,
@@ -130,6 +132,9 @@ def decompress_stream_into(
             return
         _zstd_stream_into(fileobj, sink, skip, need, what, chunk_size)
         return
+    if (name == "gzip" and not skip and isinstance(sink, _Fixed)
+            and _gzip_file_into(fileobj, sink.view)):
+        return
     src = MemberInput(fileobj=fileobj, chunk_size=chunk_size)
     if src.exhausted():
         raise DataError(f"{what}{name} data is empty")
@@ -194,6 +199,35 @@ def _finish_member(d: Any, src: MemberInput, budget: int, name: str, what: str) 
         piece = b""
         if extra > budget:
             return
+
+
+def _gzip_file_into(fileobj: BinaryIO, out: memoryview) -> bool:
+    """libdeflate's one-shot inflate of the gzip member at the file's position into ``out``,
+    its compressed bytes read through a memory map of the file (not copied into memory).
+
+    True when that member decoded to exactly ``len(out)`` bytes (what follows it is ignored,
+    as on the streaming path); False when this path does not apply or libdeflate refused
+    (then the streaming path decodes, or reports the error, as without libdeflate).
+    """
+    if not gzip_fast.available or not len(out):
+        return False
+    span = _file_span(fileobj)
+    if span is None or span[2] < 18:
+        return False
+    fd, start, _size = span
+    try:
+        mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return False
+    try:
+        with memoryview(mm) as view, view[start:] as data:
+            res = gzip_fast.inflate_into(data, out)
+    finally:
+        mm.close()
+    if res is None or res[1] != len(out):
+        return False
+    fileobj.seek(start + res[0] if res[0] is not None else start + _size)
+    return True
 
 
 _ZSTD_MAGIC = 0xFD2FB528

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..codecs import gzip_fast
 from ..codecs.compress import zstd_compress
 from ..codecs.encodings import COMPRESSED, format_ascii, format_hex
 from ..dtypes import from_user, storage_dtype, to_user
@@ -54,6 +55,7 @@ def encode_chunks(data: Any, *, type_name: str, endian: str, encoding: str,
     comp = (stream_compressor(encoding, level)
             if encoding in COMPRESSED and encoding != "zstd" else None)
     per_line = int(data.shape[0 if index_order == "F" else -1]) if data.shape else 1
+    total = math.prod(data.shape) * st.itemsize
     # the slab size is read at call time (not bound as a default) so tests can shrink it
     for slab in file_order_slabs(data, index_order, _SLAB_BYTES):
         values = from_user(slab, type_name)
@@ -71,6 +73,11 @@ def encode_chunks(data: Any, *, type_name: str, endian: str, encoding: str,
             for k in range(0, len(raw), _ZSTD_FRAME_BYTES):
                 yield zstd_compress(raw[k : k + _ZSTD_FRAME_BYTES],
                                     level=3 if level is None else level, checksum=False)
+        elif encoding == "gzip" and len(raw) == total and (
+                fast := gzip_fast.gzip_compress(raw, 6 if level is None else level)) is not None:
+            # the whole volume is one slab: one libdeflate call makes the one gzip member
+            yield fast
+            return
         elif comp is not None:
             out = comp.compress(raw)
             if out:
