@@ -156,8 +156,17 @@ def _produce(name: str, root: Path) -> str:
     return digest(d)
 
 
+#: gzip writes: recorded with libdeflate level 6 (jnrrd[gzip]); zlib writes other bytes
+GZIP_CASES = {"internal-chunked-gzip", "internal-contiguous-gzip", "nhdr-detached", "nrrd-gzip",
+              "nrrd-pynrrd-header", "untiled-detached-gzip", "untiled-gzip"}
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_output_bytes_unchanged(name: str, tmp_path: Path) -> None:
+    from jnrrd.codecs import gzip_fast
+
+    if name in GZIP_CASES and not gzip_fast.available:
+        pytest.skip("gzip bytes are recorded with libdeflate (the deflate package)")
     expected = json.loads(HASHES.read_text())
     assert name in expected, f"no recorded hash for {name}: run this file with --record"
     assert _produce(name, tmp_path) == expected[name]
