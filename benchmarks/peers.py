@@ -97,7 +97,7 @@ class Jnrrd(System):
 
     name = "jnrrd"
     order = "F"
-    codecs = ("raw", "zstd", "lz4")
+    codecs = ("raw", "zstd", "lz4", "gzip")
     ZSTD3 = [{"name": "bytes", "configuration": {"endian": "little"}},
              {"name": "zstd", "configuration": {"level": 3}}]
 

@@ -4,7 +4,8 @@
 
 Cases (``--only`` takes names or shell patterns, e.g. ``read/*``): write/{raw,zstd,lz4},
 read/{raw,zstd,lz4}, region/{raw,zstd,lz4}, regions32/{raw,zstd,lz4}, header/1e6-tiles,
-untiled-read/{raw,zstd,gzip}, untiled-region/raw, pyramid/{average,mode}, memory/read-zstd,
+untiled-read/{raw,zstd,gzip}, untiled-region/raw, gzip-tiles/read, gzip-write/{time,size},
+pyramid/{average,mode}, memory/read-zstd,
 viewer/{scroll-zoom,cached-slice-x,cached-slice-y,cached-slice-z} (``viewer.py``).
 Datasets go to a scratch directory under ``~/.cache/jnrrd-bench/`` (removed afterwards), the
 JSON results to ``~/.cache/jnrrd-bench/results-<size>.json``; nothing is written in the repo.
@@ -30,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _harness as h
 import _volume
+import gzip_cases
 import peers
 import viewer
 from _harness import Case, Contender, Target
@@ -258,7 +260,6 @@ TARGETS: dict[str, list[tuple]] = {
     "untiled-read/raw": [("numpy", ">=", 0.9)],
     "untiled-region/raw": [("numpy", ">=", 0.9)],
     "untiled-read/zstd": [("pynrrd gzip", ">=", 5.0)],
-    "untiled-read/gzip": [("pynrrd gzip", ">=", 1.0)],
     "pyramid/average": [("numpy baseline", ">=", 0.8)],
     "pyramid/mode": [("numpy baseline", ">=", 2.0)],
     "memory/read-zstd": [("output array", "<=", 1.15)],
@@ -336,9 +337,9 @@ def case_builders(systems: tuple[str, ...] = ALL_SYSTEMS) -> dict[str, Callable[
             out[f"{op}/{codec}"] = (lambda b, op=op, codec=codec:
                                     tiled_case(b, op, codec, systems))
     out["header/1e6-tiles"] = header_case
-    for name in ("untiled-read/raw", "untiled-read/zstd", "untiled-read/gzip",
-                 "untiled-region/raw"):
+    for name in ("untiled-read/raw", "untiled-read/zstd", "untiled-region/raw"):
         out[name] = lambda b, name=name: untiled_case(b, name)
+    out.update(gzip_cases.BUILDERS)  # untiled-read/gzip, gzip-tiles/read, gzip-write/*
     for method in ("average", "mode"):
         out[f"pyramid/{method}"] = (lambda b, m=method: Case(
             f"pyramid/{m}", b.pyramid(m), b.arr.nbytes, _targets(f"pyramid/{m}"), reads=False))

@@ -194,26 +194,31 @@ def decompress(
     exact: bool = True,
     allow_zlib: bool = False,
     what: str = "",
-) -> bytes:
+    out: Any = None,
+) -> Any:
     """Decompress ``data`` to ``expected`` bytes, never producing more than ``expected + 1``.
 
     ``exact=True``: the output must be exactly ``expected`` bytes (else ``DataError``).
     ``exact=False``: the first ``expected`` bytes are returned and the rest ignored; fewer is a
     ``DataError``. ``allow_zlib`` lets ``gzip`` accept a zlib stream, with a ``JnrrdWarning``.
-    ``what`` prefixes messages (e.g. ``"vol.jnrrd: tile 17: "``).
+    ``what`` prefixes messages (e.g. ``"vol.jnrrd: tile 17: "``). ``out``: a writable buffer
+    of ``expected`` bytes gzip may decode into (libdeflate's path returns it; the result is
+    new bytes otherwise).
     """
     _check_name(name, what)
     if expected < 0:
         raise UnsupportedError(f"{what}negative expected size {expected}")
     limit = expected + 1 if exact else expected
+    buf, out = out, None
     if name == "zstd":
         out = _zstd_oneshot(data, limit, what)
         if out is None:
             out = _zstd_stream(data, limit, what)
     else:
-        out = _lz4_oneshot(data, limit) if name == "lz4" else None
-        if name == "gzip":
-            out = _gzip_oneshot(data, expected, exact)
+        if name == "lz4":
+            out = _lz4_oneshot(data, limit)
+        elif name == "gzip":
+            out = _gzip_oneshot(data, expected, exact, buf)
         if out is None:
             out = _drain(name, data, limit, allow_zlib, what)
     if len(out) < expected:
@@ -245,15 +250,15 @@ def _zstd_oneshot(data: Any, limit: int, what: str) -> bytes | None:
         return None
 
 
-def _gzip_oneshot(data: Any, expected: int, exact: bool) -> bytearray | None:
+def _gzip_oneshot(data: Any, expected: int, exact: bool, buf: Any = None) -> Any:
     """The fast path (libdeflate): one gzip member decoding to exactly ``expected`` bytes,
     followed (``exact``) by nothing or zero bytes only. Anything else (a second member,
     trailing bytes, a longer or shorter member, corrupt data) takes the streaming path, which
     accepts or reports it exactly as without libdeflate."""
     if not gzip_fast.available or not expected:
         return None
-    out = bytearray(expected)
-    res = gzip_fast.inflate_into(memoryview(data).cast("B"), memoryview(out))
+    out = bytearray(expected) if buf is None else buf
+    res = gzip_fast.inflate_into(memoryview(data).cast("B"), memoryview(out).cast("B"))
     if res is None or res[1] != expected:
         return None
     used = res[0]

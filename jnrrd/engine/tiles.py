@@ -183,9 +183,11 @@ class TileDecoder(TileCodec):
             count = int(np.prod(shape))
             need = count * self.stored_dtype.itemsize
             if self.simple:
+                gz = self.simple == "gzip"
                 data = decompress(self.simple, data, need,
-                                  allow_zlib=self.tiling.gzip_lenient and self.simple == "gzip",
-                                  what=f"{where(self.name)}tile {index}: ")
+                                  allow_zlib=self.tiling.gzip_lenient and gz,
+                                  what=f"{where(self.name)}tile {index}: ",
+                                  out=_scratch(need) if scratch and gz else None)
             elif len(data) < need:
                 raise DataError(f"{where(self.name)}tile {index}: {len(data)} bytes stored, "
                                 f"expected {need}")

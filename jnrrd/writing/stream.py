@@ -46,6 +46,25 @@ def file_order_slabs(data: Any, index_order: str, slab_bytes: int = _SLAB_BYTES
             yield np.asarray(data[k : min(k + per, slow)]).T
 
 
+#: the largest in-memory volume compressed as one libdeflate call (its output is held whole)
+_GZIP_WHOLE_BYTES = 2 << 30
+
+
+def _gzip_in_memory(data: Any, st: np.dtype, type_name: str, level: int) -> bytes | None:
+    """The whole volume as one libdeflate gzip member, when it is a NumPy array in memory
+    whose bytes already are the file's (dtype and file order): no copy of the input, and the
+    output is at most about the array's size. None otherwise (then slabs through zlib, or
+    through libdeflate when the volume is one slab)."""
+    arr = getattr(data, "data", None)
+    if (not gzip_fast.available or type(arr) is not np.ndarray or not arr.size
+            or arr.nbytes > _GZIP_WHOLE_BYTES or type_name in ("bfloat16", "block")):
+        return None
+    view = arr.T if getattr(data, "c", False) else arr  # file order: axis 0 fastest
+    if view.dtype != st or not view.flags.f_contiguous:
+        return None
+    return gzip_fast.gzip_compress(memoryview(view.T).cast("B"), level)
+
+
 def encode_chunks(data: Any, *, type_name: str, endian: str, encoding: str,
                   index_order: str = "F", level: int | None = None) -> Iterator[bytes]:
     """The encoded data section of an untiled volume, one slab at a time."""
@@ -56,6 +75,11 @@ def encode_chunks(data: Any, *, type_name: str, endian: str, encoding: str,
             if encoding in COMPRESSED and encoding != "zstd" else None)
     per_line = int(data.shape[0 if index_order == "F" else -1]) if data.shape else 1
     total = math.prod(data.shape) * st.itemsize
+    if encoding == "gzip":
+        whole = _gzip_in_memory(data, st, type_name, 6 if level is None else level)
+        if whole is not None:
+            yield whole
+            return
     # the slab size is read at call time (not bound as a default) so tests can shrink it
     for slab in file_order_slabs(data, index_order, _SLAB_BYTES):
         values = from_user(slab, type_name)
