@@ -115,8 +115,14 @@ def _inflate_copy(src: np.ndarray, out: memoryview) -> tuple[int | None, int] | 
     return None, n
 
 
+#: libdeflate's level for a zlib level: two higher, so that the default (zlib 6 → libdeflate 8)
+#: is no larger than zlib's output (0.998× on the benchmark volume, about 3× faster)
+LEVEL_OFFSET = 2
+
+
 def gzip_compress(data: Any, level: int) -> bytes | None:
-    """One gzip member (mtime 0) at libdeflate ``level`` (1-9 here), or None without it."""
+    """One gzip member (mtime 0) for zlib ``level`` 1-9 (libdeflate level ``level + 2``), or
+    None without libdeflate or for level 0 (stored blocks: zlib's)."""
     if not available or level == 0:
         return None
-    return bytes(_deflate.gzip_compress(data, level))
+    return bytes(_deflate.gzip_compress(data, min(level + LEVEL_OFFSET, 12)))
