@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -44,3 +46,41 @@ def gzip_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     elif not gzip_fast.available:
         pytest.skip("the deflate package (jnrrd[gzip]) is not installed")
     return request.param
+
+
+# -- servers for the remote tests (127.0.0.1 only, stopped at teardown) ---------------------
+
+@pytest.fixture
+def http_server(tmp_path: Any) -> Iterator[Any]:
+    """A ``RangeServer`` (tests/http_server.py) serving ``tmp_path``: write files there and
+    read them at ``http_server.url_for(name)``; counters, latency and faults are switches."""
+    from http_server import RangeServer
+
+    with RangeServer(tmp_path) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def _s3_server() -> Iterator[Any]:
+    pytest.importorskip("moto.server")
+    from s3_server import S3Server
+
+    with S3Server() as server:
+        yield server
+
+
+@pytest.fixture
+def s3(_s3_server: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A fresh bucket on moto's S3 server (tests/s3_server.py): ``s3.storage_options`` for
+    s3fs, ``s3.bucket``, ``s3.url(key)``; dummy AWS credentials in the environment and no
+    metadata lookups, for this test only. The server's counters start at zero."""
+    pytest.importorskip("s3fs")
+    from s3_server import AWS_ENV, S3Bucket
+
+    for name, value in AWS_ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    bucket = _s3_server.bucket()
+    _s3_server.latency = 0.0
+    _s3_server.reset()
+    return S3Bucket(_s3_server, bucket, _s3_server.storage_options())
