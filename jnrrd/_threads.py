@@ -7,6 +7,8 @@
   validation, the frame-parallel zstd decoder);
 - :class:`OrderedQueue`: callables run in order on one background thread (a tiled write
   stores a row of tiles while the next is encoded);
+- :func:`io_submit`: blocking I/O (a remote store's requests on filesystems without an event
+  loop, uploads) on a pool of :data:`IO_THREADS` threads, created on first use;
 - :func:`start_daemon`: one background daemon thread (the write-back flusher, the release of
   an old file's blocks after an atomic replace).
 """
@@ -16,14 +18,18 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any
 
-__all__ = ["OrderedQueue", "Running", "fork_join", "ordered_map", "run_parallel", "start_daemon",
-           "zstd_frame_map"]
+__all__ = ["IO_THREADS", "OrderedQueue", "Running", "fork_join", "io_submit", "ordered_map",
+           "run_parallel", "start_daemon", "zstd_frame_map"]
+
+#: threads of the I/O pool: requests in flight to a remote store without an event loop
+IO_THREADS = 16
 
 _POOL: ThreadPoolExecutor | None = None
 _HELPER: ThreadPoolExecutor | None = None
+_IO: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 
 
@@ -31,9 +37,10 @@ def _after_fork_in_child() -> None:
     """A forked child inherits the pool objects but none of their threads: work submitted to
     them would wait forever (and a lock held by another parent thread at the fork stays
     held). Start afresh; the child builds its own pools on first use."""
-    global _POOL, _HELPER, _POOL_LOCK
+    global _POOL, _HELPER, _IO, _POOL_LOCK
     _POOL = None
     _HELPER = None
+    _IO = None
     _POOL_LOCK = threading.Lock()
 
 
@@ -48,6 +55,16 @@ def _pool() -> ThreadPoolExecutor:
             _POOL = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2),
                                        thread_name_prefix="jnrrd")
         return _POOL
+
+
+def io_submit(fn: Callable[..., Any], *args: Any) -> Future[Any]:
+    """Run ``fn(*args)`` on the I/O pool (blocking calls that wait on the network)."""
+    global _IO
+    with _POOL_LOCK:
+        if _IO is None:
+            _IO = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="jnrrd-io")
+        pool = _IO
+    return pool.submit(fn, *args)
 
 
 class Running:

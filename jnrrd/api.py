@@ -9,7 +9,7 @@ from typing import IO, Any
 import numpy as np
 
 from .codecs import chain_is_self_delimiting, is_raw_chain
-from .engine.cache import check_cache_bytes
+from .engine.cache import check_cache_bytes, default_cache_bytes
 from .engine.sources import ExternalSource, InternalSource
 from .engine.untiled import UntiledData, data_paths
 from .engine.volume import Volume
@@ -18,6 +18,8 @@ from .header import CoreFields, Header, core_fields, parse_header
 from .header.geometry_fields import canonical_space
 from .policy import Policy
 from .storage.local import file_version
+from .storage.remote import is_remote, local_path
+from .storage.remote_stream import opener_of
 from .storage.resolve import Opened, opened, resolve
 from .tiling.locate import core_itemsize, derived_offsets, raw_tile_sizes
 from .tiling.spec import TILE_URI, Tiling, parse_tiling
@@ -42,10 +44,11 @@ def _is_nrrd(f: IO[bytes]) -> bool:
     return bytes(head).startswith(_NRRD_MAGIC)
 
 
-def read_header(source: Any, **policy: Any) -> Header:
-    """Read only the header of a JNRRD (or classic NRRD) file."""
+def read_header(source: Any, *, storage_options: dict[str, Any] | None = None,
+                **policy: Any) -> Header:
+    """Read only the header of a JNRRD (or classic NRRD) file (a path, URL or stream)."""
     pol = Policy.from_kwargs(**policy)
-    with opened(source, pol) as src:
+    with opened(source, pol, storage_options) as src:
         f = src.stream
         if _is_nrrd(f):
             from .nrrd.reader import read_nrrd_header
@@ -60,14 +63,16 @@ def read_header(source: Any, **policy: Any) -> Header:
 
 def open(
     source: Any, *, index_order: str = "F", missing: str = "error",
-    cache_bytes: int | None = None, **policy: Any
+    cache_bytes: int | None = None, storage_options: dict[str, Any] | None = None,
+    **policy: Any
 ) -> Volume:
     """Open a JNRRD file lazily: slicing the returned :class:`Volume` reads only what it needs.
 
-    ``source`` is a path or a binary file object (left open). ``missing="fill"`` reads absent
-    external tile files as padding. ``cache_bytes``: the budget of the volume's cache of
-    decoded tiles, shared by all its levels (0: off; ``None``: the default for the storage
-    kind, 0 for a local file; docs/api.md).
+    ``source`` is a path, an fsspec URL (``s3://``, ``https://``, ...; ``storage_options``
+    go to fsspec unchanged) or a binary file object (left open). ``missing="fill"`` reads
+    absent external tile files as padding. ``cache_bytes``: the budget of the volume's cache
+    of decoded tiles, shared by all its levels (0: off; ``None``: the default for the storage
+    kind, 0 for a local file, 256 MiB for a URL; docs/api.md).
     """
     cache_bytes = check_cache_bytes(cache_bytes)
     if index_order not in ("F", "C"):
@@ -75,11 +80,14 @@ def open(
     if missing not in ("error", "fill"):
         raise ValueError(f"missing must be 'error' or 'fill', got {missing!r}")
     pol = Policy.from_kwargs(**policy)
-    src = resolve(source, pol)
+    src = resolve(source, pol, storage_options)
     by_path = isinstance(source, (str, os.PathLike))
+    if src.remote and cache_bytes is None:
+        cache_bytes = default_cache_bytes(remote=True)
     try:
         # the version of the file this stream reads (fstat: even if the path was replaced)
-        version = file_version(src.stream.fileno()) if by_path else None
+        version = (src.stream.reader.version if src.remote
+                   else file_version(src.stream.fileno()) if by_path else None)
         if _is_nrrd(src.stream):
             from .nrrd.reader import open_nrrd
 
@@ -96,7 +104,7 @@ def open(
         raise
     if by_path:
         vol.reopen = Reopen.of(source, index_order, missing, pol, version=version,
-                               cache_bytes=cache_bytes)
+                               cache_bytes=cache_bytes, storage_options=storage_options)
     return vol
 
 
@@ -110,31 +118,41 @@ class Reopen:
     of their cache of open volumes.
     """
 
-    path: str  # absolute
+    path: str  # absolute, or a URL
     index_order: str
     missing: str
     policy: tuple[tuple[str, Any], ...]  # every Policy field but "extra", by name
-    #: the file's version token when it was opened (``storage.local.file_version``); not part
-    #: of equality or hash. Unpickling a volume compares it with the re-opened file's.
-    version: tuple[int, int, int] | None = dataclasses.field(default=None, compare=False)
+    #: the file's version token when it was opened (``storage.local.file_version``, or a
+    #: remote object's ETag/generation and size); not part of equality or hash. Unpickling a
+    #: volume (and every Dask task) compares it with the re-opened file's.
+    version: Any = dataclasses.field(default=None, compare=False)
     #: ``open(..., cache_bytes=)`` as given (``None``: the default); a re-opened volume gets
     #: a cache of its own with the same budget
     cache_bytes: int | None = None
+    #: a URL's ``storage_options`` (passed to fsspec again); not part of equality or hash,
+    #: :attr:`options_key` stands for them there
+    storage_options: dict[str, Any] | None = dataclasses.field(default=None, compare=False)
+    options_key: str = ""
 
     @classmethod
     def of(cls, source: str | os.PathLike[str], index_order: str, missing: str,
-           policy: Policy, *, version: tuple[int, int, int] | None = None,
-           cache_bytes: int | None = None) -> Reopen:
-        """The re-opener of a path ``source`` opened with these arguments."""
+           policy: Policy, *, version: Any = None, cache_bytes: int | None = None,
+           storage_options: dict[str, Any] | None = None) -> Reopen:
+        """The re-opener of a path or URL ``source`` opened with these arguments."""
         items = tuple((f.name, getattr(policy, f.name)) for f in dataclasses.fields(Policy)
                       if f.name != "extra")
-        return cls(os.path.abspath(os.fspath(source)), index_order, missing, items, version,
-                   cache_bytes)
+        path = os.fspath(source)
+        if not is_remote(local_path(path)):
+            path = os.path.abspath(local_path(path))
+        options = dict(storage_options) if storage_options else None
+        return cls(path, index_order, missing, items, version, cache_bytes, options,
+                   repr(sorted(options.items(), key=lambda kv: kv[0])) if options else "")
 
     def __call__(self) -> Volume:
         """A new :class:`Volume` of the same file, opened with the same arguments."""
         return open(self.path, index_order=self.index_order, missing=self.missing,
-                    cache_bytes=self.cache_bytes, **dict(self.policy))
+                    cache_bytes=self.cache_bytes, storage_options=self.storage_options,
+                    **dict(self.policy))
 
 
 def check_header(header: Header, *, policy: Policy, source: Any = None
@@ -174,6 +192,8 @@ def _volume(header: Header, core: Any, tiling: Tiling | None, src: Opened,
         index_order = "C" if index_order == "F" else "F"
     if tiling is None:
         paths = data_paths(core, src.store, pol, name)
+        if paths is not None and src.remote:  # detached data: URLs served by the store
+            pol = Policy.from_kwargs(pol, opener=opener_of(src.store))
         if paths is None and data_start is None and core.count:
             raise DataError(f"{where(name)}the header ended at the end of the file: "
                             "there is no data section")
@@ -211,13 +231,16 @@ def _volume(header: Header, core: Any, tiling: Tiling | None, src: Opened,
 
 
 def read(source: Any, *, level: int = 0, index_order: str = "F", missing: str = "error",
-         **policy: Any) -> tuple[np.ndarray, Header]:
-    """Read a whole volume (or pyramid level): returns ``(data, header)``.
+         storage_options: dict[str, Any] | None = None, **policy: Any
+         ) -> tuple[np.ndarray, Header]:
+    """Read a whole volume (or pyramid level) from a path, URL or stream: returns
+    ``(data, header)``.
 
     With ``index_order="F"`` (default) ``data.shape == tuple(header["sizes"])`` (level 0);
     ``"C"`` gives the reversed shape, C-contiguous.
     """
-    vol = open(source, index_order=index_order, missing=missing, **policy)
+    vol = open(source, index_order=index_order, missing=missing,
+               storage_options=storage_options, **policy)
     try:
         if not 0 <= level < len(vol.levels):
             raise IndexError(f"level {level} does not exist ({len(vol.levels)} levels)")

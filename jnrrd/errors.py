@@ -37,6 +37,7 @@ __all__ = [
     "JnrrdError",
     "JnrrdWarning",
     "MissingDependencyError",
+    "RemoteError",
     "SecurityError",
     "UnknownCodecError",
     "UnsupportedError",
@@ -79,6 +80,11 @@ class MissingDependencyError(CodecError, ImportError):
 
 class UnsupportedError(JnrrdError):
     """Valid, but not supported by this library, or over one of the configured caps."""
+
+
+class RemoteError(JnrrdError, OSError):
+    """A remote store failed: an HTTP status, a truncated body, a wrong range, a timeout.
+    The message names the URL and the byte range."""
 
 
 class SecurityError(JnrrdError, PermissionError):

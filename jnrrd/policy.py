@@ -48,6 +48,13 @@ class Policy:
     max_files: int = 10**5
     max_levels: int = 1024
     max_pad: int = 65536
+    #: remote reads (docs/remote.md): requests in flight per filesystem, the largest gap
+    #: between two byte ranges fetched by one request, seconds one request may take, and how
+    #: often a 5xx answer, a dropped connection or a timeout is retried
+    request_concurrency: int = 16
+    coalesce_gap: int = 64 << 10
+    request_timeout: float = 60.0
+    request_retries: int = 2
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod

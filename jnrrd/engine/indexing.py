@@ -25,7 +25,7 @@ import numpy as np
 from .._threads import run_parallel
 from ..tiling.grid import AxisSel, is_bool_scalar
 
-__all__ = ["OIndex", "has_array_index", "numpy_getitem", "orthogonal_getitem"]
+__all__ = ["OIndex", "has_array_index", "numpy_getitem", "orthogonal_getitem", "planes_read"]
 
 _ARRAYLIKE = (list, tuple, range, np.ndarray)
 #: raw blocks up to this size are gathered in the calling thread
@@ -317,3 +317,18 @@ def _tiled_block(vol: Any, level: Any, sets: list[np.ndarray]) -> np.ndarray:
         else:
             run_parallel(tasks)
     return out
+
+
+def planes_read(last: Any) -> int | None:
+    """How many leading indices of a tile's last axis the selection ``last`` reads."""
+    if isinstance(last, slice):
+        start, stop, step = last.start, last.stop, last.step
+        if (step is None or step > 0) and stop is not None and stop >= 0 and (
+                start is None or start >= 0):
+            return stop
+        if step is not None and step < 0 and start is not None and start >= 0:
+            return start + 1
+        return None
+    if isinstance(last, (int, np.integer)) and last >= 0:
+        return int(last) + 1
+    return None

@@ -50,8 +50,14 @@ class InternalSource:
     ) -> None:
         self._source = source
         # Raw tiles are served zero-copy from a memory map; compressed tiles are read with
-        # pread, so the file's pages do not pile up in the resident set of a full read.
-        self._reader = StreamReader(file, map_reads=map_reads, owned=owned)
+        # pread, so the file's pages do not pile up in the resident set of a full read. A
+        # remote object's stream lends its range reader (requests merged and concurrent).
+        ranged = getattr(file, "range_reader", None)
+        self._reader: Any = (ranged() if ranged is not None
+                             else StreamReader(file, map_reads=map_reads, owned=owned))
+        self._file = file if ranged is not None and owned else None
+        #: whether tiles come over the network (the engine fetches a batch's tiles at once)
+        self.remote = ranged is not None
         self._get_range = self._reader.get_range  # bound once: read() is on the hot path
         try:
             self.file_size = self._reader.file_size
@@ -74,9 +80,28 @@ class InternalSource:
         except DataError:
             raise DataError(f"{where(self._source)}tile {index}: file ended early") from None
 
+    def prefetch(self, indices: list[int]) -> list[Any]:
+        """Start fetching the stored bytes of global tiles ``indices`` (a remote file): one
+        pending slice per tile (``None`` when sparse), the requests merged and in flight."""
+        spans = [internal_range(self.offsets, self.sizes, i) for i in indices]
+        wanted = [s for s in spans if s is not None]
+        fetched = iter(self._reader.fetch_many(wanted))
+        return [None if s is None else next(fetched) for s in spans]
+
+    def take(self, index: int, pending: Any) -> memoryview | None:
+        """The bytes of a tile started by :meth:`prefetch` (waits for them)."""
+        if pending is None:
+            return None
+        try:
+            return pending.result()
+        except DataError as exc:
+            raise DataError(f"{where(self._source)}tile {index}: {exc}") from None
+
     def close(self) -> None:
         """Drop the memory map and close the file when it was handed over."""
         self._reader.close()
+        if self._file is not None:
+            self._file.close()
 
 
 class ExternalSource:
@@ -114,6 +139,8 @@ class ExternalSource:
             # Relative paths under base_dir stay confined to base_dir (or allowed_roots).
             store = store.child(base_dir, field=prefix + ":base_dir")
         self._store = store
+        #: whether tiles come over the network (the engine fetches a batch's tiles at once)
+        self.remote = bool(getattr(store, "remote", False))
 
     def key(self, level: Level, coords: tuple[int, ...], local: int) -> tuple[str, str] | None:
         """(key, field) of a tile's file; ``None`` when the header records it as sparse."""
@@ -129,10 +156,34 @@ class ExternalSource:
         found = self.key(level, coords, local)
         if found is None:
             return None
+        what = f"{where(self._source)}level {level.index} tile {list(coords)}: file "
+        return self._fetched(level, coords, found, lambda key, field: self._store.get(
+            key, limit=limit, field=field, what=what))
+
+    def prefetch(self, level: Level, coords: list[tuple[int, ...]], limit: int) -> list[Any]:
+        """Start fetching the tile files of ``coords`` (a remote store): one pending request
+        per tile (``None`` when the header records it as sparse)."""
+        out: list[Any] = []
+        for c in coords:
+            found = self.key(level, c, level.grid.index(c))
+            out.append(None if found is None else (found, self._store.submit_get(
+                found[0], limit=limit, field=found[1])))
+        return out
+
+    def take(self, level: Level, coords: tuple[int, ...], pending: Any) -> bytes | None:
+        """The bytes of a tile started by :meth:`prefetch` (waits for them)."""
+        if pending is None:
+            return None
+        found, future = pending
+        fetcher = self._store.fetcher
+        return self._fetched(level, coords, found, lambda key, field: fetcher.wait(
+            future, self._store.url(self._store.path(key, field=field)), 0, None).data)
+
+    def _fetched(self, level: Level, coords: tuple[int, ...], found: tuple[str, str],
+                 get: Any) -> bytes | None:
         key, field = found
         try:
-            what = f"{where(self._source)}level {level.index} tile {list(coords)}: file "
-            return self._store.get(key, limit=limit, field=field, what=what)
+            return get(key, field)
         except FileNotFoundError:
             if self._missing == "fill":
                 return None

@@ -148,17 +148,30 @@ class TileDecoder(TileCodec):
         self.dtype = user_dtype(core.type_name, core.block_size, policy.bfloat16)
         self.stored_dtype = storage_dtype(core.type_name, core.endian or "little",
                                           core.block_size)
+        #: whether the tiles come over the network (fetch a batch at once: :meth:`prefetch`)
+        self.remote = bool(getattr(source, "remote", False))
 
-    def stored_bytes(self, level: Level, coords: tuple[int, ...]) -> Any:
-        """The stored bytes of a tile (None when sparse)."""
+    def stored_bytes(self, level: Level, coords: tuple[int, ...],
+                     fetched: Fetched | None = None) -> Any:
+        """The stored bytes of a tile (None when sparse), from ``fetched`` when it has them."""
         local = level.grid.index(coords)
+        if fetched is not None and coords in fetched.pending:
+            return fetched.take(coords)
         if isinstance(self.source, InternalSource):
             return self.source.read(level.first + local)
-        limit = self.policy.max_tile_bytes + (1 << 20)
-        return self.source.read(level, coords, local, limit)
+        return self.source.read(level, coords, local, self.tile_limit)
+
+    @property
+    def tile_limit(self) -> int:
+        """The most bytes a tile file is read for."""
+        return self.policy.max_tile_bytes + (1 << 20)
+
+    def prefetch(self, level: Level, coords: list[tuple[int, ...]]) -> Fetched:
+        """Start fetching the stored bytes of the tiles ``coords`` of ``level`` at once."""
+        return Fetched(self, level, coords)
 
     def decode(self, level: Level, coords: tuple[int, ...], planes: int | None = None,
-               scratch: bool = False) -> np.ndarray | None:
+               scratch: bool = False, fetched: Fetched | None = None) -> np.ndarray | None:
         """The stored tile (stored extent, user dtype, F order), or None when sparse.
 
         ``planes``: only the first ``planes`` indices along the last (slowest) axis are
@@ -167,7 +180,7 @@ class TileDecoder(TileCodec):
         ``scratch`` decode (for callers that copy it out at once).
         """
         shape = level.grid.stored_shape(coords)
-        data = self.stored_bytes(level, coords)
+        data = self.stored_bytes(level, coords, fetched)
         if data is None:
             return None
         index = level.first + level.grid.index(coords)
@@ -214,6 +227,28 @@ class TileDecoder(TileCodec):
                 f"{where(self.name)}tile {index}: {algo} checksum {found:08x} does not match "
                 f"{self.tiling.prefix}:metadata[{index}].checksum {value:08x}"
             )
+
+
+class Fetched:
+    """The stored bytes of a batch of tiles of one level, requested together (a remote
+    source: byte ranges merged, requests in flight while earlier tiles decode)."""
+
+    def __init__(self, decoder: TileDecoder, level: Level, coords: list[tuple[int, ...]]
+                 ) -> None:
+        self.source, self.level = decoder.source, level
+        if isinstance(self.source, InternalSource):
+            self.index = {c: level.first + level.grid.index(c) for c in coords}
+            started = self.source.prefetch([self.index[c] for c in coords])
+        else:
+            started = self.source.prefetch(level, coords, decoder.tile_limit)
+        self.pending = dict(zip(coords, started, strict=True))
+
+    def take(self, coords: tuple[int, ...]) -> Any:
+        """The bytes of the tile at ``coords`` (waits for them; ``None`` when sparse)."""
+        pending = self.pending[coords]
+        if isinstance(self.source, InternalSource):
+            return self.source.take(self.index[coords], pending)
+        return self.source.take(self.level, coords, pending)
 
 
 class TileEncoder(TileCodec):

@@ -56,7 +56,10 @@ def data_paths(core: Any, store: LocalStore | None, policy: Policy, source: Any 
     if store is None:
         raise UnsupportedError(f"{where(source, field)}detached data needs the header's path; "
                                "open the file by path, not through a file object")
-    return [store.path(n, field=field) for n in names]
+    paths = [store.path(n, field=field) for n in names]
+    if getattr(store, "remote", False):  # URLs, opened through the policy's opener
+        paths = [store.url(p) for p in paths]
+    return paths
 
 
 def _open_data(path: str, core: Any, policy: Policy, source: Any) -> IO[bytes]:

@@ -25,7 +25,7 @@ from ..tiling.levels import Level
 from ..tiling.padding import chain_fill
 from ..tiling.spec import Tiling
 from .cache import CacheInfo, TileCache, check_cache_bytes, copy_cached, default_cache_bytes
-from .indexing import OIndex, has_array_index, numpy_getitem
+from .indexing import OIndex, has_array_index, numpy_getitem, planes_read
 from .locations import TileLocation, tile_locations
 from .pickling import reduce_view
 from .sources import ExternalSource, InternalSource
@@ -37,21 +37,8 @@ __all__ = ["LevelView", "Volume"]
 _INLINE_RAW_BYTES = 8 << 20
 #: tile tasks listed (and run) at a time
 _TASK_BATCH = 4096
-
-
-def _planes(last: Any) -> int | None:
-    """How many leading indices of a tile's last axis the selection ``last`` reads."""
-    if isinstance(last, slice):
-        start, stop, step = last.start, last.stop, last.step
-        if (step is None or step > 0) and stop is not None and stop >= 0 and (
-                start is None or start >= 0):
-            return stop
-        if step is not None and step < 0 and start is not None and start >= 0:
-            return start + 1
-        return None
-    if isinstance(last, (int, np.integer)) and last >= 0:
-        return int(last) + 1
-    return None
+#: ... and of a remote one (the compressed bytes of a batch are held while it decodes)
+_REMOTE_BATCH = 1024
 
 
 class LevelView:
@@ -377,11 +364,11 @@ class Volume(LevelView):
         grid = level.grid
         fill = self._fill_value()
 
-        def task(piece: Any) -> Callable[[], None]:
-            planes = _planes(piece.src[-1])
+        def task(piece: Any, fetched: Any) -> Callable[[], None]:
+            planes = planes_read(piece.src[-1])
 
             def run() -> None:
-                tile = self._decoded(level, piece.coords, planes)
+                tile = self._decoded(level, piece.coords, planes, fetched)
                 if tile is None:
                     out[piece.dst] = fill
                 else:
@@ -394,27 +381,31 @@ class Volume(LevelView):
         while True:
             # bounded batches: memory does not grow with the tile count, and a failing tile
             # (a missing file) ends the read before the rest are even listed
-            batch = list(islice(pieces, _TASK_BATCH))
+            batch = list(islice(pieces, _REMOTE_BATCH if dec.remote else _TASK_BATCH))
             if not batch:
                 return out
             if self._use_cache:  # tiles in the cache are copied here, the rest decoded
                 batch = copy_cached(self._cache, level.index, batch, out)
-            tasks = [task(p) for p in batch]
+            # remote tiles: every request of the batch in flight before the first decode
+            fetched = dec.prefetch(level, [p.coords for p in batch]) if dec.remote else None
+            tasks = [task(p, fetched) for p in batch]
             if inline:
                 for t in tasks:
                     t()
             else:
                 run_parallel(tasks)
 
-    def _decoded(self, level: Level, coords: tuple[int, ...], planes: int | None = None
-                 ) -> np.ndarray | None:
+    def _decoded(self, level: Level, coords: tuple[int, ...], planes: int | None = None,
+                 fetched: Any = None) -> np.ndarray | None:
         """The decoded stored tile (None when sparse): through the cache when it is on (a
-        read-only array), else decoded now (only ``planes`` planes, in scratch memory)."""
+        read-only array), else decoded now (only ``planes`` planes, in scratch memory);
+        its bytes from ``fetched`` (a batch requested at once) when given."""
         dec = self._decoder
         assert dec is not None
         if self._use_cache:
-            return self._cache.get_or_load((level.index, coords), lambda: dec.decode(level, coords))
-        return dec.decode(level, coords, planes, scratch=True)
+            return self._cache.get_or_load((level.index, coords),
+                                           lambda: dec.decode(level, coords, fetched=fetched))
+        return dec.decode(level, coords, planes, scratch=True, fetched=fetched)
 
     def _fill_value(self) -> Any:
         assert self._tiling is not None

@@ -4,8 +4,10 @@ of the directory its detached data and external tiles are named from, and its ke
 Paths are opened here (the caller owns the stream); a caller's stream is used as it is and
 never closed. A stream whose ``name`` is an existing path gets its directory as a store; one
 without (``BytesIO``, a socket) has none, and reading external tiles or detached data through
-it fails with a message saying so. A URL string is treated as a path (only a policy's
-``opener`` may serve URLs, and only those named inside a header).
+it fails with a message saying so. A URL string (``s3://``, ``https://``, ... any fsspec
+protocol, with the caller's ``storage_options``) opens the remote object as a stream
+(:mod:`.remote_stream`) and its "directory" as a :class:`~.remote.RemoteStore`; a
+``file://`` URL is a local path.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from typing import IO, Any
 from ..policy import Policy
 from .fileobj import stream_dir
 from .local import LocalStore
+from .remote import RemoteReader, RemoteStore, filesystem, is_remote, local_path, split_url
+from .remote_stream import RemoteStream
 
 __all__ = ["Opened", "named", "opened", "resolve"]
 
@@ -31,7 +35,7 @@ class Opened:
     ``name`` for messages (the source when it names a file), ``owned``: close ``stream``."""
 
     stream: IO[bytes]
-    store: LocalStore | None
+    store: LocalStore | RemoteStore | None
     key: str | None
     path: str | None
     name: Any
@@ -39,8 +43,13 @@ class Opened:
 
     @property
     def header_dir(self) -> str | None:
-        """The header's directory (the store's root), or ``None``."""
-        return self.store.root if self.store is not None else None
+        """The header's local directory (the store's root), or ``None``."""
+        return self.store.root if isinstance(self.store, LocalStore) else None
+
+    @property
+    def remote(self) -> bool:
+        """Whether the source is a remote object (a URL)."""
+        return isinstance(self.store, RemoteStore)
 
     def close(self) -> None:
         """Close the stream when it was opened here."""
@@ -55,8 +64,15 @@ def named(source: Any) -> bool:
     )
 
 
-def resolve(source: Any, policy: Policy) -> Opened:
-    """Open a path (owned) or take a binary stream as it is (not owned)."""
+def resolve(source: Any, policy: Policy, storage_options: dict[str, Any] | None = None
+            ) -> Opened:
+    """Open a path or URL (owned) or take a binary stream as it is (not owned)."""
+    source = local_path(source)
+    if is_remote(source):
+        return _resolve_url(source, policy, storage_options)
+    if storage_options:
+        raise TypeError("storage_options= is for URLs (s3://, https://, ...); "
+                        f"{source!r} is not one")
     name = source if named(source) else None
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
@@ -75,10 +91,20 @@ def resolve(source: Any, policy: Policy) -> Opened:
                   name, False)
 
 
+def _resolve_url(url: str, policy: Policy, storage_options: dict[str, Any] | None
+                 ) -> Opened:
+    fs, path = filesystem(url, storage_options)
+    root, key = split_url(path)
+    store = RemoteStore(fs, root, policy, source=url)
+    stream = RemoteStream(RemoteReader(store.fetcher, path, url))
+    return Opened(stream, store, key, None, url, True)
+
+
 @contextlib.contextmanager
-def opened(source: Any, policy: Policy) -> Iterator[Opened]:
+def opened(source: Any, policy: Policy, storage_options: dict[str, Any] | None = None
+           ) -> Iterator[Opened]:
     """:func:`resolve` as a context manager (an opened path is closed on exit)."""
-    src = resolve(source, policy)
+    src = resolve(source, policy, storage_options)
     try:
         yield src
     finally:

@@ -1,0 +1,338 @@
+"""Objects behind fsspec URLs (``s3://``, ``gs://``, ``az://``, ``http(s)://``,
+``memory://``, ...) as a store: the read side.
+
+- :func:`filesystem`: a URL and the caller's ``storage_options`` → fsspec filesystem and path
+  (``MissingDependencyError`` naming the extra when fsspec or the protocol's package is
+  absent);
+- :class:`RemoteReader`: byte ranges of one object. Opening it costs one or two requests
+  (the object's size and version, and its first block, which usually holds the whole
+  header); ranges inside that block are served from it;
+  :meth:`RemoteReader.fetch_many` merges a selection's ranges (:func:`plan_requests`) and
+  returns one future per range while the requests are in flight;
+- :class:`RemoteStore`: the objects under the header's "directory". Keys a header names are
+  confined to it as on a local disk (CONVENTIONS §1.1, §7): no absolute paths or URLs, no
+  ``..`` above it, unless the policy opts in.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Hashable, Iterator, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+from ..errors import (
+    DataError,
+    MissingDependencyError,
+    RemoteError,
+    SecurityError,
+    UnsupportedError,
+    where,
+)
+from ..policy import Policy
+from .remote_fetch import Answer, Fetcher, plan_requests
+
+__all__ = ["RemoteReader", "RemoteStore", "filesystem", "is_remote", "local_path",
+           "split_url"]
+
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+#: the first request of an object: the header of most files, whole
+FIRST_BLOCK = 256 << 10
+#: the info fields that identify an object's content, by filesystem (first found wins)
+_VERSION_FIELDS = ("ETag", "etag", "generation", "VersionId", "version_id", "md5Hash",
+                   "LastModified", "last_modified", "mtime", "updated", "created")
+
+
+def is_remote(source: Any) -> bool:
+    """True for a URL string served through fsspec (any scheme but ``file://``)."""
+    if not isinstance(source, str):
+        return False
+    m = _URL.match(source)
+    return m is not None and m.group(1).lower() != "file"
+
+
+def local_path(source: Any) -> Any:
+    """A ``file://`` URL as a local path; anything else unchanged."""
+    if isinstance(source, str) and source[:7].lower() == "file://":
+        from urllib.parse import unquote, urlsplit
+
+        return unquote(urlsplit(source).path)
+    return source
+
+
+def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple[Any, str]:
+    """The fsspec filesystem and path of ``url`` (``storage_options`` passed unchanged)."""
+    try:
+        from fsspec.core import url_to_fs
+    except ImportError:
+        raise MissingDependencyError(
+            f"{url}: reading or writing URLs needs fsspec: pip install 'jnrrd[remote]' "
+            "(and 'jnrrd[s3]' for s3://)") from None
+    try:
+        return url_to_fs(url, **(storage_options or {}))
+    except ImportError as exc:
+        raise MissingDependencyError(f"{url}: {exc} (pip install 'jnrrd[remote]'; "
+                                     "'jnrrd[s3]' for s3://)") from None
+    except ValueError as exc:
+        raise UnsupportedError(f"{url}: {exc}") from None
+
+
+def split_url(url: str) -> tuple[str, str]:
+    """``(directory URL, name)`` of an object's URL."""
+    head, _, name = url.rstrip("/").rpartition("/")
+    if not name or head.endswith(":/"):
+        raise UnsupportedError(f"{url}: expected the URL of an object, not of a bucket or "
+                               "host")
+    return head, name
+
+
+class RemoteReader:
+    """Byte ranges of one remote object; ``head`` holds its first bytes (fetched at open)."""
+
+    remote = True
+
+    def __init__(self, fetcher: Fetcher, path: str, url: str, *, first: int = FIRST_BLOCK
+                 ) -> None:
+        self.fetcher, self.path, self.url = fetcher, path, url
+        self.etag: str | None = None
+        if fetcher.http:
+            answer = fetcher.get(path, 0, first, url=url, exact=False)
+            size = answer.total
+            if size is None:
+                size = int(fetcher.info(path, url=url).get("size") or 0)
+            self.version: Hashable = (answer.etag, size) if answer.etag else ("size", size)
+            self.etag = answer.etag
+        else:
+            info = fetcher.info(path, url=url)
+            size = info.get("size")
+            if size is None or info.get("type") == "directory":
+                raise DataError(f"{url}: not an object (a directory or prefix)")
+            size = int(size)
+            self.version = version_of(info)
+            answer = fetcher.get(path, 0, min(first, size), url=url) if size else Answer(b"")
+        self.file_size = size
+        self.head = answer.data
+
+    def grow_head(self, upto: int) -> None:
+        """Extend :attr:`head` to the first ``upto`` bytes (or the whole object)."""
+        upto = min(upto, self.file_size)
+        if upto > len(self.head):
+            more = self._fetch(len(self.head), upto)
+            self.head = self.head + more
+
+    def get_range(self, start: int, stop: int) -> memoryview | bytes:
+        """Bytes ``start:stop``; ``DataError("file ended early")`` past the object's end."""
+        if stop <= len(self.head):
+            return memoryview(self.head)[start:stop]
+        if stop > self.file_size:
+            raise DataError("file ended early")
+        return self._fetch(start, stop)
+
+    def get_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview | bytes]:
+        """The bytes of each ``(start, stop)``, fetched concurrently, in order."""
+        return [f.result() for f in self.fetch_many(ranges)]
+
+    def fetch_many(self, ranges: Sequence[tuple[int, int]]) -> list[Slice]:
+        """One pending :class:`Slice` per ``(start, stop)``: the ranges merged into few
+        requests (gap ``policy.coalesce_gap``), all started now."""
+        out: list[Slice | None] = [None] * len(ranges)
+        todo: list[int] = []
+        for i, (a, b) in enumerate(ranges):
+            if b > self.file_size:
+                out[i] = Slice(None, 0, 0, error=DataError("file ended early"))
+            elif b <= len(self.head):
+                out[i] = Slice(Done(self.head), a, b)
+            else:
+                todo.append(i)
+        policy = self.fetcher.policy
+        plan = plan_requests([ranges[i] for i in todo], gap=policy.coalesce_gap,
+                             concurrency=policy.request_concurrency)
+        for piece in plan:
+            fut = self.fetcher.submit(self.path, piece.start, piece.stop, url=self.url)
+            pending = Pending(fut, self, piece.start, piece.stop)
+            for m in piece.members:
+                a, b = ranges[todo[m]]
+                out[todo[m]] = Slice(pending, a - piece.start, b - piece.start)
+        return [s for s in out if s is not None]
+
+    def _fetch(self, start: int, stop: int) -> bytes:
+        return self.check(self.fetcher.get(self.path, start, stop, url=self.url)).data
+
+    def check(self, answer: Answer) -> Answer:
+        """``DataError`` when an answer's version token differs from the one at open."""
+        if self.etag is not None and answer.etag is not None and answer.etag != self.etag:
+            raise DataError(f"{self.url}: the object changed while it was read (ETag "
+                            f"{self.etag} became {answer.etag})")
+        return answer
+
+    def close(self) -> None:
+        """Drop the first block (nothing else is held open)."""
+        self.head = b""
+
+
+class Done:
+    """An already available answer, shaped like a pending one."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def result(self) -> bytes:
+        return self.data
+
+
+class Pending:
+    """A request in flight; :meth:`result` waits for it (bounded) and checks it."""
+
+    def __init__(self, future: Future[Answer], reader: RemoteReader, start: int, stop: int
+                 ) -> None:
+        self.future, self.reader, self.start, self.stop = future, reader, start, stop
+
+    def result(self) -> bytes:
+        r = self.reader
+        return r.check(r.fetcher.wait(self.future, r.url, self.start, self.stop)).data
+
+
+class Slice:
+    """The bytes of one range of a (pending) request."""
+
+    def __init__(self, source: Done | Pending | None, start: int, stop: int, *,
+                 error: Exception | None = None) -> None:
+        self.source, self.start, self.stop, self.error = source, start, stop, error
+
+    def result(self) -> memoryview:
+        if self.error is not None:
+            raise self.error
+        assert self.source is not None
+        return memoryview(self.source.result())[self.start : self.stop]
+
+
+def version_of(info: dict[str, Any]) -> Hashable:
+    """An object's version token from its ``info``: ETag/generation/... and size."""
+    for name in _VERSION_FIELDS:
+        value = info.get(name)
+        if value is not None:
+            return (name, str(value), info.get("size"))
+    return ("size", info.get("size"))
+
+
+class RemoteStore:
+    """The objects under ``root`` (a directory URL's fsspec path) on ``fs``; keys a header
+    names are confined under ``policy``."""
+
+    remote = True
+
+    def __init__(self, fs: Any, root: str, policy: Policy, *, source: Any = None,
+                 fetcher: Fetcher | None = None) -> None:
+        self.fs, self.root, self.policy, self.source = fs, root.rstrip("/"), policy, source
+        self.fetcher = fetcher or Fetcher(fs, policy)
+
+    def url(self, path: str) -> str:
+        """The URL of an fsspec path (for messages)."""
+        return path if _URL.match(path) else self.fs.unstrip_protocol(path)
+
+    def path(self, key: str, *, field: str = "data_file") -> str:
+        """The fsspec path of ``key`` under the path policy (``field`` names it in errors)."""
+        prefix = where(self.source, field)
+        if not isinstance(key, str) or not key:
+            raise SecurityError(f"{prefix}expected a non-empty relative path, found {key!r}")
+        if "\x00" in key or "\\" in key:
+            raise SecurityError(f"{prefix}path contains a NUL byte or a backslash: {key!r}")
+        if _URL.match(key):
+            raise SecurityError(f"{prefix}URL {key!r} is blocked: paths in a remote header "
+                                "resolve against the header's own URL")
+        if key.startswith("/"):
+            if not self.policy.allow_absolute:
+                raise SecurityError(f"{prefix}absolute path {key!r} is blocked; pass "
+                                    "allow_absolute=True to allow it")
+            return _join(_bucket_root(self.root), key.lstrip("/"))
+        norm = posixpath.normpath(key)
+        if (norm == ".." or norm.startswith("../")) and not self.policy.allow_parent:
+            raise SecurityError(f"{prefix}path {key!r} leaves the header's directory "
+                                f"{self.url(self.root)!r}; pass allow_parent=True to allow it")
+        return _join(self.root, norm)
+
+    def child(self, key: str, *, field: str) -> RemoteStore:
+        """The store rooted at directory ``key`` (e.g. ``tile:base_dir``)."""
+        return RemoteStore(self.fs, self.path(key, field=field), self.policy,
+                           source=self.source, fetcher=self.fetcher)
+
+    def open_reader(self, key: str, *, field: str = "data_file", map_reads: bool = True
+                    ) -> RemoteReader:
+        """A byte-range reader of ``key`` (one or two requests)."""
+        path = self.path(key, field=field)
+        return RemoteReader(self.fetcher, path, self.url(path))
+
+    def submit_get(self, key: str, *, limit: int, field: str = "data_file"
+                   ) -> Future[Answer]:
+        """Start fetching the whole object ``key`` (at most ``limit`` bytes)."""
+        path = self.path(key, field=field)
+        return self.fetcher.submit(path, 0, limit, url=self.url(path), exact=False)
+
+    def get(self, key: str, *, limit: int | None = None, field: str = "data_file",
+            what: str = "") -> bytes:
+        """The whole object, at most ``limit`` bytes (default ``max_bytes``);
+        ``FileNotFoundError`` when it is absent."""
+        path = self.path(key, field=field)
+        limit = self.policy.max_bytes if limit is None else limit
+        return self.fetcher.get(path, 0, limit, url=self.url(path), exact=False).data
+
+    def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]]
+                   ) -> list[bytes | memoryview]:
+        """The bytes ``start:stop`` of ``key`` for each ``(start, stop)``, concurrently."""
+        return list(self.open_reader(key).get_ranges(ranges))
+
+    def size(self, key: str, *, field: str = "data_file") -> int:
+        """The object's size; ``FileNotFoundError`` when it is absent."""
+        path = self.path(key, field=field)
+        info = self.fetcher.info(path, url=self.url(path))
+        if info.get("type") == "directory" or info.get("size") is None:
+            raise FileNotFoundError(2, "not an object", self.url(path))
+        return int(info["size"])
+
+    def exists(self, key: str, *, field: str = "data_file") -> bool:
+        """Whether ``key`` is an object."""
+        try:
+            self.size(key, field=field)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def version(self, key: str, *, field: str = "data_file") -> Hashable:
+        """The object's version token (ETag, generation, ... and size)."""
+        path = self.path(key, field=field)
+        return version_of(self.fetcher.info(path, url=self.url(path)))
+
+    def walk(self, prefix: str) -> Iterator[str]:
+        """The keys of the objects under ``prefix``."""
+        base = _join(self.root, posixpath.normpath(prefix)) if prefix else self.root
+        try:
+            found = self.fs.find(base)
+        except FileNotFoundError:
+            return
+        except Exception as exc:  # a listing that fails, named
+            raise RemoteError(f"{self.url(base)}: listing failed: {exc}") from None
+        root = self.fs._strip_protocol(self.root).rstrip("/") + "/"
+        for p in found:
+            p = self.fs._strip_protocol(p)
+            if p.startswith(root):
+                yield p[len(root):]
+
+
+def _join(root: str, rel: str) -> str:
+    if rel in ("", "."):
+        return root
+    m = _URL.match(root)
+    if m is None:
+        return posixpath.normpath(posixpath.join(root, rel)) if root else rel
+    scheme, rest = root[: m.end()], root[m.end():]
+    host, _, path = rest.partition("/")
+    joined = posixpath.normpath(posixpath.join("/" + path, rel))
+    return f"{scheme}{host}{joined}"
+
+
+def _bucket_root(root: str) -> str:
+    m = _URL.match(root)
+    if m is not None:
+        return root[: m.end()] + root[m.end():].partition("/")[0]
+    return root.partition("/")[0]

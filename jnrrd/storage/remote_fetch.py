@@ -1,0 +1,285 @@
+"""Byte-range requests to an fsspec filesystem: many in flight, merged when close, checked.
+
+A :class:`Fetcher` runs the requests of one filesystem. On an asynchronous filesystem
+(``s3fs``, ``gcsfs``, ``adlfs``, fsspec's HTTP) they run as coroutines on fsspec's own event
+loop, at most ``policy.request_concurrency`` at once, each returning a
+:class:`concurrent.futures.Future` at once, so decoding starts on the first bytes while later
+ones are still on the wire. Other filesystems (``memory://``, ``sftp``, ...) run them on the
+I/O pool of :mod:`jnrrd._threads`.
+
+Every answer is checked: an HTTP status other than 200/206, a ``Content-Range`` that is not
+the range asked for, a body shorter than it, a timeout are a :class:`~jnrrd.errors.RemoteError`
+naming the URL and the byte range (5xx answers, dropped connections and timeouts are retried
+``policy.request_retries`` times first). A missing object is ``FileNotFoundError``.
+
+:func:`plan_requests` merges the byte ranges of a selection into few requests: neighbours
+whose gap is at most ``gap`` bytes share a request, and a long run is cut into pieces so that
+several connections carry it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import re
+from collections.abc import Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from typing import Any
+
+from .._threads import io_submit
+from ..errors import DataError, RemoteError
+from ..policy import Policy
+
+__all__ = ["Answer", "Fetcher", "Piece", "plan_requests"]
+
+_CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.IGNORECASE)
+#: the smallest piece a long run of ranges is cut into for parallel requests
+MIN_PIECE = 1 << 20
+#: ... and the largest
+MAX_PIECE = 32 << 20
+
+
+@dataclass
+class Answer:
+    """What a request returned: the bytes, the object's total size when the server said it
+    (``Content-Range``), and its version token when the answer carried one (``ETag``)."""
+
+    data: bytes
+    total: int | None = None
+    etag: str | None = None
+
+
+class _Retry(Exception):
+    """A failure worth another try (5xx, a dropped connection, a timeout)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class Fetcher:
+    """The range requests of one fsspec filesystem ``fs`` under ``policy``'s limits."""
+
+    def __init__(self, fs: Any, policy: Policy) -> None:
+        self.fs = fs
+        self.policy = policy
+        self.http = _is_http(fs)
+        self.loop = getattr(fs, "loop", None) if getattr(fs, "async_impl", False) else None
+        self._sem: asyncio.Semaphore | None = None
+
+    # -- submitting -------------------------------------------------------------------------
+    def submit(self, path: str, start: int, stop: int | None, *, url: str,
+               exact: bool = True) -> Future[Answer]:
+        """Start fetching bytes ``start:stop`` of ``path`` (``stop=None``: to the end);
+        ``exact``: the object must hold them all (else a short answer is the object's end)."""
+        if self.loop is not None:
+            coro = self._attempts(path, start, stop, url, exact)
+            return asyncio.run_coroutine_threadsafe(coro, self.loop)
+        return io_submit(self._sync, path, start, stop, url, exact)
+
+    def wait(self, future: Future[Answer], url: str, start: int, stop: int | None) -> Answer:
+        """The answer of ``future``, within the time its retries may take."""
+        p = self.policy
+        limit = (p.request_timeout + 1.0) * (p.request_retries + 1) + 30.0
+        try:
+            return future.result(timeout=limit)
+        except FutureTimeout:
+            future.cancel()
+            raise RemoteError(f"{url}: {_span(start, stop)}: no answer within {limit:.0f} s"
+                              ) from None
+
+    def get(self, path: str, start: int, stop: int | None, *, url: str,
+            exact: bool = True) -> Answer:
+        """:meth:`submit`, then :meth:`wait`."""
+        return self.wait(self.submit(path, start, stop, url=url, exact=exact), url, start, stop)
+
+    def info(self, path: str, *, url: str) -> dict[str, Any]:
+        """The filesystem's ``info`` of ``path`` (size, ETag, ...); errors name the URL."""
+        try:
+            future = io_submit(self.fs.info, path)
+            return future.result(timeout=self.policy.request_timeout + 5.0)
+        except (FileNotFoundError, IsADirectoryError):
+            raise
+        except FutureTimeout:
+            raise RemoteError(f"{url}: no answer to the metadata request within "
+                              f"{self.policy.request_timeout:.0f} s") from None
+        except PermissionError as exc:
+            raise RemoteError(f"{url}: access denied ({exc})") from None
+        except Exception as exc:  # any client failure, named with the URL
+            raise RemoteError(f"{url}: metadata request failed: {_describe(exc)}") from None
+
+    # -- one request, with retries ----------------------------------------------------------
+    async def _attempts(self, path: str, start: int, stop: int | None, url: str,
+                        exact: bool) -> Answer:
+        if self._sem is None:
+            self._sem = asyncio.Semaphore(self.policy.request_concurrency)
+        retries, timeout = self.policy.request_retries, self.policy.request_timeout
+        async with self._sem:
+            for attempt in range(retries + 1):
+                try:
+                    answer = await asyncio.wait_for(self._once(path, start, stop, url),
+                                                    timeout)
+                except _Retry as exc:
+                    reason = exc.message
+                except TimeoutError:
+                    reason = f"no answer within {timeout:g} s"
+                else:
+                    return _checked(answer, start, stop, url, exact)
+                if attempt < retries:
+                    await asyncio.sleep(0.05 * 4**attempt)
+        raise RemoteError(f"{url}: {_span(start, stop)}: {reason}"
+                          + (f" (after {retries + 1} tries)" if retries else ""))
+
+    async def _once(self, path: str, start: int, stop: int | None, url: str) -> Answer:
+        if self.http:
+            return await self._http(path, start, stop, url)
+        try:
+            data = await self.fs._cat_file(path, start=start, end=stop)
+        except (FileNotFoundError, IsADirectoryError):
+            raise
+        except PermissionError as exc:
+            raise RemoteError(f"{url}: {_span(start, stop)}: access denied ({exc})") from None
+        except (ConnectionError, OSError) as exc:
+            raise _Retry(_describe(exc)) from None
+        except Exception as exc:  # client libraries raise their own types
+            raise _Retry(_describe(exc)) from None
+        return Answer(bytes(data))
+
+    async def _http(self, url: str, start: int, stop: int | None, name: str) -> Answer:
+        fs = self.fs
+        kw = dict(fs.kwargs)
+        headers = dict(kw.pop("headers", None) or {})
+        headers["Range"] = f"bytes={start}-" + ("" if stop is None else str(stop - 1))
+        headers.setdefault("Accept-Encoding", "identity")  # byte offsets of the object
+        try:
+            session = await fs.set_session()
+            async with session.get(fs.encode_url(url), headers=headers, **kw) as r:
+                return await _http_answer(r, start, stop, name)
+        except (FileNotFoundError, RemoteError, _Retry):
+            raise
+        except Exception as exc:  # aiohttp's errors, a dropped connection
+            raise _Retry(_describe(exc)) from None
+
+    def _sync(self, path: str, start: int, stop: int | None, url: str, exact: bool) -> Answer:
+        retries = self.policy.request_retries
+        for attempt in range(retries + 1):
+            try:
+                data = self.fs.cat_file(path, start=start, end=stop)
+            except (FileNotFoundError, IsADirectoryError):
+                raise
+            except PermissionError as exc:
+                raise RemoteError(f"{url}: {_span(start, stop)}: access denied ({exc})"
+                                  ) from None
+            except Exception as exc:  # any client failure, retried then named
+                if attempt == retries:
+                    raise RemoteError(f"{url}: {_span(start, stop)}: {_describe(exc)}"
+                                      ) from None
+                continue
+            return _checked(Answer(bytes(data)), start, stop, url, exact)
+        raise AssertionError("unreachable")
+
+
+async def _http_answer(r: Any, start: int, stop: int | None, url: str) -> Answer:
+    """Check an aiohttp response to a range request and read its body."""
+    span = _span(start, stop)
+    if r.status == 404:
+        raise FileNotFoundError(errno.ENOENT, "no such object", url)
+    if r.status == 416:  # the range starts at or past the end: an empty object or range
+        total = _total(r.headers.get("Content-Range"))
+        return Answer(b"", total, r.headers.get("ETag"))
+    if r.status >= 500 or r.status == 429:
+        raise _Retry(f"HTTP {r.status} {r.reason or ''}".rstrip())
+    if r.status not in (200, 206):
+        raise RemoteError(f"{url}: {span}: HTTP {r.status} {r.reason or ''}".rstrip())
+    etag = r.headers.get("ETag")
+    if r.status == 200:
+        # the server ignored the range: acceptable only for an object that ends within it
+        length = r.headers.get("Content-Length")
+        if start != 0 or length is None or (stop is not None and int(length) > stop):
+            raise RemoteError(f"{url}: {span}: the server answered with the whole object "
+                              "(HTTP 200): it does not serve byte ranges")
+        data = await r.read()
+        return Answer(data, len(data), etag)
+    m = _CONTENT_RANGE.match(r.headers.get("Content-Range", ""))
+    if m is None:
+        raise RemoteError(f"{url}: {span}: HTTP 206 without a valid Content-Range "
+                          f"({r.headers.get('Content-Range')!r})")
+    first, last = int(m.group(1)), int(m.group(2))
+    total = None if m.group(3) == "*" else int(m.group(3))
+    want_last = (stop - 1) if stop is not None else None
+    if total is not None and want_last is not None:
+        want_last = min(want_last, total - 1)
+    if first != start or (want_last is not None and last != want_last):
+        raise RemoteError(f"{url}: {span}: the server answered bytes {first}-{last} "
+                          f"(Content-Range {r.headers.get('Content-Range')!r})")
+    try:
+        data = await r.read()
+    except Exception as exc:  # a body cut short
+        raise _Retry(f"the body ended early ({_describe(exc)})") from None
+    if len(data) != last - first + 1:
+        raise _Retry(f"the body holds {len(data)} bytes, Content-Range says "
+                     f"{last - first + 1}")
+    return Answer(data, total, etag)
+
+
+def _checked(answer: Answer, start: int, stop: int | None, url: str, exact: bool) -> Answer:
+    if stop is not None and len(answer.data) > stop - start:
+        raise RemoteError(f"{url}: {_span(start, stop)}: {len(answer.data)} bytes answered, "
+                          f"more than asked")
+    if exact and stop is not None and len(answer.data) != stop - start:
+        raise DataError(f"{url}: {_span(start, stop)}: the object ended early "
+                        f"({len(answer.data)} of {stop - start} bytes)")
+    return answer
+
+
+def _total(content_range: str | None) -> int | None:
+    m = re.match(r"^\s*bytes\s+\*/(\d+)\s*$", content_range or "")
+    return int(m.group(1)) if m else None
+
+
+def _span(start: int, stop: int | None) -> str:
+    return f"bytes {start}-" + ("" if stop is None else str(stop - 1))
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _is_http(fs: Any) -> bool:
+    protocol = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
+    return any(p in ("http", "https") for p in protocol)
+
+
+@dataclass
+class Piece:
+    """One request of a plan: bytes ``start:stop`` serving the ranges ``members`` (indices
+    into the planned list)."""
+
+    start: int
+    stop: int
+    members: list[int]
+
+
+def plan_requests(ranges: Sequence[tuple[int, int]], *, gap: int, concurrency: int
+                  ) -> list[Piece]:
+    """Merge ``ranges`` (``(start, stop)``) into few requests: sorted, neighbours at most
+    ``gap`` bytes apart joined, long runs cut (between ranges) into pieces of about
+    ``total / concurrency`` bytes (1-32 MiB) so that they travel on several connections."""
+    order = sorted(range(len(ranges)), key=lambda i: ranges[i])
+    total = sum(b - a for a, b in ranges)
+    piece = min(MAX_PIECE, max(MIN_PIECE, -(-total // max(1, concurrency))))
+    out: list[Piece] = []
+    for i in order:
+        a, b = ranges[i]
+        last = out[-1] if out else None
+        if last is not None and a - last.stop <= gap and max(b, last.stop) - last.start <= piece:
+            last.stop = max(last.stop, b)
+            last.members.append(i)
+        elif last is not None and a >= last.start and b <= last.stop:
+            last.members.append(i)  # inside the previous request (a repeated range)
+        else:
+            out.append(Piece(a, b, [i]))
+    return out
