@@ -82,8 +82,11 @@ def open(
     pol = Policy.from_kwargs(**policy)
     src = resolve(source, pol, storage_options)
     by_path = isinstance(source, (str, os.PathLike))
-    if src.remote and cache_bytes is None:
-        cache_bytes = default_cache_bytes(remote=True)
+    base = pol
+    if src.remote:  # detached data files: the URLs the store resolved, opened through it
+        pol = Policy.from_kwargs(pol, opener=opener_of(src.store))
+        if cache_bytes is None:
+            cache_bytes = default_cache_bytes(remote=True)
     try:
         # the version of the file this stream reads (fstat: even if the path was replaced)
         version = (src.stream.reader.version if src.remote
@@ -103,7 +106,7 @@ def open(
         src.close()
         raise
     if by_path:
-        vol.reopen = Reopen.of(source, index_order, missing, pol, version=version,
+        vol.reopen = Reopen.of(source, index_order, missing, base, version=version,
                                cache_bytes=cache_bytes, storage_options=storage_options)
     return vol
 
@@ -192,8 +195,6 @@ def _volume(header: Header, core: Any, tiling: Tiling | None, src: Opened,
         index_order = "C" if index_order == "F" else "F"
     if tiling is None:
         paths = data_paths(core, src.store, pol, name)
-        if paths is not None and src.remote:  # detached data: URLs served by the store
-            pol = Policy.from_kwargs(pol, opener=opener_of(src.store))
         if paths is None and data_start is None and core.count:
             raise DataError(f"{where(name)}the header ended at the end of the file: "
                             "there is no data section")

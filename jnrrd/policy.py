@@ -72,6 +72,7 @@ class Policy:
             kwargs["allowed_roots"] = ()
         if kwargs.get("bfloat16") not in (None, "ml_dtypes", "float32", "uint16"):
             raise ValueError("bfloat16 must be 'ml_dtypes', 'float32' or 'uint16'")
+        _check_remote_knobs(kwargs)
         base = policy if policy is not None else cls()
         if not kwargs:
             return base
@@ -86,6 +87,17 @@ class Policy:
                 f"{where(source)}{what} needs {nbytes} bytes, over the max_bytes cap "
                 f"({self.max_bytes}); pass max_bytes=... to allow it"
             )
+
+
+def _check_remote_knobs(kwargs: dict[str, Any]) -> None:
+    """The remote-read keywords: positive counts and times (``ValueError`` otherwise)."""
+    for name, low in (("request_concurrency", 1), ("coalesce_gap", 0), ("request_retries", 0)):
+        v = kwargs.get(name)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < low):
+            raise ValueError(f"{name} must be an int >= {low}, got {v!r}")
+    t = kwargs.get("request_timeout")
+    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0):
+        raise ValueError(f"request_timeout must be a number of seconds > 0, got {t!r}")
 
 
 def _as_iter(value: Any) -> Iterable[Any]:

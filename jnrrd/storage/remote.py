@@ -245,7 +245,9 @@ class RemoteStore:
             if not self.policy.allow_absolute:
                 raise SecurityError(f"{prefix}absolute path {key!r} is blocked; pass "
                                     "allow_absolute=True to allow it")
-            return _join(_bucket_root(self.root), key.lstrip("/"))
+            if self.root.startswith("/"):  # a filesystem with a root (memory://, sftp)
+                return posixpath.normpath(key)
+            return _join(_bucket_root(self.root), key.lstrip("/"))  # same bucket or host
         norm = posixpath.normpath(key)
         if (norm == ".." or norm.startswith("../")) and not self.policy.allow_parent:
             raise SecurityError(f"{prefix}path {key!r} leaves the header's directory "

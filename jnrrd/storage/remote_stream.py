@@ -128,7 +128,9 @@ class RemoteStream(io.RawIOBase):
         held = len(reader.head)
         if stop <= held:
             return
-        want = max(stop, min(_MAX_HEAD, held * _GROWTH)) if grow or stop > held else stop
+        step = max(held * _GROWTH, held + (64 << 10))
+        # a line searched for ends somewhere before ``stop``: grow towards it in steps
+        want = min(stop, step) if grow else max(stop, min(_MAX_HEAD, step))
         reader.grow_head(want)
 
     def _take(self, stop: int) -> bytes:
