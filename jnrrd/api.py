@@ -240,7 +240,9 @@ def read(source: Any, *, level: int = 0, index_order: str = "F", missing: str = 
     With ``index_order="F"`` (default) ``data.shape == tuple(header["sizes"])`` (level 0);
     ``"C"`` gives the reversed shape, C-contiguous.
     """
-    vol = open(source, index_order=index_order, missing=missing,
+    # a whole remote level 0 is read once: no decoded-tile cache to fill on the way
+    once = level == 0 and is_remote(local_path(source))
+    vol = open(source, index_order=index_order, missing=missing, cache_bytes=0 if once else None,
                storage_options=storage_options, **policy)
     try:
         if not 0 <= level < len(vol.levels):

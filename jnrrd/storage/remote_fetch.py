@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import re
+import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -68,21 +69,34 @@ class Fetcher:
         self.http = _is_http(fs)
         self.loop = getattr(fs, "loop", None) if getattr(fs, "async_impl", False) else None
         self._sem: asyncio.Semaphore | None = None
+        self._lock = threading.Lock()
+        self._waiting = 0  # requests submitted and not yet answered
 
     # -- submitting -------------------------------------------------------------------------
     def submit(self, path: str, start: int, stop: int | None, *, url: str,
                exact: bool = True) -> Future[Answer]:
         """Start fetching bytes ``start:stop`` of ``path`` (``stop=None``: to the end);
         ``exact``: the object must hold them all (else a short answer is the object's end)."""
+        with self._lock:
+            self._waiting += 1
         if self.loop is not None:
             coro = self._attempts(path, start, stop, url, exact)
-            return asyncio.run_coroutine_threadsafe(coro, self.loop)
-        return io_submit(self._sync, path, start, stop, url, exact)
+            future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        else:
+            future = io_submit(self._sync, path, start, stop, url, exact)
+        future.add_done_callback(self._answered)
+        return future
+
+    def _answered(self, _: Future[Answer]) -> None:
+        with self._lock:
+            self._waiting -= 1
 
     def wait(self, future: Future[Answer], url: str, start: int, stop: int | None) -> Answer:
-        """The answer of ``future``, within the time its retries may take."""
+        """The answer of ``future``, within the time it may take: its own tries, after the
+        tries of the requests queued before it (each bounded by ``request_timeout``)."""
         p = self.policy
-        limit = (p.request_timeout + 1.0) * (p.request_retries + 1) + 30.0
+        rounds = 1 + self._waiting // max(1, p.request_concurrency)
+        limit = ((p.request_timeout + 1.0) * (p.request_retries + 1) + 5.0) * rounds + 25.0
         try:
             return future.result(timeout=limit)
         except FutureTimeout:
