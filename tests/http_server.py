@@ -18,7 +18,8 @@ free port. What it does, per RFC 9110:
 Switches for tests: ``latency`` (seconds slept before each response), ``fail(...)`` (status
 500/403, truncated body, wrong Content-Range, ignored Range, stall; for one path or all, for
 the next ``times`` requests or always). Counters: ``counts`` (requests by method),
-``bytes_sent`` (body bytes), ``records`` (one :class:`Record` per request), ``reset()``.
+``bytes_sent`` (body bytes), ``records`` (one :class:`Record` per request),
+``max_in_flight`` (the most requests answered at once), ``reset()``.
 
 Every wait inside the server (latency, stalls) ends when the server stops, so ``close()``
 always returns. The module imports nothing from pytest: benchmarks use it too, and
@@ -163,6 +164,7 @@ class RangeServer:
         self._sockets: set[socket.socket] = set()
         self._thread: threading.Thread | None = None
         self._started = time.time()  # the Last-Modified of dict entries
+        self._in_flight = 0
         self.reset()
         # Binding here, in the caller's thread, makes start-up bounded: an error raises now.
         self._httpd = _Server(("127.0.0.1", port), _Handler)
@@ -215,6 +217,8 @@ class RangeServer:
             self.counts: collections.Counter[str] = collections.Counter()
             self.bytes_sent = 0
             self.records: list[Record] = []
+            #: the most requests being answered at once (a client's concurrency, seen here)
+            self.max_in_flight = 0
 
     @property
     def requests(self) -> int:
@@ -233,7 +237,7 @@ class RangeServer:
         """The counters as plain data."""
         with self._lock:
             return {"counts": dict(self.counts), "requests": sum(self.counts.values()),
-                    "bytes_sent": self.bytes_sent,
+                    "bytes_sent": self.bytes_sent, "max_in_flight": self.max_in_flight,
                     "records": [r._asdict() for r in self.records]}
 
     # -- faults -------------------------------------------------------------------------------
@@ -322,6 +326,16 @@ class RangeServer:
         path = urllib.parse.urlsplit(h.path).path
         if self.control and path.startswith(_CONTROL):
             return self._control(h, path[len(_CONTROL):])
+        with self._lock:
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+        try:
+            self._serve(h, method, path)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    def _serve(self, h: _Handler, method: str, path: str) -> None:
         range_header = h.headers.get("Range")
         self._wait(self.latency)
         fault = self._fault_for(method, path)

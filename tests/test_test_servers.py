@@ -82,6 +82,7 @@ def test_head_gives_the_headers_and_no_body(served):
     assert headers["ETag"].startswith('"') and headers["ETag"].endswith('"')
     assert headers["Last-Modified"].endswith("GMT")
     assert served.counts == {"HEAD": 1} and served.bytes_sent == 0
+    assert served.max_in_flight == 1
 
 
 @pytest.mark.parametrize("path", ["/d/missing.bin", "/d", "/", "/../etc/passwd",
@@ -160,6 +161,7 @@ def test_concurrent_requests_are_served_in_parallel(served):
     assert sorted(results) == [DATA[i:i + 1] for i in range(8)]
     assert time.monotonic() - t0 < 8 * 0.2
     assert served.requests == 8
+    assert served.max_in_flight > 1
 
 
 # -- faults -------------------------------------------------------------------------------------
