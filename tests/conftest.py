@@ -82,5 +82,6 @@ def s3(_s3_server: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     bucket = _s3_server.bucket()
     _s3_server.latency = 0.0
+    _s3_server.clear_faults()
     _s3_server.reset()
     return S3Bucket(_s3_server, bucket, _s3_server.storage_options())

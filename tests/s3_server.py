@@ -3,6 +3,7 @@
 ``S3Server()`` runs moto's WSGI application (``moto[server]``) in this process on a free
 port, served by a daemon thread, behind a small middleware that counts requests (by method),
 records each one (method, path, Range header, status, body bytes) and can inject latency.
+``fail(...)`` refuses chosen requests (e.g. the PUTs of an upload after the first few).
 ``S3Server(process=True)`` runs ``python -m moto.server`` in a subprocess instead (no
 counters; the client's decoding then does not share a GIL with the server): the port is
 polled for a bounded time, and the process is killed on ``close()``.
@@ -25,9 +26,10 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-__all__ = ["AWS_ENV", "REGION", "S3Bucket", "S3Record", "S3Server", "free_port"]
+__all__ = ["AWS_ENV", "REGION", "S3Bucket", "S3Fault", "S3Record", "S3Server", "free_port"]
 
 REGION = "us-east-1"
 #: The environment a test (or the moto subprocess) runs with: dummy credentials, no lookups.
@@ -70,6 +72,10 @@ class _Counting:
             owner._stop.wait(min(owner.latency, 60.0))
         method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
         rng = environ.get("HTTP_RANGE")
+        fault = owner._fault_for(method, path)
+        if fault is not None:
+            yield from self._refuse(environ, start_response, fault, rng)
+            return
         records: list[S3Record] = []
 
         def start(code: str, headers: Any, *args: Any) -> Any:
@@ -87,6 +93,37 @@ class _Counting:
         finally:
             if records and records[0].sent != sent:
                 owner._correct(records[0], sent)
+
+
+    def _refuse(self, environ: dict[str, Any], start_response: Callable[..., Any],
+                fault: S3Fault, rng: str | None) -> Iterator[bytes]:
+        """Answer with the fault's status and an S3 error document (the body is read first,
+        so the connection stays usable)."""
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        if length:
+            environ["wsgi.input"].read(length)
+        body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{fault.code}</Code>'
+                f"<Message>injected by the test server</Message></Error>").encode()
+        reason = {403: "Forbidden", 500: "Internal Server Error", 503: "Service Unavailable"}
+        self.owner._record(S3Record(environ["REQUEST_METHOD"], environ.get("PATH_INFO", ""),
+                                    rng, fault.status, len(body)))
+        start_response(f"{fault.status} {reason.get(fault.status, 'Error')}",
+                       [("Content-Type", "application/xml"),
+                        ("Content-Length", str(len(body)))])
+        yield body
+
+
+@dataclass
+class S3Fault:
+    """Refuse requests: ``method`` (None: any) to paths containing ``contains`` (None: any),
+    after letting ``skip`` of them through, ``times`` times (None: always)."""
+
+    method: str | None = "PUT"
+    contains: str | None = None
+    status: int = 403
+    code: str = "AccessDenied"
+    skip: int = 0
+    times: int | None = None
 
 
 def free_port() -> int:
@@ -107,6 +144,7 @@ class S3Server:
         self._thread: threading.Thread | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._httpd: Any = None
+        self.faults: list[S3Fault] = []
         self.reset()
         self.port = self._start_process() if process else self._start_thread()
         self.endpoint_url = f"http://127.0.0.1:{self.port}"
@@ -185,6 +223,37 @@ class S3Server:
         with urllib.request.urlopen(request, timeout=10) as answer:
             answer.read()
         return name
+
+    # -- faults (the in-process server only) --------------------------------------------------
+    def fail(self, method: str | None = "PUT", contains: str | None = None, **options: Any
+             ) -> S3Fault:
+        """Refuse matching requests (see :class:`S3Fault`), e.g. every PUT after the third:
+        ``fail("PUT", skip=3)``; 5xx statuses are retried by botocore, 403 is not."""
+        fault = S3Fault(method, contains, **options)
+        with self._lock:
+            self.faults.append(fault)
+        return fault
+
+    def clear_faults(self) -> None:
+        """Remove every fault."""
+        with self._lock:
+            self.faults.clear()
+
+    def _fault_for(self, method: str, path: str) -> S3Fault | None:
+        with self._lock:
+            for fault in self.faults:
+                if fault.method not in (None, method) or (
+                        fault.contains is not None and fault.contains not in path):
+                    continue
+                if fault.skip > 0:
+                    fault.skip -= 1
+                    return None
+                if fault.times is not None:
+                    fault.times -= 1
+                    if fault.times <= 0:
+                        self.faults.remove(fault)
+                return fault
+        return None
 
     # -- counters (the in-process server only) ------------------------------------------------
     def reset(self) -> None:

@@ -19,6 +19,7 @@ The files are written locally into the served directory: HTTP is read-only.
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import shutil
@@ -338,3 +339,31 @@ def test_missing_external_tile_fails_as_locally(http_server, site):
     with pytest.raises(type(expected.value)) as info:
         jnrrd.read(http_server.url_for("copy/external.jnrrd"))
     assert tiles[0].name in str(info.value)
+
+
+# -- paths inside a header stay under the header's URL ------------------------------------------
+
+def detached_header(data_file: str) -> bytes:
+    fields = [{"jnrrd": "0004"}, {"type": "uint8"}, {"dimension": 2}, {"sizes": [3, 4]},
+              {"encoding": "raw"}, {"data_file": data_file}]
+    return "".join(json.dumps(f) + "\n" for f in fields).encode() + b"\n"
+
+
+@pytest.mark.parametrize("how", ["parent", "absolute", "other host", "same host URL"])
+def test_header_paths_cannot_leave_the_headers_prefix(http_server, how):
+    secret = bytes(range(12))
+    (http_server.root / "secret.raw").write_bytes(secret)
+    (http_server.root / "sub").mkdir()
+    with RangeServer({"secret.raw": secret}) as other:
+        data_file = {"parent": "../secret.raw", "absolute": "/secret.raw",
+                     "other host": other.url_for("secret.raw"),
+                     "same host URL": http_server.url_for("secret.raw")}[how]
+        (http_server.root / "sub" / "h.jnrrd").write_bytes(detached_header(data_file))
+        with pytest.raises(jnrrd.SecurityError):
+            jnrrd.read(http_server.url_for("sub/h.jnrrd"))
+        assert other.requests == 0
+    assert all(r.path != "/secret.raw" for r in http_server.records)
+    if how in ("parent", "absolute"):  # the policy's opt-ins reach it on the same host
+        opt = {"allow_parent": True} if how == "parent" else {"allow_absolute": True}
+        got = values(jnrrd.read(http_server.url_for("sub/h.jnrrd"), **opt))
+        np.testing.assert_array_equal(got, np.frombuffer(secret, np.uint8).reshape(4, 3).T)

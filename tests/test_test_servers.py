@@ -391,6 +391,22 @@ def test_s3_latency(s3):
     assert time.monotonic() - t0 >= 0.05
 
 
+def test_s3_faults_refuse_chosen_requests(s3):
+    import s3fs
+
+    fs = s3fs.S3FileSystem(skip_instance_cache=True, **s3.storage_options)
+    s3.server.fail("PUT", contains="/b", skip=1, times=1)
+    fs.pipe(s3.path("a"), b"1")  # not matching: passes
+    fs.pipe(s3.path("b1"), b"2")  # matching, skipped: passes
+    with pytest.raises(PermissionError):
+        fs.pipe(s3.path("b2"), b"3")
+    fs.pipe(s3.path("b3"), b"4")  # times=1: the fault is gone
+    assert s3.server.faults == []
+    fs.invalidate_cache()
+    assert sorted(fs.ls(s3.bucket, detail=False)) == [s3.path(k) for k in ("a", "b1", "b3")]
+    assert [r.status for r in s3.server.records if r.method == "PUT"] == [200, 200, 403, 200]
+
+
 def test_moto_in_a_subprocess(monkeypatch):
     pytest.importorskip("moto.server")
     s3fs = pytest.importorskip("s3fs")
