@@ -96,13 +96,16 @@ class Recording:
         self.note("discard", prefix)
         self.inner.discard(prefix)
 
+    def tidy(self, key: str, **kw) -> list[str]:
+        return self.inner.tidy(key, **kw)  # the leftovers sweep: not logged
+
 
 @pytest.fixture
 def recording(monkeypatch):
     """Route the writers' stores through :class:`Recording`; returns the stores made."""
     made: list[Recording] = []
 
-    def recorded(target, fail_put=None):
+    def recorded(target, fail_put=None, storage_options=None):
         store, key = target_store(target)
         made.append(Recording(store, fail_put))
         return made[-1], key
@@ -180,7 +183,7 @@ def test_a_failed_external_write_commits_nothing_and_discards_its_tiles(tmp_path
 
     made: list[Recording] = []
 
-    def failing(target):
+    def failing(target, storage_options=None):
         store, key = target_store(target)
         made.append(Recording(store, fail_put=3 if made else None))  # the second write fails
         return made[-1], key
@@ -204,7 +207,7 @@ def test_dask_external_tiles_go_through_the_store_before_the_header(tmp_path, mo
 
     made: list[Recording] = []
 
-    def recorded(target):
+    def recorded(target, storage_options=None):
         store, key = target_store(target)
         made.append(Recording(store))
         return made[-1], key
@@ -228,7 +231,7 @@ def test_dask_internal_tiles_are_spooled_then_appended_before_the_commit(tmp_pat
 
     made: list[Recording] = []
 
-    def recorded(target):
+    def recorded(target, storage_options=None):
         store, key = target_store(target)
         made.append(Recording(store))
         return made[-1], key

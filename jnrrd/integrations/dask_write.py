@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 import sys
 import threading
 from collections import OrderedDict
@@ -27,9 +26,8 @@ import numpy as np
 from ..engine.tiles import TileEncoder
 from ..errors import UnsupportedError, where
 from ..storage import WriteStore
-from ..storage.atomic import remove_leftovers
-from ..storage.names import fresh_token, stale_patterns, tmp_marker
-from ..storage.writes import target_store
+from ..storage.names import MARK, fresh_token, stale_patterns
+from ..storage.targets import target_store
 from ..tiling.padding import all_padding, value_fill
 from ..writing.layout import TilePlan, header_space, internal_layout
 from ..writing.quality import quality_by_region
@@ -225,7 +223,7 @@ def encode_tile(job: TileJob, level: int, coords: tuple[int, ...], bounds: list[
 
 
 def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes], *,
-               index_order: str) -> None:
+               index_order: str, storage_options: dict[str, Any] | None = None) -> None:
     """Write a Dask array as a tiled dataset, computing and encoding tiles on the active
     Dask scheduler (CONVENTIONS §1.2 layout and atomicity).
 
@@ -253,16 +251,16 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
         check_dtype(vdtype)
         check_method(plan.method)
     token = fresh_token()
-    remove_leftovers(path, patterns=[])
     work = copy.copy(plan)
     work.progress = None  # runs on workers: no client callbacks in the graph
-    store, key = target_store(path)
+    store, key = target_store(path, storage_options=storage_options)
+    store.tidy(key)
     if plan.storage == "external":
         sink: ExternalSink | None = ExternalSink(plan, store, key, token)
         out_dir, tables = sink.dir_name, sink
     else:
         sink = None
-        out_dir = f"{os.path.basename(tmp_marker(path))}{token}.tiles"
+        out_dir = f".{key}{MARK}{token}.tiles"
         store.reserve(out_dir)
         tables = Tables([None] * plan.nstored, [{} for _ in range(plan.nstored)])
     failed = True
@@ -299,8 +297,8 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
             sink.close(failed=failed)
         else:
             store.discard(out_dir)
-    keep = [sink.dir] if sink is not None else []
-    remove_leftovers(path, keep=keep, patterns=stale_patterns(path))
+    keep = [sink.dir_name] if sink is not None else []
+    store.tidy(key, keep=keep, patterns=stale_patterns(key))
 
 
 def _level_arrays(x: Any, plan: TilePlan, dtype: np.dtype) -> dict[int, Any]:

@@ -194,6 +194,10 @@ def open_nrrd(f: IO[bytes], *, path: str | None, store: LocalStore | None, polic
 
     header, core, data_start = _read(f, policy, name)
     paths = data_paths(core, store, policy, name)
+    if paths is not None and getattr(store, "remote", False) and policy.opener is None:
+        from ..storage.remote_stream import opener_of
+
+        policy = Policy.from_kwargs(policy, opener=opener_of(store))  # detached data: URLs
     if paths is None and data_start is None and core.count:
         raise DataError(f"{where(name)}the header ended at the end of the file: there is no "
                         "data section (and no 'data file' field)")

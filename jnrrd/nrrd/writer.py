@@ -23,9 +23,9 @@ from ..dtypes import TYPES, canonical_type, type_name_for
 from ..errors import HeaderError, JnrrdWarning, UnsupportedError, where
 from ..header import CoreFields, core_fields
 from ..header.model import TILE_URI_PREFIX, find_prefix, split_key
-from ..storage.atomic import remove_leftovers
+from ..storage.atomic import reported_as
 from ..storage.names import TOKEN_RE, fresh_token
-from ..storage.writes import atomic_file
+from ..storage.targets import target_store
 from ..writing.source import FileOrder
 from ..writing.stream import encode_chunks
 from .fields import (
@@ -59,8 +59,10 @@ _DATA_PLACEMENT = ("line_skip", "byte_skip", "data_file", "data_files", "data_fi
 
 def write_nrrd(path: Any, data: Any, header: Mapping[str, Any] | None = None, *,
                index_order: str = "F", encoding: str | None = None,
-               detached: bool = False, level: int | None = None) -> None:
-    """Write ``data`` as classic NRRD0005 to ``path`` (a path, or a binary file object).
+               detached: bool = False, level: int | None = None,
+               storage_options: dict[str, Any] | None = None) -> None:
+    """Write ``data`` as classic NRRD0005 to ``path`` (a path, a URL with
+    ``storage_options``, or a binary file object).
 
     ``header`` uses JNRRD field names; ``type``, ``dimension`` and ``sizes`` come from the
     data (a ``type`` in the header converts the data to it). ``encoding``: raw (default),
@@ -98,27 +100,34 @@ def write_nrrd(path: Any, data: Any, header: Mapping[str, Any] | None = None, *,
         for c in chunks:
             stream.write(c)
         return
-    patterns = _stale_patterns(path)
+    store, key = target_store(path, storage_options=storage_options)
+    with reported_as(path):
+        _write_files(store, key, path, out, core, chunks, enc, detached)
+
+
+def _write_files(store: Any, key: str, path: str, out: dict[str, Any], core: CoreFields,
+                 chunks: Any, enc: str, detached: bool) -> None:
+    """The header (and data) through the target's write store, atomically (§1.2)."""
+    patterns = _stale_patterns(key)
     if not detached:
-        with atomic_file(path) as f:
+        with store.stage(key) as f:
             f.write(render_nrrd_header(out, core, source=path) + b"\n")
             for c in chunks:
                 f.write(c)
-        remove_leftovers(path, patterns=patterns)
+        store.tidy(key, patterns=patterns)
         return
     # Detached: a fresh data file first, then the header, then the old files go (§1.2).
-    name = f"{_stem(path)}.{fresh_token()}.{_EXT[enc]}"
-    data_path = os.path.join(os.path.dirname(os.path.abspath(path)), name)
-    with atomic_file(data_path) as f:
+    name = f"{_stem(key)}.{fresh_token()}.{_EXT[enc]}"
+    with store.stage(name) as f:
         for c in chunks:
             f.write(c)
     try:
-        with atomic_file(path) as f:
+        with store.stage(key) as f:
             f.write(render_nrrd_header(out, core, data_file=name, source=path))
     except BaseException:
-        os.unlink(data_path)
+        store.delete(name)
         raise
-    remove_leftovers(path, keep=[data_path], patterns=patterns)
+    store.tidy(key, keep=[name], patterns=patterns)
 
 
 def _stem(path: str) -> str:

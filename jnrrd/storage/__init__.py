@@ -13,6 +13,9 @@ the engine decodes them; nothing here knows about headers, tiles or codecs.
   fresh names, staged objects committed by atomic replace, ``fsync``), with
   :mod:`.writeback` (positional writes, in-kernel copies, the write-back flusher) and
   :mod:`.names` (fresh tokens, temporary names);
+- :mod:`.remote_writes`: the write half on object stores (fsspec URLs): tiles put
+  concurrently, staged objects in local temporary files uploaded as one object at commit;
+- :mod:`.targets`: a write's target (a path or a URL) → its write store and key;
 - :mod:`.atomic`, :mod:`.leftovers`: atomic replacement and the leftovers of interrupted
   writes.
 
@@ -24,7 +27,7 @@ an internal file is one staged object whose commit makes it visible at once.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import IO, Any, Protocol, runtime_checkable
 
 __all__ = ["Staged", "Store", "WriteStore"]
@@ -157,4 +160,13 @@ class WriteStore(Protocol):
 
     def discard(self, prefix: str) -> None:
         """Remove everything under ``prefix`` (best effort)."""
+        ...
+
+    def tidy(self, key: str, *, keep: Iterable[str] = (), patterns: Iterable[str] = ()
+             ) -> list[str]:
+        """After ``key``'s new header is in place (or before a write, without ``patterns``):
+        remove what earlier writes of ``key`` left beside it: objects whose names match
+        ``patterns`` (fresh tile prefixes and data files no header names any more), except
+        the keys in ``keep``; a local store also removes ``key``'s temporary files. Best
+        effort; returns what was removed."""
         ...

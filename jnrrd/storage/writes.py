@@ -14,10 +14,10 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
-from .atomic import durable, replace, reported_as
+from .atomic import durable, remove_leftovers, replace, reported_as
 from .names import fresh_token, tmp_marker
 from .writeback import WriteBack, copy_range, pwrite_all
 
@@ -196,6 +196,14 @@ class LocalWriteStore:
     def discard(self, prefix: str) -> None:
         """Remove everything under ``prefix`` (best effort)."""
         shutil.rmtree(self.path(prefix), ignore_errors=True)
+
+    def tidy(self, key: str, *, keep: Iterable[str] = (), patterns: Iterable[str] = ()
+             ) -> list[str]:
+        """Remove the temporary files of ``key`` and the siblings matching ``patterns``
+        (earlier versions' fresh tile directories and data files) except the keys in
+        ``keep`` (:func:`~jnrrd.storage.atomic.remove_leftovers`); return their paths."""
+        return remove_leftovers(self.path(key), keep=[self.path(k) for k in keep],
+                                patterns=patterns)
 
     def stage(self, key: str, *, token: str | None = None, random_access: bool = False,
               write_back: bool = False) -> StagedFile:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -14,6 +15,8 @@ from ..errors import HeaderError, UnsupportedError
 from ..header import TILE_URI, TILE_URI_PREFIX, Header
 from ..storage.atomic import durability, reported_as
 from ..storage.leftovers import write_guard
+from ..storage.remote import is_remote, local_path
+from ..storage.remote_writes import check_writable
 from .checks import (
     check_arguments,
     check_codec_chain,
@@ -43,7 +46,8 @@ def write(target: Any, data: Any, header: Mapping[str, Any] | None = None, *,
           index_order: str = "F", encoding: str | None = None, tile: Any = None,
           compression: str | None = None, codecs: Sequence[Any] | None = None,
           levels: Any = None, downsample: str | None = None, detached: bool = False,
-          durable: bool = True, format: str | None = None, **options: Any) -> None:
+          durable: bool = True, format: str | None = None,
+          storage_options: dict[str, Any] | None = None, **options: Any) -> None:
     """Write ``data`` to ``target``: JNRRD or classic NRRD, by ``format`` or by suffix.
 
     ``format="jnrrd"``/``"nrrd"`` names the file format; without it the suffix decides
@@ -64,20 +68,35 @@ def write(target: Any, data: Any, header: Mapping[str, Any] | None = None, *,
     ``durable=False`` the new files are not ``fsync``ed before they replace the old ones: still
     atomic against a crashing process, but a power loss right after the write may lose both
     versions (the trade-off of scratch data; zarr and tensorstore never ``fsync``).
+
+    ``target`` may be an fsspec URL (``s3://``, ``gs://``, ``memory://``, ...; not
+    ``http(s)://``, which is read-only) with ``storage_options`` passed to fsspec: tiles and
+    data files are uploaded first, the header last, and the previous dataset's objects are
+    deleted after that (docs/remote.md, "Writing").
     """
     if not isinstance(durable, (bool, np.bool_)):
         raise TypeError(f"write(): durable must be True or False, not {durable!r:.80}")
+    if isinstance(target, str):
+        target = local_path(target)
+    remote = is_remote(target)
+    if storage_options and not remote:
+        raise TypeError("storage_options= is for URLs (s3://, memory://, ...); "
+                        f"{target!r:.200} is not one")
+    if remote:
+        check_writable(target)
     file_format = file_format_of(target, format, options)
-    with durability(durable), reported_as(target), write_guard(target):
+    guard = contextlib.nullcontext() if remote else write_guard(target)
+    with durability(durable), reported_as(target), guard:
         _write(target, data, header, index_order=index_order, encoding=encoding, tile=tile,
                compression=compression, codecs=codecs, levels=levels, downsample=downsample,
-               detached=detached, file_format=file_format, **options)
+               detached=detached, file_format=file_format,
+               storage_options=storage_options if remote else None, **options)
 
 
 def _write(target: Any, data: Any, header: Mapping[str, Any] | None, *, index_order: str,
            encoding: str | None, tile: Any, compression: str | None,
            codecs: Sequence[Any] | None, levels: Any, downsample: str | None, detached: bool,
-           file_format: str, **options: Any) -> None:
+           file_format: str, storage_options: dict[str, Any] | None, **options: Any) -> None:
     unknown = set(options) - set(_OPTIONS)
     if unknown:
         raise TypeError(f"write() got unexpected keyword argument(s): {sorted(unknown)}")
@@ -91,7 +110,7 @@ def _write(target: Any, data: Any, header: Mapping[str, Any] | None, *, index_or
     header = jnrrd_spelled(header, data, index_order, target)
     if file_format == "nrrd":
         write_nrrd_target(target, data, header, index_order=index_order, encoding=encoding,
-                          detached=detached,
+                          detached=detached, storage_options=storage_options,
                           tiling={"tile": tile, "compression": compression, "codecs": codecs,
                                   "levels": levels, "downsample": downsample, **options})
         return
@@ -145,14 +164,15 @@ def _write(target: Any, data: Any, header: Mapping[str, Any] | None, *, index_or
         if _is_dask(data):
             from ..integrations.dask_write import write_dask
 
-            write_dask(os.fspath(target), data, plan, build, index_order=index_order)
+            write_dask(os.fspath(target), data, plan, build, index_order=index_order,
+                       storage_options=storage_options)
         else:
-            write_tiled(os.fspath(target), src, plan, build)
+            write_tiled(os.fspath(target), src, plan, build, storage_options)
         return
     for k in tile_keys:
         out.pop(k)
     _drop_declaration(out, prefix)
-    write_untiled(target, src, out, type_name, encoding, detached, options)
+    write_untiled(target, src, out, type_name, encoding, detached, options, storage_options)
 
 
 def _drop_declaration(out: Header, prefix: str) -> None:

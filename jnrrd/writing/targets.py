@@ -78,7 +78,8 @@ def jnrrd_spelled(header: Mapping[str, Any] | None, data: Any, index_order: str,
 
 def write_nrrd_target(target: Any, data: Any, header: Mapping[str, Any] | None, *,
                 index_order: str, encoding: str | None, detached: bool,
-                tiling: Mapping[str, Any]) -> None:
+                tiling: Mapping[str, Any], storage_options: dict[str, Any] | None = None
+                      ) -> None:
     """Classic NRRD: untiled, so asking for anything tiled is an error, not ignored."""
     from ..nrrd.writer import write_nrrd
 
@@ -91,7 +92,7 @@ def write_nrrd_target(target: Any, data: Any, header: Mapping[str, Any] | None, 
     detached = detached or (is_path and os.fspath(target).lower().endswith(".nhdr"))
     write_nrrd(os.fspath(target) if is_path else target, data, header,
                index_order=index_order, encoding=encoding, detached=detached,
-               level=tiling.get("compression_level"))
+               level=tiling.get("compression_level"), storage_options=storage_options)
 
 
 def _name(target: Any) -> str:

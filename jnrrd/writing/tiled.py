@@ -21,9 +21,8 @@ import numpy as np
 
 from .._threads import OrderedQueue, Running
 from ..engine.tiles import TileEncoder
-from ..storage.atomic import remove_leftovers
 from ..storage.names import fresh_token, stale_patterns
-from ..storage.writes import target_store
+from ..storage.targets import target_store
 from ..tiling.grid import TileGrid
 from ..tiling.levels import Level
 from ..tiling.padding import all_padding, value_fill
@@ -173,13 +172,14 @@ def write_row(plan: TilePlan, enc: TileEncoder, sink: ExternalSink, level: Level
 
 def write_tiled(target: str, data: FileOrder, plan: TilePlan,
                 build_header: Callable[[TilePlan, list[int | None], list[int], list[Any],
-                                        str | None, list[Any] | None], bytes]) -> None:
-    """Write a tiled dataset atomically. ``build_header(plan, sizes, offsets, metadata,
-    base_dir, quality)`` renders the header bytes for given tables (called until offsets
-    reach their fixed point)."""
+                                        str | None, list[Any] | None], bytes],
+                storage_options: dict[str, Any] | None = None) -> None:
+    """Write a tiled dataset atomically to a path or URL. ``build_header(plan, sizes,
+    offsets, metadata, base_dir, quality)`` renders the header bytes for given tables (called
+    until offsets reach their fixed point)."""
     token = fresh_token()
-    remove_leftovers(target, patterns=[])
-    store, key = target_store(target)
+    store, key = target_store(target, storage_options=storage_options)
+    store.tidy(key)
     chain_dtype = np.dtype(np.uint16) if plan.type_name == "bfloat16" else tile_dtype(plan, data)
     enc = TileEncoder(plan, chain_dtype)
     if plan.storage == "internal":
@@ -232,8 +232,8 @@ def write_tiled(target: str, data: FileOrder, plan: TilePlan,
     finally:
         later.close(failed=failed)
         sink.close(failed=failed)
-    keep = [sink.dir] if plan.storage == "external" else []
-    remove_leftovers(target, keep=keep, patterns=stale_patterns(target))
+    keep = [sink.dir_name] if plan.storage == "external" else []
+    store.tidy(key, keep=keep, patterns=stale_patterns(key))
 
 
 def _level_reader(plan: TilePlan, level: Level, read0: Callable[[tuple[slice, ...]], np.ndarray]

@@ -10,9 +10,9 @@ import numpy as np
 
 from ..errors import HeaderError, UnsupportedError
 from ..header import Header, render_header
-from ..storage.atomic import remove_leftovers
 from ..storage.names import fresh_token, stale_patterns, stem
-from ..storage.writes import StagedFile, target_store
+from ..storage.targets import target_store
+from ..storage.writes import StagedFile
 from .checks import check_final_header
 from .source import FileOrder
 from .stream import encode_chunks
@@ -31,9 +31,11 @@ def _endian(out: Header, type_name: str) -> str:
 
 
 def write_untiled(target: Any, src: FileOrder, out: Header, type_name: str,
-                  encoding: str | None, detached: bool, options: Mapping[str, Any]) -> None:
-    """Untiled data after the header (or in a fresh detached data file), atomically; the
-    final header passes the reader's checks before anything is written."""
+                  encoding: str | None, detached: bool, options: Mapping[str, Any],
+                  storage_options: dict[str, Any] | None = None) -> None:
+    """Untiled data after the header (or in a fresh detached data file), atomically, to a
+    stream, a path or a URL; the final header passes the reader's checks before anything is
+    written."""
     enc_h = out.get("encoding")
     enc = _ENC_ALIASES.get(encoding, encoding) if encoding is not None else None
     # An explicit argument wins over the header's encoding (how its source was stored).
@@ -66,16 +68,16 @@ def write_untiled(target: Any, src: FileOrder, out: Header, type_name: str,
         _write_stream(target, head, chunks)
         return
     path = os.fspath(target)
-    store, key = target_store(path)
+    store, key = target_store(path, storage_options=storage_options)
     if not detached:
         head = render_header(out)
         check_final_header(head, path)
         with store.stage(key) as staged:
             _write_stream(staged, head, chunks)
-        remove_leftovers(path, patterns=stale_patterns(path))
+        store.tidy(key, patterns=stale_patterns(key))
         return
     # Detached: a fresh data file, then the header, then the old files go (CONVENTIONS §1.2).
-    name = f"{stem(path)}.{fresh_token()}.data.{_EXT[enc].replace('.', '')}"
+    name = f"{stem(key)}.{fresh_token()}.data.{_EXT[enc].replace('.', '')}"
     out["data_file"] = name
     head = render_header(out)
     check_final_header(head, path)
@@ -88,7 +90,7 @@ def write_untiled(target: Any, src: FileOrder, out: Header, type_name: str,
     except BaseException:
         store.delete(name)
         raise
-    remove_leftovers(path, keep=[store.path(name)], patterns=stale_patterns(path))
+    store.tidy(key, keep=[name], patterns=stale_patterns(key))
 
 
 def _write_stream(f: IO[bytes] | StagedFile, head: bytes, chunks: Any) -> None:

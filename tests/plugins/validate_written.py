@@ -11,6 +11,7 @@ paths, parent directories): a test may write a dataset that is read back with th
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -27,11 +28,17 @@ _ORIGINAL: Callable[..., None] = jnrrd.writing.dispatch.write
 _MARKER = "__validates_written__"
 
 
-def check_written(target: Any) -> None:
-    """Fail the running test when the ``.jnrrd`` file at ``target`` has an error."""
+def check_written(target: Any, storage_options: dict[str, Any] | None = None) -> None:
+    """Fail the running test when the ``.jnrrd`` file at ``target`` (a path or a URL with
+    its ``storage_options``) has an error."""
     if not isinstance(target, (str, os.PathLike)) or not os.fspath(target).endswith(".jnrrd"):
         return
-    problems = validate(target, allow_absolute=True, allow_parent=True)
+    extra: dict[str, Any] = {}
+    if storage_options:
+        if "storage_options" not in inspect.signature(validate).parameters:
+            return  # a URL that needs options, and a validate that cannot take them yet
+        extra["storage_options"] = storage_options
+    problems = validate(target, allow_absolute=True, allow_parent=True, **extra)
     bad = [p for p in problems if p.severity == "error"]
     if bad:
         lines = "\n".join(f"  {p.field or '(file)'}: {p.message}" for p in bad)
@@ -43,7 +50,7 @@ def _wrapped(write: Callable[..., None]) -> Callable[..., None]:
     @functools.wraps(write)
     def write_and_validate(target: Any, *args: Any, **kwargs: Any) -> None:
         write(target, *args, **kwargs)
-        check_written(target)
+        check_written(target, kwargs.get("storage_options"))
 
     setattr(write_and_validate, _MARKER, True)
     return write_and_validate

@@ -1,0 +1,300 @@
+"""``jnrrd.write`` to object stores (jnrrd.storage.remote_writes): every kind of write to
+``memory://`` (the same objects as a local write, tokens aside) and to moto's S3 server
+(read back by URL), rewrites that leave no stale objects, uploads that fail half way and
+leave the previous dataset readable, and the refusals (``https://``, ``storage_options`` for
+a path)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import jnrrd
+from jnrrd.storage import Staged, WriteStore
+from jnrrd.storage.remote_writes import PUTS_IN_FLIGHT, RemoteWriteStore
+from jnrrd.storage.targets import target_store
+
+fsspec = pytest.importorskip("fsspec")
+
+#: every kind of write: (file name, keywords)
+KINDS: dict[str, tuple[str, dict[str, Any]]] = {
+    "untiled": ("v.jnrrd", {}),
+    "untiled-gzip": ("v.jnrrd", {"encoding": "gzip"}),
+    "detached": ("v.jnrrd", {"detached": True, "encoding": "zstd"}),
+    "contiguous": ("v.jnrrd", {"tile": (16, 16, 8)}),
+    "chunked": ("v.jnrrd", {"tile": (16, 16, 8), "compression": "zstd",
+                            "tile_format": "chunked"}),
+    "sparse": ("v.jnrrd", {"tile": (16, 16, 8), "compression": "zstd", "sparse": True}),
+    "pyramid": ("v.jnrrd", {"tile": (16, 16, 8), "compression": "zstd", "levels": 2}),
+    "external": ("v.jnrrd", {"tile": (16, 16, 8), "compression": "zstd",
+                             "storage": "external", "levels": 2}),
+    "nrrd": ("v.nrrd", {"encoding": "gzip"}),
+    "nhdr": ("v.nhdr", {}),
+}
+_TOKEN = re.compile(r"\.([0-9a-f]{8})\.")
+
+
+def _volume(seed: int = 0) -> np.ndarray:
+    a = np.arange(40 * 36 * 20, dtype=np.uint16).reshape(40, 36, 20) + seed
+    a[:16, :16, :8] = 0  # one all-padding tile: sparse writes skip it
+    return a
+
+
+def _digest(files: dict[str, bytes]) -> dict[str, str]:
+    """Objects by name with the fresh tokens of a write replaced (as test_byte_identity)."""
+    tokens = {m.group(1) for name in files for m in _TOKEN.finditer(name)}
+    out = {}
+    for name, data in files.items():
+        for t in tokens:
+            name = name.replace(t, "TOKEN")
+            data = data.replace(t.encode(), b"TOKEN")
+        out[name] = hashlib.sha256(data).hexdigest()
+    return out
+
+
+def _local_files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _remote_files(fs: Any, root: str) -> dict[str, bytes]:
+    root = fs._strip_protocol(root).rstrip("/")
+    return {fs._strip_protocol(p)[len(root) + 1:]: fs.cat_file(p) for p in fs.find(root)}
+
+
+@pytest.fixture
+def mem() -> Any:
+    """A fresh "bucket" on fsspec's in-memory filesystem, removed afterwards."""
+    fs = fsspec.filesystem("memory")
+    root = f"/jnrrd-test-{uuid.uuid4().hex[:12]}"
+    yield fs, root
+    if fs.exists(root):
+        fs.rm(root, recursive=True)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_memory_writes_the_objects_a_local_write_writes(kind, mem, tmp_path):
+    fs, root = mem
+    name, kw = KINDS[kind]
+    a = _volume()
+    url = f"memory://{root}/{name}"
+    jnrrd.write(url, a, **kw)
+    jnrrd.write(tmp_path / name, a, **kw)
+    assert _digest(_remote_files(fs, root)) == _digest(_local_files(tmp_path))
+    data, header = jnrrd.read(url)
+    np.testing.assert_array_equal(data, a)
+    local, local_header = jnrrd.read(tmp_path / name)
+    assert header.keys() == local_header.keys()
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_s3_round_trips(kind, s3, tmp_path):
+    name, kw = KINDS[kind]
+    a = _volume()
+    url = s3.url(f"dir/{name}")
+    jnrrd.write(url, a, storage_options=s3.storage_options, **kw)
+    data, _ = jnrrd.read(url, storage_options=s3.storage_options)
+    np.testing.assert_array_equal(data, a)
+    if "tile" in kw:
+        with jnrrd.open(url, storage_options=s3.storage_options) as vol:
+            np.testing.assert_array_equal(vol[3:33, 5:30, 2:19], a[3:33, 5:30, 2:19])
+            if "levels" in kw:
+                jnrrd.write(tmp_path / name, a, **kw)
+                with jnrrd.open(tmp_path / name) as local:
+                    np.testing.assert_array_equal(vol.levels[1][...], local.levels[1][...])
+    # no temporary or partial objects: the dataset's own objects only
+    fs = fsspec.filesystem("s3", **s3.storage_options)
+    names = {p.split("/", 1)[1] for p in fs.find(s3.bucket)}
+    tiles = {n for n in names if ".tiles/" in n}
+    rest = names - tiles - {f"dir/{name}"}
+    assert all(re.fullmatch(r"dir/v\.[0-9a-f]{8}\.(data\.rawzst|raw)", n) for n in rest)
+    assert len(rest) == (1 if kind in ("detached", "nhdr") else 0)
+
+
+def test_external_tiles_are_put_concurrently_then_the_header(s3, monkeypatch):
+    import asyncio
+
+    import s3fs
+
+    real = s3fs.S3FileSystem._pipe_file
+    now, most = [0], [0]
+
+    async def counting(self, path, data, **kw):
+        now[0] += 1
+        most[0] = max(most[0], now[0])
+        try:
+            await asyncio.sleep(0.02)  # the uploads overlap when they are in flight together
+            return await real(self, path, data, **kw)
+        finally:
+            now[0] -= 1
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "_pipe_file", counting)
+    a = _volume()
+    url = s3.url("v.jnrrd")
+    jnrrd.write(url, a, storage_options=s3.storage_options, tile=(16, 16, 8),
+                compression="zstd", storage="external", sparse=True)
+    assert 1 < most[0] <= PUTS_IN_FLIGHT
+    puts = [r.path for r in s3.server.records if r.method == "PUT"]
+    assert len(puts) == 3 * 3 * 3 - 1 + 1  # one per stored tile (one is sparse), the header
+    assert puts[-1] == f"/{s3.bucket}/v.jnrrd"
+    assert all(".tiles/" in p for p in puts[:-1])
+    assert dict(s3.server.counts) == {"PUT": 27, "GET": 2}  # + the fresh prefix, the sweep
+    s3.server.reset()
+    jnrrd.write(url, a, storage_options=s3.storage_options, tile=(16, 16, 8))
+    assert dict(s3.server.counts) == {"PUT": 1, "GET": 2, "POST": 1}  # + the old tiles' bulk delete
+    s3.server.reset()
+    jnrrd.write(url, a, storage_options=s3.storage_options, tile=(16, 16, 8))
+    assert dict(s3.server.counts) == {"PUT": 1, "GET": 1}
+
+
+def test_rewrites_leave_no_stale_objects(s3):
+    opts = s3.storage_options
+    fs = fsspec.filesystem("s3", **opts)
+    url = s3.url("v.jnrrd")
+    ext = {"tile": (16, 16, 8), "compression": "zstd", "storage": "external"}
+    jnrrd.write(url, _volume(0), storage_options=opts, **ext)
+    first = set(fs.find(s3.bucket))
+    jnrrd.write(url, _volume(1), storage_options=opts, **ext)
+    fs.invalidate_cache()
+    second = set(fs.find(s3.bucket))
+    assert first & second == {f"{s3.bucket}/v.jnrrd"}  # every old tile went
+    assert len(second) == len(first)
+    np.testing.assert_array_equal(jnrrd.read(url, storage_options=opts)[0], _volume(1))
+    jnrrd.write(url, _volume(2), storage_options=opts, detached=True)
+    jnrrd.write(url, _volume(3), storage_options=opts, tile=(16, 16, 8))
+    fs.invalidate_cache()
+    assert fs.find(s3.bucket) == [f"{s3.bucket}/v.jnrrd"]  # no tiles, no data file left
+    np.testing.assert_array_equal(jnrrd.read(url, storage_options=opts)[0], _volume(3))
+
+
+def test_an_upload_failing_half_way_leaves_the_previous_dataset(s3, monkeypatch):
+    import s3fs
+
+    opts = s3.storage_options
+    fs = fsspec.filesystem("s3", **opts)
+    url = s3.url("v.jnrrd")
+    ext = {"tile": (16, 16, 8), "compression": "zstd", "storage": "external"}
+    jnrrd.write(url, _volume(0), storage_options=opts, **ext)
+    before = sorted(fs.find(s3.bucket))
+    real = s3fs.S3FileSystem._pipe_file
+    calls = [0]
+
+    async def failing(self, path, data, **kw):
+        calls[0] += 1
+        if calls[0] == 5:
+            raise OSError(5, "injected failure")
+        return await real(self, path, data, **kw)
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "_pipe_file", failing)
+    with pytest.raises(OSError, match="injected failure") as info:
+        jnrrd.write(url, _volume(1), storage_options=opts, **ext)
+    assert ".tiles/" in str(info.value)  # the error names the tile's URL
+    monkeypatch.setattr(s3fs.S3FileSystem, "_pipe_file", real)
+    fs.invalidate_cache()
+    assert sorted(fs.find(s3.bucket)) == before  # the new tiles were removed
+    np.testing.assert_array_equal(jnrrd.read(url, storage_options=opts)[0], _volume(0))
+
+
+def test_a_put_refused_after_some_tiles_leaves_the_previous_dataset(mem, monkeypatch):
+    fs, root = mem
+    url = f"memory://{root}/v.jnrrd"
+    ext = {"tile": (16, 16, 8), "compression": "zstd", "storage": "external", "levels": 2}
+    jnrrd.write(url, _volume(0), **ext)
+    before = _remote_files(fs, root)
+    real = RemoteWriteStore.put
+    calls = [0]
+
+    def put(self, key, data):
+        calls[0] += 1
+        if calls[0] > 7:
+            raise OSError(28, "No space left on device")
+        real(self, key, data)
+
+    monkeypatch.setattr(RemoteWriteStore, "put", put)
+    with pytest.raises(OSError, match="No space"):
+        jnrrd.write(url, _volume(1), **ext)
+    assert _remote_files(fs, root) == before
+    np.testing.assert_array_equal(jnrrd.read(url)[0], _volume(0))
+
+
+@pytest.mark.parametrize("kind", ["untiled", "chunked", "detached", "nhdr"])
+def test_a_failed_upload_of_one_object_changes_nothing(kind, mem, monkeypatch, tmp_path):
+    fs, root = mem
+    name, kw = KINDS[kind]
+    url = f"memory://{root}/{name}"
+    jnrrd.write(url, _volume(0), **kw)
+    before = _remote_files(fs, root)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    real = RemoteWriteStore.upload
+    calls = [0]
+
+    def upload(self, local, key):
+        calls[0] += 1
+        if calls[0] == (2 if kind in ("detached", "nhdr") else 1):  # the header's upload
+            raise OSError(5, "connection reset")
+        real(self, local, key)
+
+    monkeypatch.setattr(RemoteWriteStore, "upload", upload)
+    with pytest.raises(OSError, match="connection reset"):
+        jnrrd.write(url, _volume(1), **kw)
+    assert _remote_files(fs, root) == before  # a detached write's new data file is removed
+    assert list(tmp_path.iterdir()) == []  # the local staging files are gone
+    np.testing.assert_array_equal(jnrrd.read(url)[0], _volume(0))
+
+
+@pytest.mark.parametrize("storage", ["external", "internal"])
+def test_dask_writes_to_object_stores(storage, s3, mem):
+    da = pytest.importorskip("dask.array")
+    a = _volume()
+    kw = {"tile": (16, 16, 8), "compression": "zstd", "storage": storage}
+    url = s3.url("d.jnrrd")
+    jnrrd.write(url, da.from_array(a, chunks=12), storage_options=s3.storage_options, **kw)
+    np.testing.assert_array_equal(jnrrd.read(url, storage_options=s3.storage_options)[0], a)
+    fs = fsspec.filesystem("s3", **s3.storage_options)
+    assert not any("jnrrd-tmp" in p for p in fs.find(s3.bucket))  # the spool is gone
+    fsm, root = mem
+    jnrrd.write(f"memory://{root}/d.jnrrd", da.from_array(a, chunks=12), **kw)
+    np.testing.assert_array_equal(jnrrd.read(f"memory://{root}/d.jnrrd")[0], a)
+
+
+def test_http_urls_are_read_only():
+    with pytest.raises(jnrrd.UnsupportedError, match=r"https://example\.invalid/v\.jnrrd.*"
+                                                      "read-only"):
+        jnrrd.write("https://example.invalid/v.jnrrd", _volume(), tile=16)
+    with pytest.raises(jnrrd.UnsupportedError, match="read-only"):
+        jnrrd.write("http://127.0.0.1:9/v.nrrd", _volume())
+
+
+def test_storage_options_for_a_path_is_a_type_error(tmp_path):
+    with pytest.raises(TypeError, match="storage_options"):
+        jnrrd.write(tmp_path / "v.jnrrd", _volume(), storage_options={"anon": True})
+    with pytest.raises(TypeError, match="storage_options"):
+        jnrrd.write(str(tmp_path / "v.nrrd"), _volume(), storage_options={"anon": True})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_file_urls_are_local_paths(tmp_path):
+    a = _volume()
+    jnrrd.write(f"file://{tmp_path}/v.jnrrd", a, tile=16)
+    np.testing.assert_array_equal(jnrrd.read(tmp_path / "v.jnrrd")[0], a)
+
+
+def test_durable_false_and_the_protocols(mem):
+    fs, root = mem
+    store, key = target_store(f"memory://{root}/v.jnrrd")
+    assert isinstance(store, WriteStore) and key == "v.jnrrd"
+    staged = store.stage(key)
+    assert isinstance(staged, Staged)
+    staged.write(b"abc")
+    assert not fs.exists(f"{root}/v.jnrrd")  # invisible until committed
+    staged.commit()
+    assert fs.cat_file(f"{root}/v.jnrrd") == b"abc"
+    a = _volume()
+    jnrrd.write(f"memory://{root}/w.jnrrd", a, tile=16, durable=False)
+    np.testing.assert_array_equal(jnrrd.read(f"memory://{root}/w.jnrrd")[0], a)
