@@ -1,10 +1,11 @@
 """Benchmark machinery: interleaved medians, page-cache control, targets and one table.
 
 Rules from CONVENTIONS §6 that shape this module: absolute times on the shared 2-core machines
-are noise, so every case runs all its contenders in the same process, interleaved A B A B …
-over ``repeat`` repetitions, and reports medians and ratios; the page cache is reclaimed
-within 20–60 s, so each warm measurement reads its files once (untimed) right before, and a
-cold measurement evicts them first (``posix_fadvise(DONTNEED)``).
+are noise, so every case runs all its contenders in the same process, interleaved over
+``repeat`` repetitions with the order rotated (A B C, B C A, C A B, …: no contender is always
+first), and reports medians and ratios; the page cache is reclaimed within 20–60 s, so each
+warm measurement reads its files once (untimed) right before, and a cold measurement evicts
+them first (``posix_fadvise(DONTNEED)``).
 """
 
 from __future__ import annotations
@@ -161,7 +162,11 @@ def run_case(case: Case, repeat: int, cold: bool = False) -> list[Result]:
                 results[(m, c.system)].error = _describe(exc)
     for mode in modes:
         for rep in range(repeat):
-            for c in live:
+            # Rotate the order (repetition r starts with contender r mod n): whoever runs
+            # first in a repetition pays for what the previous one left behind (e.g. a fresh
+            # 256 MiB output after the last contender freed its own), so no one always does.
+            k = rep % len(live) if live else 0
+            for c in live[k:] + live[:k]:
                 res = results[(mode, c.system)]
                 if res.error:
                     continue
