@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from jnrrd.errors import DataError, HeaderError
@@ -191,3 +191,51 @@ def test_rows_computed_in_two_halves_equal_one_pass(method, monkeypatch):
     got = _assemble(_run(b, a, [8, 24]), [level_shape(shape, s) for s in scales], a.dtype)
     for level, s in enumerate(scales):
         np.testing.assert_array_equal(got[level], downsample(a, s, method), err_msg=str(s))
+
+
+@settings(max_examples=60)
+@given(shape=st.lists(st.integers(1, 40), min_size=2, max_size=4),
+       blocks_=st.lists(st.sampled_from([1, 2, 3, 4, 8]), min_size=4, max_size=4),
+       dtype=st.sampled_from(["uint8", "int16", "uint16", "int32", "uint64", "int64"]),
+       order=st.sampled_from(["C", "F", "reversed"]), seed=st.integers(0, 2**32 - 1))
+def test_integer_sums_in_cache_sized_slices_equal_one_pass(shape, blocks_, dtype, order, seed):
+    # Exact sums computed a slice at a time (large inputs) equal the one-pass reduction, for
+    # every layout, block, remainder and accumulator (including the split 64-bit one).
+    from jnrrd.pyramid import blocks
+
+    rng = np.random.default_rng(seed)
+    info = np.iinfo(dtype)
+    a = rng.integers(info.min, info.max, size=tuple(shape), dtype=dtype, endpoint=True)
+    a = np.asfortranarray(a) if order == "F" else a
+    a = a[..., ::-1] if order == "reversed" else a
+    block = tuple(blocks_[: a.ndim])
+    whole = blocks.block_sums(a, block, a.dtype)
+    fastest = min(range(a.ndim), key=lambda k: abs(a.strides[k]))
+    # the smallest budget that lets some other axis be cut (one block of it per slice)
+    limit = min((block[k] * a.nbytes // a.shape[k] for k in range(a.ndim) if k != fastest),
+                default=0)
+    saved = blocks._CHUNK_BYTES
+    try:
+        blocks._CHUNK_BYTES = limit
+        assume(blocks._chunk_axis(a, block) is not None)
+        sliced = blocks.block_sums(a, block, a.dtype)
+    finally:
+        blocks._CHUNK_BYTES = saved
+    assert len(sliced.parts) == len(whole.parts)
+    for s, w in zip(sliced.parts, whole.parts, strict=True):
+        assert s.dtype == w.dtype and s.shape == w.shape
+        np.testing.assert_array_equal(s, w)
+
+
+def test_builder_with_sliced_sums_equals_downsample(monkeypatch):
+    from jnrrd.pyramid import blocks
+
+    monkeypatch.setattr(blocks, "_CHUNK_BYTES", 512)
+    rng = np.random.default_rng(5)
+    shape = (67, 45, 40)
+    a = np.asfortranarray(rng.integers(0, 65535, size=shape).astype(np.uint16))
+    scales = [(1, 1, 1), (2, 2, 2), (4, 4, 4), (8, 8, 8)]
+    b = PyramidBuilder(shape, a.dtype, scales, "average")
+    got = _assemble(_run(b, a, [8, 24]), [level_shape(shape, s) for s in scales], a.dtype)
+    for level, s in enumerate(scales):
+        np.testing.assert_array_equal(got[level], downsample(a, s, "average"), err_msg=str(s))

@@ -114,6 +114,43 @@ def _reduce(x: np.ndarray, block: Sequence[int], ufunc: np.ufunc,
     return x
 
 
+#: exact (integer) block sums of inputs above this size are computed a few MiB at a time
+_CHUNK_BYTES = 4 << 20
+
+
+def _chunk_axis(x: np.ndarray, block: Sequence[int]) -> int | None:
+    """The axis to cut ``x`` along for :func:`_sum_chunked`: the one with the largest stride
+    whose slice of one block (``block[a]`` indices) fits ``_CHUNK_BYTES``, unless that is
+    the fastest-varying axis (cutting it keeps nothing in cache); None: no such axis."""
+    if x.nbytes <= 2 * _CHUNK_BYTES or x.ndim < 2:
+        return None
+    by_stride = sorted(range(x.ndim), key=lambda a: abs(x.strides[a]), reverse=True)
+    for a in by_stride[:-1]:
+        if x.shape[a] >= 2 * block[a] and block[a] * x.nbytes // x.shape[a] <= _CHUNK_BYTES:
+            return a
+    return None
+
+
+def _sum_chunked(x: np.ndarray, block: Sequence[int], acc: np.dtype) -> np.ndarray:
+    """``_reduce(x, block, np.add, acc)`` for integer accumulators (exact, so the order of
+    the additions does not matter), computed on slices of a few MiB along one axis so that
+    the intermediates stay in the CPU cache instead of going through memory at full size."""
+    a = _chunk_axis(x, block)
+    if a is None:
+        return _reduce(x, block, np.add, acc)
+    shape = tuple(n // b for n, b in zip(x.shape, block, strict=True))
+    # the layout _reduce would give (NumPy keeps the input's order): F for F-ordered input
+    order = "F" if x.flags.f_contiguous or abs(x.strides[0]) < abs(x.strides[-1]) else "C"
+    out = np.empty(shape, acc, order=order)
+    per = block[a] * max(1, _CHUNK_BYTES // (block[a] * x.nbytes // x.shape[a]))
+    head = (slice(None),) * a
+    for lo in range(0, shape[a] * block[a], per):
+        hi = min(lo + per, shape[a] * block[a])
+        out[(*head, slice(lo // block[a], hi // block[a]))] = _reduce(
+            x[(*head, slice(lo, hi))], block, np.add, acc)
+    return out
+
+
 def _owned(r: np.ndarray, x: np.ndarray) -> np.ndarray:
     """``r``, copied when it is still a view of the input ``x``."""
     return np.array(r, copy=True) if np.may_share_memory(r, x) else r
@@ -207,7 +244,10 @@ def block_sums(src: np.ndarray | Sums, block: Sequence[int], dtype: np.dtype | N
     parts = _as_parts(parts, kind)
     acc = np.dtype(object) if kind == "object" else (
         np.dtype(np.int64) if kind == "split" else kind)
-    out = tuple(_owned(_reduce(p, block, np.add, acc), p) for p in parts)
+    if acc.kind in "iu":
+        out = tuple(_owned(_sum_chunked(p, block, acc), p) for p in parts)
+    else:
+        out = tuple(_owned(_reduce(p, block, np.add, acc), p) for p in parts)
     return Sums(out, count, dtype)
 
 
