@@ -123,9 +123,6 @@ def test_missing_object_is_file_not_found_naming_it(s3site):
         jnrrd.open(url("site/nothing.jnrrd"), storage_options=options)
 
 
-@pytest.mark.xfail(strict=True, reason="jnrrd/storage/remote_fetch.py Fetcher.info re-raises "
-                   "s3fs's FileNotFoundError('The specified bucket does not exist') unchanged: "
-                   "the message does not name the URL")
 def test_missing_bucket_is_file_not_found_naming_the_url(s3site):
     _, options, _, _ = s3site
     with pytest.raises(FileNotFoundError, match="no-such-bucket-16/x.jnrrd"):
@@ -213,16 +210,7 @@ def test_to_dask_on_a_process_cluster(s3site):
 
 # -- change detection ---------------------------------------------------------------------------
 
-SAME_SIZE_REPLACEMENT = pytest.mark.xfail(strict=True, reason=(
-    "wrong data: for non-HTTP filesystems jnrrd/storage/remote_fetch.py Fetcher._once reads "
-    "ranges with fs._cat_file and returns Answer(bytes(data)) without an ETag, and "
-    "RemoteReader.etag stays None (remote.py), so RemoteReader.check cannot see that the "
-    "object changed; a same-size replacement is read as if it were the old object (S3 "
-    "get_object takes IfMatch=<etag>)"))
-
-
-@pytest.mark.parametrize("compression", [pytest.param(None, marks=SAME_SIZE_REPLACEMENT),
-                                         "zstd"])
+@pytest.mark.parametrize("compression", [None, "zstd"])
 def test_object_replaced_under_a_reader_is_a_data_error(s3, tmp_path, compression):
     """Uncompressed, the replacement has the same size and tile offsets: only the version
     token (ETag) can tell."""

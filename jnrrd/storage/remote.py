@@ -110,7 +110,10 @@ class RemoteReader:
                 raise DataError(f"{url}: not an object (a directory or prefix)")
             size = int(size)
             self.version = version_of(info)
-            answer = fetcher.get(path, 0, min(first, size), url=url) if size else Answer(b"")
+            if fetcher.s3:  # the ETag every later answer must carry (S3: If-Match)
+                self.etag = info.get("ETag")
+            answer = (fetcher.get(path, 0, min(first, size), url=url, etag=self.etag) if size
+                      else Answer(b""))
         self.file_size = size
         self.head = answer.data
 
@@ -149,7 +152,8 @@ class RemoteReader:
         plan = plan_requests([ranges[i] for i in todo], gap=policy.coalesce_gap,
                              concurrency=policy.request_concurrency)
         for piece in plan:
-            fut = self.fetcher.submit(self.path, piece.start, piece.stop, url=self.url)
+            fut = self.fetcher.submit(self.path, piece.start, piece.stop, url=self.url,
+                                      etag=self.etag)
             pending = Pending(fut, self, piece.start, piece.stop)
             for m in piece.members:
                 a, b = ranges[todo[m]]
@@ -157,7 +161,8 @@ class RemoteReader:
         return [s for s in out if s is not None]
 
     def _fetch(self, start: int, stop: int) -> bytes:
-        return self.check(self.fetcher.get(self.path, start, stop, url=self.url)).data
+        answer = self.fetcher.get(self.path, start, stop, url=self.url, etag=self.etag)
+        return self.check(answer).data
 
     def check(self, answer: Answer) -> Answer:
         """``DataError`` when an answer's version token differs from the one at open."""

@@ -67,6 +67,7 @@ class Fetcher:
         self.fs = fs
         self.policy = policy
         self.http = _is_http(fs)
+        self.s3 = _protocols(fs) & {"s3", "s3a"} != set() and hasattr(fs, "_call_s3")
         self.loop = getattr(fs, "loop", None) if getattr(fs, "async_impl", False) else None
         self._sem: asyncio.Semaphore | None = None
         self._lock = threading.Lock()
@@ -74,13 +75,14 @@ class Fetcher:
 
     # -- submitting -------------------------------------------------------------------------
     def submit(self, path: str, start: int, stop: int | None, *, url: str,
-               exact: bool = True) -> Future[Answer]:
+               exact: bool = True, etag: str | None = None) -> Future[Answer]:
         """Start fetching bytes ``start:stop`` of ``path`` (``stop=None``: to the end);
-        ``exact``: the object must hold them all (else a short answer is the object's end)."""
+        ``exact``: the object must hold them all (else a short answer is the object's end);
+        ``etag``: the version the bytes must come from (S3: ``If-Match``)."""
         with self._lock:
             self._waiting += 1
         if self.loop is not None:
-            coro = self._attempts(path, start, stop, url, exact)
+            coro = self._attempts(path, start, stop, url, exact, etag)
             future = asyncio.run_coroutine_threadsafe(coro, self.loop)
         else:
             future = io_submit(self._sync, path, start, stop, url, exact)
@@ -105,16 +107,19 @@ class Fetcher:
                               ) from None
 
     def get(self, path: str, start: int, stop: int | None, *, url: str,
-            exact: bool = True) -> Answer:
+            exact: bool = True, etag: str | None = None) -> Answer:
         """:meth:`submit`, then :meth:`wait`."""
-        return self.wait(self.submit(path, start, stop, url=url, exact=exact), url, start, stop)
+        return self.wait(self.submit(path, start, stop, url=url, exact=exact, etag=etag), url,
+                         start, stop)
 
     def info(self, path: str, *, url: str) -> dict[str, Any]:
         """The filesystem's ``info`` of ``path`` (size, ETag, ...); errors name the URL."""
         try:
             future = io_submit(self.fs.info, path)
             return future.result(timeout=self.policy.request_timeout + 5.0)
-        except (FileNotFoundError, IsADirectoryError):
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(errno.ENOENT, f"no such object ({exc})", url) from None
+        except IsADirectoryError:
             raise
         except FutureTimeout:
             raise RemoteError(f"{url}: no answer to the metadata request within "
@@ -126,15 +131,15 @@ class Fetcher:
 
     # -- one request, with retries ----------------------------------------------------------
     async def _attempts(self, path: str, start: int, stop: int | None, url: str,
-                        exact: bool) -> Answer:
+                        exact: bool, etag: str | None = None) -> Answer:
         if self._sem is None:
             self._sem = asyncio.Semaphore(self.policy.request_concurrency)
         retries, timeout = self.policy.request_retries, self.policy.request_timeout
         async with self._sem:
             for attempt in range(retries + 1):
                 try:
-                    answer = await asyncio.wait_for(self._once(path, start, stop, url),
-                                                    timeout)
+                    answer = await asyncio.wait_for(
+                        self._once(path, start, stop, url, etag), timeout)
                 except _Retry as exc:
                     reason = exc.message
                 except TimeoutError:
@@ -146,20 +151,48 @@ class Fetcher:
         raise RemoteError(f"{url}: {_span(start, stop)}: {reason}"
                           + (f" (after {retries + 1} tries)" if retries else ""))
 
-    async def _once(self, path: str, start: int, stop: int | None, url: str) -> Answer:
+    async def _once(self, path: str, start: int, stop: int | None, url: str,
+                    etag: str | None = None) -> Answer:
         if self.http:
             return await self._http(path, start, stop, url)
         try:
+            if self.s3:
+                return await self._s3(path, start, stop, etag)
             data = await self.fs._cat_file(path, start=start, end=stop)
-        except (FileNotFoundError, IsADirectoryError):
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(errno.ENOENT, f"no such object ({exc})", url) from None
+        except IsADirectoryError:
             raise
         except PermissionError as exc:
             raise RemoteError(f"{url}: {_span(start, stop)}: access denied ({exc})") from None
-        except (ConnectionError, OSError) as exc:
-            raise _Retry(_describe(exc)) from None
         except Exception as exc:  # client libraries raise their own types
+            text = str(exc)
+            if etag and ("PreconditionFailed" in text or "412" in text
+                         or "pre-conditions" in text):
+                raise DataError(f"{url}: the object changed while it was read (its ETag is "
+                                f"no longer {etag})") from None
             raise _Retry(_describe(exc)) from None
         return Answer(bytes(data))
+
+    async def _s3(self, path: str, start: int, stop: int | None, etag: str | None) -> Answer:
+        """One ranged ``GetObject`` through s3fs, with ``IfMatch`` when the version is known
+        (the ETag of the answer comes back with it)."""
+        fs = self.fs
+        bucket, key, version = fs.split_path(path)
+        kw: dict[str, Any] = {"Range": f"bytes={start}-" + ("" if stop is None else
+                                                              str(stop - 1))}
+        if version:
+            kw["VersionId"] = version
+        if etag:
+            kw["IfMatch"] = etag
+        if stop is not None and stop <= start:
+            return Answer(b"")
+        resp = await fs._call_s3("get_object", Bucket=bucket, Key=key, **kw)
+        try:
+            data = await resp["Body"].read()
+        finally:
+            resp["Body"].close()
+        return Answer(data, etag=resp.get("ETag"))
 
     async def _http(self, url: str, start: int, stop: int | None, name: str) -> Answer:
         fs = self.fs
@@ -262,9 +295,13 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _is_http(fs: Any) -> bool:
+def _protocols(fs: Any) -> set[str]:
     protocol = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
-    return any(p in ("http", "https") for p in protocol)
+    return set(protocol)
+
+
+def _is_http(fs: Any) -> bool:
+    return bool(_protocols(fs) & {"http", "https"})
 
 
 @dataclass
