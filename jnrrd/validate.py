@@ -30,6 +30,8 @@ from .errors import FormatError, JnrrdError, ValidationError, VersionError, desc
 from .header.model import CORE_FIELDS, TILE_FIELDS, TILE_URI_PREFIX, build_header, find_prefix
 from .header.wire import MAX_NESTING, nesting_depth, read_entries
 from .policy import Policy
+from .storage import Store
+from .storage.remote import is_remote, local_path
 from .storage.resolve import opened
 from .validation.core import check_core, check_data
 from .validation.deep import check_tiles
@@ -49,11 +51,14 @@ def validate(
     deep: bool = False,
     strict: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    storage_options: dict[str, Any] | None = None,
     **policy: Any,
 ) -> list[Problem]:
     """Check a JNRRD file or header and return every problem found (CONVENTIONS §3).
 
-    ``source_or_header`` is a path, a binary file object (read from its start, not closed)
+    ``source_or_header`` is a path, an fsspec URL (``s3://``, ``https://``, ...;
+    ``storage_options`` go to fsspec unchanged: detached data and tile files are checked
+    next to the header's URL), a binary file object (read from its start, not closed)
     or a header mapping (a :class:`~jnrrd.Header`; file-dependent checks are then skipped).
     ``deep=True`` also reads and decodes every stored tile (checksums, sizes), calling
     ``progress(done, total)`` as tiles are checked. ``**policy`` are the reader's policy
@@ -70,8 +75,9 @@ def validate(
             report.note("", "deep checks need a file: only the header was checked")
     else:
         name = describe_source(source_or_header) or None
-        with opened(source_or_header, pol) as src:
-            _check_file(src.stream, src.header_dir, pol, report, deep, progress)
+        with opened(source_or_header, pol, storage_options) as src:
+            again = (src.name, storage_options) if src.remote else None
+            _check_file(src.stream, src.store, pol, report, deep, progress, again)
     problems = report.finish()
     if strict:
         errors = [p for p in problems if p.severity == "error"]
@@ -99,8 +105,12 @@ def _file_size(f: IO[bytes]) -> int | None:
         return None
 
 
-def _check_file(f: IO[bytes], header_dir: str | None, pol: Policy, report: Report,
-                deep: bool, progress: Callable[[int, int], None] | None) -> None:
+def _check_file(f: IO[bytes], store: Store | None, pol: Policy, report: Report,
+                deep: bool, progress: Callable[[int, int], None] | None,
+                again: tuple[str, dict[str, Any] | None] | None = None) -> None:
+    """Check an opened file; ``store`` holds the header's directory (local or remote),
+    ``again`` the URL and ``storage_options`` of a remote source (read again for deep checks
+    of untiled data)."""
     head = f.read(8)
     try:
         f.seek(0)
@@ -109,7 +119,7 @@ def _check_file(f: IO[bytes], header_dir: str | None, pol: Policy, report: Repor
         return
     size = _file_size(f)
     if head.startswith(_NRRD_MAGIC):
-        _check_nrrd(f, header_dir, pol, report, deep, progress, size)
+        _check_nrrd(f, store, pol, report, deep, progress, size, again)
         return
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -135,21 +145,22 @@ def _check_file(f: IO[bytes], header_dir: str | None, pol: Policy, report: Repor
         if dup and "field repeated" in text:
             continue  # reported above
         report.warning(_field_of(text, header), text)
-    info = FileInfo(data_start=data_start, file_size=size, header_dir=header_dir)
+    info = FileInfo(data_start=data_start, file_size=size, store=store)
     tiling, core = _check_header(header, pol, report, info)
     if not deep:
         return
     if tiling is not None and core is not None:
-        check_tiles(tiling, core, f, size, header_dir, pol, report, progress,
+        check_tiles(tiling, core, f, size, store, pol, report, progress,
                     data_start=data_start)
     elif core is not None and not report.has_error():
-        _deep_untiled(f, pol, report, progress)
+        _deep_untiled(f, pol, report, progress, again)
     else:
         report.note("", "deep checks skipped: the header has errors")
 
 
-def _check_nrrd(f: IO[bytes], header_dir: str | None, pol: Policy, report: Report, deep: bool,
-                progress: Callable[[int, int], None] | None, size: int | None) -> None:
+def _check_nrrd(f: IO[bytes], store: Store | None, pol: Policy, report: Report, deep: bool,
+                progress: Callable[[int, int], None] | None, size: int | None,
+                again: tuple[str, dict[str, Any] | None] | None = None) -> None:
     """A classic NRRD file, as ``read``/``open`` take it: the NRRD reader's errors and
     warnings, the data's presence and length, and with ``deep`` the data decoded."""
     from .header import core_fields
@@ -165,12 +176,12 @@ def _check_nrrd(f: IO[bytes], header_dir: str | None, pol: Policy, report: Repor
             return
     for w in caught:
         report.warning(*_field_and_text(_unnamed(str(w.message), f), header))
-    check_data(core, header_dir, data_start, size, pol, report)
+    check_data(core, store, data_start, size, pol, report)
     if deep:
         if report.has_error():
             report.note("", "deep checks skipped: the header has errors")
         else:
-            _deep_untiled(f, pol, report, progress)
+            _deep_untiled(f, pol, report, progress, again)
 
 
 def _unnamed(text: str, f: Any) -> str:
@@ -259,7 +270,7 @@ def _check_header(header: Mapping[str, Any], pol: Policy, report: Report,
         if tiling is None and prefix is not None and header.get(prefix + ":enabled") is True:
             return None, None
         if tiling is None:
-            check_data(core, info.header_dir, info.data_start, info.file_size, pol, report)
+            check_data(core, info.store, info.data_start, info.file_size, pol, report)
     return tiling, core
 
 
@@ -327,17 +338,24 @@ def _field_of(message: str, keys: Any) -> str:
 
 
 def _deep_untiled(f: IO[bytes], pol: Policy, report: Report,
-                  progress: Callable[[int, int], None] | None) -> None:
-    """Decode an untiled data section (bounded by the ``max_bytes`` cap)."""
+                  progress: Callable[[int, int], None] | None,
+                  again: tuple[str, dict[str, Any] | None] | None = None) -> None:
+    """Decode an untiled data section (bounded by the ``max_bytes`` cap); a remote source
+    (``again``: its URL and ``storage_options``) is read by URL, so that detached data files
+    resolve next to it."""
     from .api import read
 
     if progress is not None:
         progress(0, 1)
     f.seek(0)
+    source: Any = f
+    options: dict[str, Any] = {}
+    if again is not None:
+        source, options = again[0], {"storage_options": again[1]}
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
         try:
-            read(f, **_policy_kwargs(pol))
+            read(source, **options, **_policy_kwargs(pol))
         except JnrrdError as exc:
             report.error("", f"the data section cannot be read: {_unnamed(str(exc), f)}")
     if progress is not None:
@@ -353,14 +371,16 @@ def _policy_kwargs(pol: Policy) -> dict[str, Any]:
 
 def run_validate(files: list[str], *, as_json: bool, deep: bool,
                  out: TextIO = sys.stdout,
-                 progress: Callable[[int, int], None] | None = None) -> int:
+                 progress: Callable[[int, int], None] | None = None,
+                 storage_options: dict[str, Any] | None = None) -> int:
     """The ``jnrrd validate`` command (CONVENTIONS §4): 0 when every file is valid, else 1.
 
     Prints one line per problem (``FILE: severity: field: message``; many problems of one
     table, such as every tile of a truncated file, as one summary line) and ``FILE: valid``
     for a file without errors, or, with ``as_json``, one JSON array of every problem
     ``{"file", "severity", "field", "message", "found", "expected"}``. ``progress(done,
-    total)`` is passed to :func:`validate` for each file (``deep`` checks report tiles).
+    total)`` is passed to :func:`validate` for each file (``deep`` checks report tiles);
+    ``storage_options`` to fsspec for the files that are URLs.
     """
     from .validation.summary import text_lines
 
@@ -368,7 +388,8 @@ def run_validate(files: list[str], *, as_json: bool, deep: bool,
     rows: list[dict[str, Any]] = []
     for file in files:
         try:
-            problems = validate(file, deep=deep, progress=progress)
+            options = storage_options if is_remote(local_path(file)) else None
+            problems = validate(file, deep=deep, progress=progress, storage_options=options)
         except OSError as exc:
             problems = [Problem("error", "", f"cannot read the file: {exc.strerror or exc}")]
         if any(p.severity == "error" for p in problems):

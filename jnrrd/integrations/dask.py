@@ -4,10 +4,14 @@ CONVENTIONS §3 (``to_dask(level=0)``). Only this module, :mod:`.dask_write` (an
 backend) import dask, and only when called: importing ``jnrrd`` never imports dask.
 
 Reading: every chunk is one tile's core region, read by a small picklable task that carries
-the volume's re-opener (``Volume.reopen``, built by ``jnrrd.open``: path, index order,
-policy), a stamp of the file's state (inode, size, mtime), the level and the chunk's region —
-never the ``Volume`` — and opens the file itself through a per-process cache, so it runs on
-``dask.distributed`` workers in other processes. This module never imports the opener.
+the volume's re-opener (``Volume.reopen``, built by ``jnrrd.open``: path or URL with its
+``storage_options``, index order, policy), a stamp of the file's state (inode, size, mtime;
+for a URL the object's version token: ETag, generation, ... and size), the level and the
+chunk's region — never the ``Volume`` — and opens the file itself through a per-process
+cache, so it runs on ``dask.distributed`` workers in other processes. A remote object's
+version is asked again by every task, alongside its read (one small request in flight with
+the tile requests), so a replaced object is a ``DataError``, never a mix of old and new
+bytes. This module never imports the opener.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import numpy as np
 
 from ..errors import DataError, UnsupportedError, where
 from ..storage.local import file_version
+from ..storage.remote import is_remote
 
 __all__ = ["FileRef", "InProcess", "adopt", "chunk_sizes", "clear_cache", "core_chunks",
            "read_region", "volume_to_dask"]
@@ -42,15 +47,21 @@ _OPEN_VOLUMES = 16
 @dataclass(frozen=True)
 class FileRef:
     """What a worker needs to open a file itself: the volume's re-opener (``Volume.reopen``:
-    path, index order, policy; built by the opener) and a stamp of the file's state."""
+    path or URL, ``storage_options``, index order, policy; built by the opener) and a stamp
+    of the file's state (a local file's inode, size and mtime; a remote object's version)."""
 
     reopen: Callable[[], Any]  # hashable and picklable, with a ``path``
-    stamp: tuple[int, int, int]  # (st_ino, st_size, st_mtime_ns) when the graph was built
+    stamp: Any  # (st_ino, st_size, st_mtime_ns), or the URL's version token, at graph time
 
     @property
     def path(self) -> str:
-        """The file's absolute path."""
+        """The file's absolute path (or URL)."""
         return self.reopen.path  # type: ignore[attr-defined]
+
+    @property
+    def remote(self) -> bool:
+        """Whether the file is a remote object (a URL)."""
+        return is_remote(self.path)
 
     @classmethod
     def of(cls, vol: Any) -> FileRef | None:
@@ -58,23 +69,58 @@ class FileRef:
         reopen = vol.reopen
         if reopen is None:
             return None
+        if is_remote(reopen.path):
+            return cls(reopen, reopen.version)
         return cls(reopen, file_version(reopen.path))
 
     @contextlib.contextmanager
     def borrow(self) -> Iterator[Any]:
-        """The ``Volume`` for this reference (cached per process), checking the file's stamp.
+        """The ``Volume`` for this reference (cached per process), checking the file's stamp
+        (a remote object's version is asked while the caller reads, and checked after).
 
         A volume evicted from the cache while borrowed is closed when its last user is done.
         """
+        if self.remote:
+            with self._remote_borrow() as vol:
+                yield vol
+            return
         now = file_version(self.path)
         if now != self.stamp:
-            raise DataError(f"{where(self.path)}the file changed after the Dask graph was built "
-                            "(a rewrite replaces it); build the graph again")
+            raise self._changed()
         entry = _acquire(self)
         try:
             yield entry.vol
         finally:
             _release(entry)
+
+    @contextlib.contextmanager
+    def _remote_borrow(self) -> Iterator[Any]:
+        from ..storage.version_check import VersionCheck
+
+        check = VersionCheck.start(self.reopen)
+        try:
+            entry = _acquire(self)
+        except Exception:
+            if check.result() != self.stamp:
+                raise self._changed() from None
+            raise
+        try:
+            if getattr(entry.vol.reopen, "version", self.stamp) != self.stamp:
+                raise self._changed()
+            try:
+                yield entry.vol
+            except Exception:
+                if check.result() != self.stamp:
+                    raise self._changed() from None
+                raise
+        finally:
+            _release(entry)
+        if check.result() != self.stamp:
+            raise self._changed()
+
+    def _changed(self) -> DataError:
+        return DataError(f"{where(self.path)}the file changed after the Dask graph was built "
+                         "(a rewrite replaces it); build the graph again")
 
 
 class _Cached:

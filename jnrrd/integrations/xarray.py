@@ -29,6 +29,7 @@ from xarray.backends import BackendArray, BackendEntrypoint
 from xarray.core import indexing
 
 from ..errors import HeaderError, where
+from ..storage.remote import is_remote
 from .dask import FileRef, InProcess, adopt
 
 __all__ = ["JSON_ATTRS", "JnrrdArray", "JnrrdBackendEntrypoint", "decode_attrs",
@@ -70,16 +71,18 @@ class JnrrdArray(BackendArray):
 
 
 class JnrrdBackendEntrypoint(BackendEntrypoint):
-    """``engine="jnrrd"``: options ``level``, ``index_order``, ``missing``, ``policy``."""
+    """``engine="jnrrd"``: options ``level``, ``index_order``, ``missing``, ``policy``,
+    ``storage_options`` (for a URL, passed to fsspec unchanged)."""
 
     description = "Open JNRRD volumes (one pyramid level, lazily, tile by tile)"
     url = "https://jnrrd.org"
     open_dataset_parameters = ("filename_or_obj", "drop_variables", "level", "index_order",
-                               "missing", "policy")
+                               "missing", "policy", "storage_options")
 
     def guess_can_open(self, filename_or_obj: Any) -> bool:
-        """A ``.jnrrd``, ``.nrrd`` or ``.nhdr`` path (any case), or a file whose first line
-        opens with ``{"jnrrd":`` (classic NRRD is recognised by its suffixes only)."""
+        """A ``.jnrrd``, ``.nrrd`` or ``.nhdr`` path or URL (any case), or a local file whose
+        first line opens with ``{"jnrrd":`` (classic NRRD is recognised by its suffixes only;
+        a URL by its suffix only: guessing never sends a request)."""
         if not isinstance(filename_or_obj, (str, os.PathLike)):
             return False
         path = os.fspath(filename_or_obj)
@@ -87,6 +90,8 @@ class JnrrdBackendEntrypoint(BackendEntrypoint):
             return False
         if path.lower().endswith(SUFFIXES):
             return True
+        if is_remote(path):
+            return False
         try:
             with open(path, "rb") as f:
                 head = f.read(64)
@@ -97,12 +102,14 @@ class JnrrdBackendEntrypoint(BackendEntrypoint):
     def open_dataset(self, filename_or_obj: Any, *,
                      drop_variables: str | Iterable[str] | None = None, level: int = 0,
                      index_order: str = "F", missing: str = "error",
-                     policy: Mapping[str, Any] | None = None) -> xr.Dataset:
+                     policy: Mapping[str, Any] | None = None,
+                     storage_options: Mapping[str, Any] | None = None) -> xr.Dataset:
         """The dataset with the one variable ``data`` (level ``level`` of the volume)."""
         from ..api import open as jopen
 
+        options = {"storage_options": dict(storage_options)} if storage_options else {}
         vol = jopen(filename_or_obj, index_order=index_order, missing=missing,
-                    **dict(policy or {}))
+                    **options, **dict(policy or {}))
         try:
             if not 0 <= level < len(vol.levels):
                 raise IndexError(f"level {level} does not exist ({len(vol.levels)} levels)")

@@ -9,6 +9,8 @@ the engine decodes them; nothing here knows about headers, tiles or codecs.
   regular files opened, memory maps and ``pread``);
 - :mod:`.fileobj`: a caller's binary stream as a reader of one object;
 - :mod:`.resolve`: a path, file object or URL → store, key and opened reader;
+- :mod:`.version_check`: a remote object's version token asked again (Dask and xarray tasks
+  check that the object is still the one their graph was built from);
 - :mod:`.writes`: the write half on the local disk (:class:`WriteStore`: objects put under
   fresh names, staged objects committed by atomic replace, ``fsync``), with
   :mod:`.writeback` (positional writes, in-kernel copies, the write-back flusher) and

@@ -120,32 +120,40 @@ def _check_space(view: Mapping[str, Any], report: Report) -> None:
                                  f"{len(col)}", len(col), sd)
 
 
-def check_data(core: CoreFields, header_dir: str | None, data_start: int | None,
+def check_data(core: CoreFields, store: Any, data_start: int | None,
                file_size: int | None, policy: Policy, report: Report) -> None:
-    """Detached files exist and are allowed; raw data is long enough (digest 1.11, §5)."""
+    """Detached files exist and are allowed; raw data is long enough (digest 1.11, §5).
+
+    ``store`` holds the header's directory: a local or remote store (files next to a URL
+    are asked for their size, many at once), ``None`` when the header came from a stream."""
     from ..engine.untiled import data_paths
 
     field = ("data_file" if core.data_file is not None else
              "data_files" if core.data_files is not None else "data_file_pattern")
     need = core.count * core.itemsize
     if core.detached:
-        if header_dir is None:
+        if store is None:
             report.note(field, "detached data files not checked: the header was not read "
                         "from a path")
             return
+        remote = bool(getattr(store, "remote", False))
         try:
-            paths = data_paths(core, LocalStore(header_dir, policy), policy)
+            paths = data_paths(core, store if remote else LocalStore(store.root, policy),
+                               policy)
         except JnrrdError as exc:
             report.error(field, str(exc), None, "paths allowed by the path policy")
             return
         assert paths is not None
         per_file = need // max(1, len(paths))
-        for j, path in enumerate(paths):
+        # local files: stat'ed one by one, the size only when it is compared
+        sizes: list[int | None] = (_remote_sizes(store, paths) if remote
+                                   else [-1 if os.path.isfile(p) else None for p in paths])
+        for j, (path, size) in enumerate(zip(paths, sizes, strict=True)):
             where = field if len(paths) == 1 else pointer(field, j)
-            if not os.path.isfile(path):
+            if size is None:
                 report.error(where, f"data file {path!r} is missing", path, "an existing file")
             elif core.encoding == "raw" and core.line_skip == 0 and core.byte_skip >= 0:
-                have = os.path.getsize(path) - core.byte_skip
+                have = (os.path.getsize(path) if size < 0 else size) - core.byte_skip
                 if have < per_file:
                     report.error(where, f"data file {path!r} holds {max(0, have)} data bytes, "
                                  f"the header needs {per_file}", max(0, have), per_file)
@@ -162,3 +170,22 @@ def check_data(core: CoreFields, header_dir: str | None, data_start: int | None,
         report.error("sizes", f"the data section holds {max(0, have)} bytes, the header "
                      f"needs {need} ({math.prod(core.sizes)} elements of {core.itemsize} "
                      "bytes)", max(0, have), need)
+
+
+def _remote_sizes(store: Any, urls: list[str]) -> list[int | None]:
+    """The size of each object (``None``: absent), asked with several requests in flight."""
+    from .._threads import ordered_map
+
+    def size(url: str) -> int | None:
+        path = store.fs._strip_protocol(url) if "://" in url and not store.fetcher.http \
+            else url
+        try:
+            info = store.fetcher.info(path, url=url)
+        except FileNotFoundError:
+            return None
+        if info.get("type") == "directory" or info.get("size") is None:
+            return None
+        return int(info["size"])
+
+    workers = max(1, min(len(urls), store.policy.request_concurrency, 16))
+    return list(ordered_map(size, urls, workers=workers, name="jnrrd-validate"))

@@ -9,6 +9,7 @@ checked. Tiles are decoded on a small thread pool (the compressors release the G
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
@@ -42,7 +43,7 @@ class _Tiles:
     """Stored bytes and decoding of every stored tile of one file."""
 
     def __init__(self, tiling: Tiling, core: CoreFields, f: IO[bytes] | None,
-                 file_size: int | None, header_dir: str | None, policy: Policy,
+                 file_size: int | None, store: Any, policy: Policy,
                  data_start: int | None = None) -> None:
         from ..dtypes import storage_dtype, user_dtype
 
@@ -61,9 +62,14 @@ class _Tiles:
         self.raw = self.codec.raw
         self.ext = None
         if tiling.storage == "external":
-            store = LocalStore(header_dir, policy) if header_dir is not None else None
+            if store is not None and not getattr(store, "remote", False):
+                store = LocalStore(store.root, policy)
             self.ext = ExternalSource(store, pattern=tiling.pattern, files=tiling.files,
                                       base_dir=tiling.base_dir, prefix=tiling.prefix)
+        # a remote object's byte ranges: a batch's tiles fetched at once (merged, concurrent)
+        ranged = getattr(f, "range_reader", None) if tiling.storage == "internal" else None
+        self.reader = ranged() if ranged is not None else None
+        self.remote = self.reader is not None or bool(self.ext is not None and self.ext.remote)
         self.offsets: np.ndarray | None = None
         self.sizes: np.ndarray | None = None
         if tiling.storage == "internal":
@@ -108,11 +114,56 @@ class _Tiles:
                           f"(bytes {off}..{off + size}, file size {self.file_size})")
         return data, None
 
+    def fetch(self, batch: list[tuple[Level, tuple[int, ...], int]]) -> list[Stored]:
+        """A callable per tile of ``batch`` giving :meth:`stored`'s answer; a remote file's
+        tiles are all requested now (merged and in flight together)."""
+        if not self.remote:
+            return [functools.partial(self.stored, lv, c, i) for lv, c, i in batch]
+        if self.ext is not None:
+            limit = self.policy.max_tile_bytes + (1 << 20)
+            out: list[Stored] = []
+            for lv, c, _ in batch:  # one level per call of the source's prefetch
+                pending = self.ext.prefetch(lv, [c], limit)[0]
+                out.append(functools.partial(_taken, self.ext, lv, c, pending))
+            return out
+        assert self.reader is not None and self.offsets is not None and self.sizes is not None
+        spans: list[tuple[int, int] | None] = []
+        shorts: list[str | None] = []
+        for _, _, index in batch:
+            off, size = int(self.offsets[index]), int(self.sizes[index])
+            if off < 0:
+                spans.append(None)
+                shorts.append(None)
+                continue
+            end = self.file_size if self.file_size is not None else off + size
+            have = max(0, min(size, end - off))
+            spans.append((off, off + have))
+            shorts.append(None if have >= size else (
+                f"truncated: {have} of its {size} bytes are in the file (bytes {off}.."
+                f"{off + size}, file size {self.file_size})"))
+        fetched = iter(self.reader.fetch_many([s for s in spans if s is not None]))
+        return [functools.partial(_sliced, None if s is None else next(fetched), short)
+                for s, short in zip(spans, shorts, strict=True)]
+
     def _read_at(self, off: int, size: int) -> bytes:
         assert self.f is not None
         with self._seek_lock:
             self.f.seek(off)
             return self.f.read(size)
+
+
+Stored = Callable[[], "tuple[bytes | memoryview | None, str | None]"]
+
+
+def _taken(ext: ExternalSource, level: Level, coords: tuple[int, ...], pending: Any
+           ) -> tuple[bytes | None, str | None]:
+    return ext.take(level, coords, pending), None
+
+
+def _sliced(pending: Any, short: str | None) -> tuple[memoryview | None, str | None]:
+    if pending is None:
+        return None, None
+    return pending.result(), short
 
 
 def _has_fileno(f: Any) -> bool:
@@ -125,15 +176,15 @@ def _has_fileno(f: Any) -> bool:
 
 
 
-def _check_one(tiles: _Tiles, level: Level, coords: tuple[int, ...], index: int
-               ) -> list[tuple[str, str, Any, Any]]:
+def _check_one(tiles: _Tiles, level: Level, coords: tuple[int, ...], index: int,
+               stored: Stored) -> list[tuple[str, str, Any, Any]]:
     """Problems of one tile as ``(field, reason, found, expected)``."""
     t = tiles.t
     table_field = (pointer(t.field("offset_table"), index) if t.storage == "internal"
                    else t.field("files") if t.pattern is None else t.field("pattern"))
     out: list[tuple[str, str, Any, Any]] = []
     try:
-        data, short = tiles.stored(level, coords, index)
+        data, short = stored()
     except JnrrdError as exc:
         return [(table_field, f"cannot be read: {_plain(exc)}", None, "readable tile bytes")]
     if data is None:
@@ -181,12 +232,14 @@ def _all_tiles(levels: tuple[Level, ...]) -> Iterator[tuple[Level, tuple[int, ..
 
 
 def check_tiles(tiling: Tiling, core: CoreFields, f: IO[bytes] | None, file_size: int | None,
-                header_dir: str | None, policy: Policy, report: Report,
+                store: Any, policy: Policy, report: Report,
                 progress: Progress | None = None, workers: int | None = None,
                 data_start: int | None = None) -> None:
-    """Decode every stored tile; report each bad one with its index and the reason."""
+    """Decode every stored tile; report each bad one with its index and the reason.
+
+    ``store`` holds the header's directory (external tiles), local or remote."""
     try:
-        tiles = _Tiles(tiling, core, f, file_size, header_dir, policy, data_start)
+        tiles = _Tiles(tiling, core, f, file_size, store, policy, data_start)
     except JnrrdError as exc:
         report.error("", f"tiles not checked: {_plain(exc)}")
         return
@@ -195,7 +248,9 @@ def check_tiles(tiling: Tiling, core: CoreFields, f: IO[bytes] | None, file_size
     batches = [work[i:i + _BATCH] for i in range(0, len(work), _BATCH)]
 
     def run(batch: list[tuple[Level, tuple[int, ...], int]]) -> list[tuple[int, Any]]:
-        return [(index, _check_one(tiles, lv, coords, index)) for lv, coords, index in batch]
+        stored = tiles.fetch(batch)
+        return [(index, _check_one(tiles, lv, coords, index, got))
+                for (lv, coords, index), got in zip(batch, stored, strict=True)]
 
     done = 0
     if progress is not None:

@@ -18,11 +18,19 @@ __all__ = ["FileInfo", "TilingChecks", "checked_ints", "describe_tile", "strip_f
 
 @dataclass(frozen=True)
 class FileInfo:
-    """What is known about the file a header came from (all ``None`` for a bare mapping)."""
+    """What is known about the file a header came from (all ``None`` for a bare mapping):
+    ``store`` holds the header's directory (a local or remote store; ``None`` for a stream
+    without a path)."""
 
     data_start: int | None = None
     file_size: int | None = None
-    header_dir: str | None = None
+    store: Any = None
+
+    @property
+    def header_dir(self) -> str | None:
+        """The header's local directory, or ``None`` (remote, or no path)."""
+        return None if self.store is None or getattr(self.store, "remote", False) \
+            else self.store.root
 
 
 def checked_ints(v: Any, minimum: int = 0) -> list[int] | None:

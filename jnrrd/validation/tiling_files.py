@@ -5,8 +5,11 @@ the path policy (or is recorded sparse)."""
 from __future__ import annotations
 
 import os
+import posixpath
+from collections.abc import Iterator
 from typing import Any
 
+from .._threads import ordered_map
 from ..errors import JnrrdError
 from ..policy import Policy
 from ..storage.local import resolve_path
@@ -86,9 +89,13 @@ class FileChecks(TilingChecks):
     def _tile_files(self, pattern: str | None, files: dict[tuple[int, tuple[int, ...]], Any]
                     ) -> None:
         """Every stored tile has a file that exists (or is recorded sparse)."""
-        header_dir = self.info.header_dir
-        if header_dir is None or self.levels is None:
+        store = self.info.store
+        if store is None or self.levels is None:
             return
+        if getattr(store, "remote", False):
+            self._remote_tile_files(store, pattern, files)
+            return
+        header_dir = store.root
         r = self.r
         root = header_dir
         policy = self.policy
@@ -100,6 +107,22 @@ class FileChecks(TilingChecks):
         except JnrrdError as exc:
             r.error(self.key("base_dir"), str(exc), base, "a directory allowed by the policy")
             return
+        for index, name, field in self._named(pattern, files):
+            try:
+                path = resolve_path(root, name, policy, field=field)
+            except JnrrdError as exc:
+                r.error(field, f"{describe_tile(self.levels, index)}: {exc}", name,
+                        "a path allowed by the policy")
+                continue
+            if not os.path.isfile(path):
+                r.error(field, f"{describe_tile(self.levels, index)}: tile file {name!r} "
+                        "is missing", name, "an existing file")
+
+    def _named(self, pattern: str | None, files: dict[tuple[int, tuple[int, ...]], Any]
+               ) -> Iterator[tuple[int, Any, str]]:
+        """``(global tile index, file name, field)`` of every stored tile that names a file
+        (a tile with no name at all is reported here)."""
+        assert self.levels is not None
         for lv in self.levels:
             if not lv.stored:
                 continue
@@ -113,16 +136,62 @@ class FileChecks(TilingChecks):
                     name = expand_pattern(pattern, coords, lv.index, local)
                     field = self.key("pattern")
                 else:
-                    r.error(self.key("files"), f"{describe_tile(self.levels, index)} has no "
-                            "file entry (reads fail unless missing='fill')", None,
-                            "an entry per stored tile")
+                    self.r.error(self.key("files"), f"{describe_tile(self.levels, index)} has "
+                                 "no file entry (reads fail unless missing='fill')", None,
+                                 "an entry per stored tile")
                     continue
-                try:
-                    path = resolve_path(root, name, policy, field=field)
-                except JnrrdError as exc:
-                    r.error(field, f"{describe_tile(self.levels, index)}: {exc}", name,
-                            "a path allowed by the policy")
-                    continue
-                if not os.path.isfile(path):
-                    r.error(field, f"{describe_tile(self.levels, index)}: tile file {name!r} "
-                            "is missing", name, "an existing file")
+                yield index, name, field
+
+    def _remote_tile_files(self, store: Any, pattern: str | None,
+                           files: dict[tuple[int, tuple[int, ...]], Any]) -> None:
+        """The tile files next to a remote header: one listing of their common prefix
+        where the filesystem lists (S3, GCS, ...), then a request for each name the listing
+        did not show (several in flight)."""
+        r, base = self.r, self.get("base_dir")
+        assert self.levels is not None
+        try:
+            if isinstance(base, str):
+                store = store.child(base, field=self.key("base_dir"))
+        except JnrrdError as exc:
+            r.error(self.key("base_dir"), str(exc), base, "a directory allowed by the policy")
+            return
+        wanted: list[tuple[int, Any, str, str]] = []
+        for index, name, field in self._named(pattern, files):
+            try:
+                path = store.path(name, field=field)
+            except JnrrdError as exc:
+                r.error(field, f"{describe_tile(self.levels, index)}: {strip_field(str(exc), '')}",
+                        name, "a path allowed by the policy")
+                continue
+            wanted.append((index, name, field, path))
+        listed = _listed(store, [w[3] for w in wanted]) if len(wanted) > 1 else set()
+        unsure = [w for w in wanted if w[3] not in listed]
+        workers = max(1, min(len(unsure), store.policy.request_concurrency, 16))
+
+        def present(w: tuple[int, Any, str, str]) -> bool:
+            return bool(store.exists(w[1], field=w[2]))
+
+        for w, ok in zip(unsure, ordered_map(present, unsure, workers=workers,
+                                              name="jnrrd-validate"), strict=True):
+            if not ok:
+                r.error(w[2], f"{describe_tile(self.levels, w[0])}: tile file {w[1]!r} is "
+                        "missing", w[1], "an existing file")
+
+
+def _listed(store: Any, paths: list[str]) -> set[str]:
+    """The paths (as :meth:`RemoteStore.path` gives them) found by listing the common
+    directory of ``paths`` once; empty where the filesystem cannot list (HTTP)."""
+    fs = store.fs
+    if store.fetcher.http:
+        return set()
+    stripped = {fs._strip_protocol(p): p for p in paths}
+    try:
+        common = posixpath.commonpath(list(stripped))
+        if common in stripped:
+            common = posixpath.dirname(common)
+        if "/" not in common.strip("/"):
+            return set()  # never list a whole bucket
+        found = fs.find(common)
+    except Exception:  # no listing (permissions, ...): ask for each object
+        return set()
+    return {stripped[f] for f in map(fs._strip_protocol, found) if f in stripped}

@@ -1,0 +1,69 @@
+"""A remote object's version token, asked again: the check a Dask or xarray task makes that
+the object behind a URL is still the one its graph was built from.
+
+The token has the form the reader took at open (``RemoteReader.version``): over HTTP the
+``ETag`` and size of a one-byte range request, elsewhere the filesystem's ``info`` (ETag,
+generation, ... and size). :meth:`VersionCheck.start` sends the request at once, so it is in
+flight while the task reads its tiles; :meth:`VersionCheck.result` waits for it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable
+from concurrent.futures import Future
+from typing import Any
+
+from .._threads import io_submit
+from ..policy import Policy
+from .remote import filesystem, version_of
+from .remote_fetch import Answer, Fetcher
+
+__all__ = ["VersionCheck"]
+
+#: per process: one fetcher per re-opener (its filesystem, policy and connection limits)
+_FETCHERS: dict[Any, tuple[Fetcher, str]] = {}
+_LOCK = threading.Lock()
+
+
+def _fetcher(reopen: Any) -> tuple[Fetcher, str]:
+    with _LOCK:
+        found = _FETCHERS.get(reopen)
+    if found is None:
+        fs, path = filesystem(reopen.path, reopen.storage_options)
+        found = (Fetcher(fs, Policy.from_kwargs(**dict(reopen.policy))), path)
+        with _LOCK:
+            found = _FETCHERS.setdefault(reopen, found)
+    return found
+
+
+class VersionCheck:
+    """A version request in flight for the URL of a re-opener (``api.Reopen``)."""
+
+    def __init__(self, fetcher: Fetcher, path: str, url: str, future: Future[Any]) -> None:
+        self.fetcher, self.path, self.url, self.future = fetcher, path, url, future
+
+    @classmethod
+    def start(cls, reopen: Any) -> VersionCheck:
+        """Send the request for the object's current version now."""
+        fetcher, path = _fetcher(reopen)
+        url = reopen.path
+        if fetcher.http:
+            future: Future[Any] = fetcher.submit(path, 0, 1, url=url, exact=False)
+        else:
+            future = io_submit(fetcher.fs.info, path)
+        return cls(fetcher, path, url, future)
+
+    def result(self) -> Hashable:
+        """The object's version now (``("missing",)`` when it is gone)."""
+        try:
+            if self.fetcher.http:
+                answer: Answer = self.fetcher.wait(self.future, self.url, 0, 1)
+                size = answer.total
+                if size is None:
+                    size = int(self.fetcher.info(self.path, url=self.url).get("size") or 0)
+                return (answer.etag, size) if answer.etag else ("size", size)
+            p = self.fetcher.policy
+            return version_of(self.future.result(timeout=p.request_timeout + 5.0))
+        except FileNotFoundError:
+            return ("missing",)
