@@ -113,15 +113,10 @@ def open_source(source: Any, *, index_order: str = "F",
                       defaults=_caller_order(oz.defaults, index_order))
     from .api import open as jopen
 
+    # storage_options go with a URL (a local source's options are the target's)
     extra = {"storage_options": dict(storage_options)} if storage_options and _is_url(
         source) else {}
-    try:
-        vol = jopen(source, index_order=index_order, **extra)
-    except TypeError as e:
-        if "storage_options" not in str(e):
-            raise
-        raise UnsupportedError(f"{source}: storage_options: this jnrrd opens local JNRRD and "
-                               "NRRD files only (no remote filesystem to pass them to)") from None
+    vol = jopen(source, index_order=index_order, **extra)
     return Source(kind, vol, vol.header, volume=vol)
 
 
@@ -217,7 +212,8 @@ def write_converted(src: Source, target: Any, out: str, *, write: Callable[..., 
     if src.zarr is not None and out == "jnrrd" and len(src.zarr.levels) > 1:
         from .api import open as jopen
 
-        with jopen(target) as vol:
+        with jopen(target, **({"storage_options": dict(storage_options)}
+                              if storage_options and _is_url(target) else {})) as vol:
             src.zarr.compare_levels(vol)
 
 

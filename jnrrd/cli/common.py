@@ -8,8 +8,9 @@ import json
 import sys
 from typing import Any, TextIO
 
-__all__ = ["JNRRD", "NPY", "NRRD", "UsageError", "codecs_arg", "file_kind", "int_list",
-           "one_line", "positive_int", "show_warning", "tile_list"]
+__all__ = ["JNRRD", "NPY", "NRRD", "UsageError", "add_storage_option", "codecs_arg",
+           "file_kind", "int_list", "one_line", "options_for", "positive_int", "show_warning",
+           "storage_options", "tile_list"]
 
 #: Output/input kinds recognised by ``convert``, by file suffix.
 JNRRD, NRRD, NPY = "jnrrd", "nrrd", "npy"
@@ -89,3 +90,39 @@ def file_kind(path: str) -> str:
     if low.endswith((".nrrd", ".nhdr")):
         return NRRD
     return JNRRD
+
+
+# -- URLs ----------------------------------------------------------------------------------
+def add_storage_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--storage-option KEY=VALUE`` (repeatable) to a sub-command that reads files."""
+    parser.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
+                        help="passed to fsspec for URL sources and targets (s3://, https://, "
+                             "...; repeatable; VALUE is parsed as JSON when it is JSON, e.g. "
+                             "anon=true, client_kwargs='{\"endpoint_url\": \"http://...\"}')")
+
+
+def storage_options(items: list[str] | None) -> dict[str, Any] | None:
+    """``--storage-option KEY=VALUE`` pairs (values parsed as JSON when they are JSON, else
+    kept as text); ``None`` when there are none."""
+    if not items:
+        return None
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--storage-option {item!r}: expected KEY=VALUE")
+        try:
+            out[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key.strip()] = value
+    return out
+
+
+def options_for(path: str, options: dict[str, Any] | None) -> dict[str, Any]:
+    """``{"storage_options": options}`` when ``path`` is a URL and there are options, else
+    ``{}`` (local files take none)."""
+    from ..storage.remote import is_remote, local_path
+
+    if options and is_remote(local_path(path)):
+        return {"storage_options": options}
+    return {}

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 from typing import Any
 
@@ -16,9 +15,11 @@ from .common import (
     NPY,
     NRRD,
     UsageError,
+    add_storage_option,
     codecs_arg,
     int_list,
     positive_int,
+    storage_options,
     tile_list,
 )
 from .output import check_codecs, check_output_dir, write_output
@@ -67,9 +68,7 @@ def register(sub: Any) -> None:
     conv.add_argument("--shards", type=int_list, metavar="N[,N...]",
                       help="OME-Zarr output: chunks per shard along every axis (one number), "
                            "or the shard shape in voxels per axis")
-    conv.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
-                      help="passed to fsspec for URL sources and targets (repeatable; VALUE "
-                           "is parsed as JSON when it is JSON)")
+    add_storage_option(conv)
     conv.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     conv.set_defaults(run=run)
 
@@ -91,9 +90,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("IN and OUT are the same file")
     check_output_dir(args.output, directory_ok=dst_kind == OME_ZARR)
     order = args.index_order
-    storage_options = _storage_options(args.storage_option)
+    options = storage_options(args.storage_option)
     src = open_source(args.input, index_order="F" if dst_kind == OME_ZARR else order,
-                      storage_options=storage_options)
+                      storage_options=options)
     with src:
         if args.codecs is not None:
             check_codecs(args.codecs, src.data.dtype, len(src.data.shape))
@@ -103,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
             written = write
         write_converted(src, args.output, dst_kind, write=written, index_order=order,
                         progress=None if args.quiet else True,
-                        storage_options=storage_options, **kw)
+                        storage_options=options, **kw)
     return 0
 
 
@@ -162,22 +161,6 @@ def _write_keywords(args: argparse.Namespace, dst_kind: str) -> dict[str, Any]:
         if args.external:
             kw["pattern"] = args.external
     return kw
-
-
-def _storage_options(items: list[str] | None) -> dict[str, Any] | None:
-    """``--storage-option KEY=VALUE`` pairs (values parsed as JSON when they are JSON)."""
-    if not items:
-        return None
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--storage-option {item!r}: expected KEY=VALUE")
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
 
 
 def _out_kind(path: str) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import JnrrdError
-from .common import JNRRD, file_kind, one_line
+from .common import JNRRD, add_storage_option, file_kind, one_line, options_for, storage_options
 
 __all__ = ["register"]
 
@@ -24,6 +24,7 @@ def register(sub: Any) -> None:
     info.add_argument("file", metavar="FILE")
     info.add_argument("--json", action="store_true",
                       help='print {"header": {...}, "levels": [...]} as JSON')
+    add_storage_option(info)
     info.set_defaults(run=run)
 
 
@@ -31,7 +32,8 @@ def run(args: argparse.Namespace) -> int:
     """Print the description of ``args.file``; return the exit code."""
     from ..api import open as jopen
 
-    with jopen(args.file) as vol:
+    with jopen(args.file, **options_for(args.file, storage_options(args.storage_option))
+               ) as vol:
         levels = [_level_facts(vol, k) for k in range(len(vol.levels))]
         if args.json:
             out = {"header": dict(vol.header),

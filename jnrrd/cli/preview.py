@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import UsageError
+from .common import UsageError, add_storage_option, options_for, storage_options
 
 __all__ = ["register"]
 
@@ -51,6 +51,7 @@ def register(sub: Any) -> None:
                    help="read level K instead of the coarsest level that gives the size")
     p.add_argument("--labels", action=argparse.BooleanOptionalAction, default=None,
                    help="show values as label colours (default: automatic, docs/cli.md)")
+    add_storage_option(p)
     p.set_defaults(run=run)
 
 
@@ -59,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
     from ..api import open as jopen
     from ..preview import render_preview, write_png
 
-    with jopen(args.file) as vol:
+    with jopen(args.file, **options_for(args.file, storage_options(args.storage_option))
+               ) as vol:
         if args.level is not None and args.level >= len(vol.levels):
             raise UsageError(f"--level {args.level}: {args.file} has {len(vol.levels)} "
                              f"level(s), 0 to {len(vol.levels) - 1}")

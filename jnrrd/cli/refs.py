@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from ..storage.writes import atomic_file
+from .common import add_storage_option, options_for, storage_options
 
 __all__ = ["register"]
 
@@ -22,6 +23,7 @@ def register(sub: Any) -> None:
     refs.add_argument("file", metavar="IN")
     refs.add_argument("-o", "--output", metavar="OUT.json",
                       help="write the JSON here (default: print it)")
+    add_storage_option(refs)
     refs.set_defaults(run=run)
 
 
@@ -29,7 +31,9 @@ def run(args: argparse.Namespace) -> int:
     """Print or write the references of ``args.file``; return the exit code."""
     from ..integrations.zarr_refs import kerchunk_refs
 
-    text = json.dumps(kerchunk_refs(args.file), indent=None, separators=(",", ":"))
+    refs = kerchunk_refs(args.file,
+                         **options_for(args.file, storage_options(args.storage_option)))
+    text = json.dumps(refs, indent=None, separators=(",", ":"))
     if args.output is None:
         sys.stdout.write(text + "\n")
         return 0

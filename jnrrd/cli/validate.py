@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+from .common import add_storage_option, storage_options
+
 __all__ = ["register"]
 
 
@@ -19,6 +21,7 @@ def register(sub: Any) -> None:
                      help="also decode every tile and check sizes and checksums")
     val.add_argument("--quiet", "-q", action="store_true",
                      help="no progress bar for --deep")
+    add_storage_option(val)
     val.set_defaults(run=run)
 
 
@@ -30,4 +33,4 @@ def run(args: argparse.Namespace) -> int:
     # the bar goes to stderr, drawn only on a terminal
     bar = Bar(label="tiles") if args.deep and not args.quiet else None
     return int(run_validate(args.files, as_json=args.json, deep=args.deep, out=sys.stdout,
-                            progress=bar))
+                            progress=bar, storage_options=storage_options(args.storage_option)))

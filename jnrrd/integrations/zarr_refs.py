@@ -25,11 +25,12 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import UnsupportedError, where
 from ..storage.local import is_url
+from ..storage.remote import filesystem, is_remote
 from .ngff import axis_names, multiscales
 
 __all__ = ["REFS_VERSION", "kerchunk_refs", "zarr_codecs", "zarr_fill_value"]
@@ -59,13 +60,15 @@ def kerchunk_refs(source: Any, *, storage_options: Mapping[str, Any] | None = No
                   ) -> dict[str, Any]:
     """A kerchunk reference set (version 1) describing ``source`` as a Zarr v3 group.
 
-    ``source`` is a path (or a binary file object with a path ``name``); the references point
-    at it by absolute path (a URL is kept as given). ``storage_options`` is passed to
-    :func:`jnrrd.open` when not empty (remote sources; where ``jnrrd.open`` takes none, an
-    ``UnsupportedError``). Open the result with fsspec's
-    ``reference`` filesystem and zarr-python 3 (``pip install "jnrrd[zarr]"``)::
+    ``source`` is a path (or a binary file object with a path ``name``) or an fsspec URL
+    (``s3://``, ``https://``, ...; ``storage_options`` go to fsspec unchanged). The
+    references point at the file by absolute path, or at the URL itself (and at the URLs of
+    external tile files next to it): read them with the same options, passed as
+    ``remote_options``. Open the result with fsspec's ``reference`` filesystem and
+    zarr-python 3 (``pip install "jnrrd[zarr]"``)::
 
-        fs = fsspec.filesystem("reference", fo=refs, asynchronous=True)
+        fs = fsspec.filesystem("reference", fo=refs, asynchronous=True,
+                               remote_protocol="s3", remote_options=storage_options)
         group = zarr.open_group(zarr.storage.FsspecStore(fs, read_only=True), mode="r")
 
     :class:`~jnrrd.errors.UnsupportedError` for a file the view cannot express (see the
@@ -77,15 +80,12 @@ def kerchunk_refs(source: Any, *, storage_options: Mapping[str, Any] | None = No
     kwargs: dict[str, Any] = {}
     if storage_options:
         kwargs["storage_options"] = dict(storage_options)
-    try:
-        vol = jopen(source, **kwargs)
-    except TypeError as e:
-        if "storage_options" not in str(e):
-            raise
-        raise UnsupportedError(f"{where(source)}storage_options: this jnrrd opens local files "
-                               "only (no remote filesystem to pass them to)") from None
-    with vol:
-        return volume_refs(vol, url)
+    to_url = None
+    if is_remote(url):
+        fs = filesystem(url, dict(storage_options or {}))[0]
+        to_url = fs.unstrip_protocol
+    with jopen(source, **kwargs) as vol:
+        return volume_refs(vol, url, tile_url=to_url)
 
 
 def _url(source: Any) -> str:
@@ -97,8 +97,10 @@ def _url(source: Any) -> str:
     return name if is_url(name) else os.path.abspath(name)
 
 
-def volume_refs(vol: Any, url: str) -> dict[str, Any]:
-    """The reference set of an opened volume whose own file is at ``url``."""
+def volume_refs(vol: Any, url: str, *, tile_url: Callable[[str], str] | None = None
+                ) -> dict[str, Any]:
+    """The reference set of an opened volume whose own file is at ``url``; ``tile_url``
+    turns the location of an external tile file (a remote store's path) into its URL."""
     name = vol.name
     if not vol.tiled:
         raise UnsupportedError(
@@ -148,7 +150,10 @@ def volume_refs(vol: Any, url: str) -> dict[str, Any]:
             for k, a in enumerate(axes):
                 full[a] = coords[k]
             key = f"{lv.index}/c/" + "/".join(str(c) for c in full[::-1])
-            refs[key] = [url if loc.internal else loc.path, loc.offset, loc.size]
+            where_ = url if loc.internal else loc.path
+            if tile_url is not None and not loc.internal and not is_url(where_):
+                where_ = tile_url(where_)
+            refs[key] = [where_, loc.offset, loc.size]
     return {"version": REFS_VERSION, "refs": refs}
 
 
