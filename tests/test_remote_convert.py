@@ -245,3 +245,58 @@ def test_storage_option_values():
     assert got == {"anon": True, "client_kwargs": {"endpoint_url": "http://127.0.0.1:9"},
                    "profile": "dev", "n": 3, "key": "a=b"}
     assert storage_options(None) is None
+
+
+@pytest.mark.parametrize("name", ["g.nrrd", "u.nhdr", "t.jnrrd"])
+def test_cli_info_stored_bytes_match_local(http_server, cli, name):
+    a = _volume()
+    kw = {"g.nrrd": {"encoding": "gzip"}, "u.nhdr": {},
+          "t.jnrrd": {"tile": 16, "compression": "zstd"}}[name]
+    jnrrd.write(http_server.root / name, a, **kw)
+    code, local, err = cli("info", http_server.root / name, "--json")
+    assert code == 0, err
+    code, remote, err = cli("info", http_server.url_for(name), "--json")
+    assert code == 0, err
+    got = json.loads(remote)["levels"]
+    assert got == json.loads(local)["levels"] and got[0]["stored_bytes"] > 0
+
+
+# -- URL targets (jnrrd.write(url, storage_options=...)) ---------------------------------------
+
+def _writes_urls() -> bool:
+    import inspect
+
+    from jnrrd.writing.dispatch import write
+
+    return "storage_options" in inspect.signature(write).parameters
+
+
+needs_url_writes = pytest.mark.skipif(not _writes_urls(),
+                                      reason="jnrrd.write does not take URLs yet")
+
+
+@needs_url_writes
+def test_convert_local_to_s3_and_s3_to_s3(s3, tmp_path):
+    a = _volume()
+    jnrrd.write(tmp_path / "v.jnrrd", a, tile=16, compression="zstd")
+    opts = s3.storage_options
+    jnrrd.convert(tmp_path / "v.jnrrd", s3.url("out/v.jnrrd"), storage_options=opts,
+                  levels=2)
+    np.testing.assert_array_equal(jnrrd.read(s3.url("out/v.jnrrd"), storage_options=opts)[0],
+                                  a)
+    jnrrd.convert(s3.url("out/v.jnrrd"), s3.url("out/v.nrrd"), storage_options=opts)
+    np.testing.assert_array_equal(jnrrd.read(s3.url("out/v.nrrd"), storage_options=opts)[0],
+                                  a)
+    assert jnrrd.validate(s3.url("out/v.jnrrd"), storage_options=opts, deep=True) == []
+
+
+@needs_url_writes
+def test_cli_convert_local_to_s3(s3, tmp_path, cli):
+    a = _volume()
+    jnrrd.write(tmp_path / "v.nhdr", a)
+    dst = s3.url("cli/o.jnrrd")
+    code, out, err = cli("convert", tmp_path / "v.nhdr", dst, "--tile", "16",
+                         "--external", "-q", *_options_args(s3.storage_options))
+    assert code == 0, err
+    np.testing.assert_array_equal(
+        jnrrd.read(dst, storage_options=s3.storage_options)[0], a)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import JnrrdError
+from ..storage.remote import is_remote
 from .common import JNRRD, add_storage_option, file_kind, one_line, options_for, storage_options
 
 __all__ = ["register"]
@@ -32,9 +33,9 @@ def run(args: argparse.Namespace) -> int:
     """Print the description of ``args.file``; return the exit code."""
     from ..api import open as jopen
 
-    with jopen(args.file, **options_for(args.file, storage_options(args.storage_option))
-               ) as vol:
-        levels = [_level_facts(vol, k) for k in range(len(vol.levels))]
+    options = options_for(args.file, storage_options(args.storage_option))
+    with jopen(args.file, **options) as vol:
+        levels = [_level_facts(vol, k, options) for k in range(len(vol.levels))]
         if args.json:
             out = {"header": dict(vol.header),
                    "levels": [{"shape": lv["shape"], "scale": lv["scale"],
@@ -57,13 +58,14 @@ def _preview_line(path: str) -> str:
     return f"preview:     jnrrd preview {shlex.quote(path)} -o {shlex.quote(stem + '.png')}"
 
 
-def _level_facts(vol: Any, k: int) -> dict[str, Any]:
+def _level_facts(vol: Any, k: int, options: dict[str, Any] | None = None) -> dict[str, Any]:
     lv = vol.levels[k]
     stored = bool(lv.stored)
     nbytes = int(lv.nbytes)
     stored_bytes = int(lv.stored_bytes) if stored else 0
     if not vol.tiled and stored_bytes == 0:
-        stored_bytes = _untiled_stored_bytes(vol)
+        stored_bytes = (_remote_untiled_bytes(vol, options or {}) if is_remote(vol.name)
+                        else _untiled_stored_bytes(vol))
     tiles = None
     if vol.tiled:
         tiles = int(vol.tiling.levels[k].grid.ntiles)
@@ -94,6 +96,34 @@ def _untiled_stored_bytes(vol: Any) -> int:
         if file_kind(os.fspath(name)) == JNRRD:
             _, start = parse_header(f, source=name)
         else:  # classic NRRD: the header ends at the first empty line
+            start = _nrrd_data_start(f)
+    return max(0, size - start) if start is not None else 0
+
+
+def _remote_untiled_bytes(vol: Any, options: dict[str, Any]) -> int:
+    """:func:`_untiled_stored_bytes` of a URL: the object after its header, or the detached
+    data objects next to it (one metadata request each)."""
+    from ..header import parse_header
+    from ..policy import Policy
+    from ..storage.resolve import opened
+
+    h = vol.header
+    files: list[str] = []
+    if isinstance(h.get("data_file"), str):
+        files = [h["data_file"]]
+    elif isinstance(h.get("data_files"), list):
+        files = [f for f in h["data_files"] if isinstance(f, str)]
+    with opened(vol.name, Policy(), options.get("storage_options")) as src:
+        store = src.store
+        if files:
+            assert store is not None
+            return sum(store.size(f) for f in files if store.exists(f))
+        f = src.stream
+        size = f.seek(0, os.SEEK_END)
+        f.seek(0)
+        if file_kind(os.fspath(vol.name)) == JNRRD:
+            _, start = parse_header(f, source=vol.name)
+        else:
             start = _nrrd_data_start(f)
     return max(0, size - start) if start is not None else 0
 

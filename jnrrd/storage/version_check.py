@@ -37,6 +37,16 @@ def _fetcher(reopen: Any) -> tuple[Fetcher, str]:
     return found
 
 
+def _fresh_info(fs: Any, path: str) -> dict[str, Any]:
+    """``fs.info(path)`` asked of the store, not of a listing fsspec keeps (``dircache``)."""
+    try:
+        fs.invalidate_cache(path)
+    except Exception:  # a filesystem without a cache
+        pass
+    info: dict[str, Any] = fs.info(path)
+    return info
+
+
 class VersionCheck:
     """A version request in flight for the URL of a re-opener (``api.Reopen``)."""
 
@@ -51,7 +61,7 @@ class VersionCheck:
         if fetcher.http:
             future: Future[Any] = fetcher.submit(path, 0, 1, url=url, exact=False)
         else:
-            future = io_submit(fetcher.fs.info, path)
+            future = io_submit(_fresh_info, fetcher.fs, path)
         return cls(fetcher, path, url, future)
 
     def result(self) -> Hashable:
