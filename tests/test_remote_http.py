@@ -107,13 +107,7 @@ def test_levels_by_url(web, site, name):
             np.testing.assert_array_equal(remote.levels[k][...], local.levels[k][...])
 
 
-PENDING_VALIDATE = pytest.mark.xfail(strict=False, reason="validate(url) of external tiles "
-                                     "is in a branch not landed yet (rplumb)")
-
-
-@pytest.mark.parametrize("name", ["contiguous.jnrrd",
-                                  pytest.param("external.jnrrd", marks=PENDING_VALIDATE),
-                                  "sparse.jnrrd"])
+@pytest.mark.parametrize("name", ["contiguous.jnrrd", "external.jnrrd", "sparse.jnrrd"])
 def test_validate_by_url(web, site, name):
     assert jnrrd.validate(web.url_for(name), deep=True) == []
 

@@ -177,8 +177,6 @@ def test_coarse_level_read_fetches_only_that_level(s3site):
 
 # -- Dask ---------------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=False, reason="to_dask of a URL: the version check of the Dask "
-                   "tasks is in a branch not landed yet (rplumb)")
 def test_to_dask_of_an_s3_volume(s3site):
     pytest.importorskip("dask.array")
     url, options, root, _ = s3site
@@ -191,8 +189,6 @@ def test_to_dask_of_an_s3_volume(s3site):
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-@pytest.mark.xfail(strict=False, reason="to_dask of a URL: the version check of the Dask "
-                   "tasks is in a branch not landed yet (rplumb)")
 def test_to_dask_on_a_process_cluster(s3site):
     """Workers in other processes re-open the URL with the pickled storage_options."""
     distributed = pytest.importorskip("distributed")
