@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import jnrrd
+from jnrrd.errors import MissingDependencyError
 from jnrrd.storage import Staged, WriteStore
 from jnrrd.storage.remote_writes import PUTS_IN_FLIGHT, RemoteWriteStore
 from jnrrd.storage.targets import target_store
@@ -364,3 +365,38 @@ def test_convert_to_s3(s3, tmp_path):
     with jnrrd.open(url, storage_options=s3.storage_options) as vol:
         np.testing.assert_array_equal(vol[...], a)
         assert len(vol.levels) == 2
+
+
+@pytest.mark.parametrize("kw", [{}, {"tile": 8, "storage": "external"}])
+def test_a_missing_bucket_is_file_not_found_naming_the_url(s3, kw):
+    with pytest.raises(FileNotFoundError, match="s3://no-such-bucket-x/v"):
+        jnrrd.write("s3://no-such-bucket-x/v.jnrrd", _volume(), storage_options=s3.storage_options,
+                    **kw)
+
+
+def test_a_protocol_without_its_package_is_a_missing_dependency():
+    import importlib.util
+
+    if importlib.util.find_spec("gcsfs") is not None:
+        pytest.skip("gcsfs is installed")
+    with pytest.raises(MissingDependencyError, match="gs://b/v.jnrrd"):
+        jnrrd.write("gs://b/v.jnrrd", _volume())
+
+
+def test_a_failed_upload_stops_the_write_early(mem, monkeypatch):
+    fs, root = mem
+    calls = [0]
+    real = type(fs).pipe_file
+
+    def pipe_file(self, path, value, **kw):
+        calls[0] += 1
+        if calls[0] == 1:
+            raise OSError(5, "injected failure")
+        return real(self, path, value, **kw)
+
+    monkeypatch.setattr(type(fs), "pipe_file", pipe_file)
+    a = np.arange(40 * 40 * 40, dtype=np.uint16).reshape(40, 40, 40)
+    with pytest.raises(OSError, match="injected failure"):
+        jnrrd.write(f"memory://{root}/v.jnrrd", a, tile=8, storage="external")
+    assert calls[0] < 5 * 5 * 5  # not every tile was tried
+    assert not fs.exists(root) or fs.find(root) == []

@@ -85,7 +85,9 @@ class RemoteWriteStore:
     def _setup(self) -> None:
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(PUTS_IN_FLIGHT)
-        self._pending: list[tuple[str, Future[Any]]] = []
+        self._pending: dict[int, tuple[str, Future[Any]]] = {}  # uploads on the wire
+        self._failed: list[tuple[str, BaseException]] = []  # uploads that failed, by key
+        self._count = 0
         self._loop = getattr(self.fs, "loop", None) if getattr(self.fs, "async_impl", False) \
             else None
 
@@ -120,6 +122,9 @@ class RemoteWriteStore:
         if self._blocking:
             self._call("upload", path, self.fs.pipe_file, path, body)
             return
+        if self._failed:  # an earlier upload failed: stop the write now, not at sync()
+            key0, exc = self._failed[0]
+            raise _named(exc, "upload", self.path(key0))
         self._slots.acquire()
         try:
             if self._loop is not None:
@@ -130,9 +135,19 @@ class RemoteWriteStore:
         except BaseException:
             self._slots.release()
             raise
-        fut.add_done_callback(lambda _: self._slots.release())
         with self._lock:
-            self._pending.append((key, fut))
+            n = self._count = self._count + 1
+            self._pending[n] = (key, fut)
+        fut.add_done_callback(lambda f: self._done(n, key, f))
+
+    def _done(self, n: int, key: str, fut: Future[Any]) -> None:
+        """An upload stopped: free its slot, forget it, remember a failure."""
+        exc = fut.exception() if not fut.cancelled() else RemoteError("upload cancelled")
+        with self._lock:
+            self._pending.pop(n, None)
+            if exc is not None:
+                self._failed.append((key, exc))
+        self._slots.release()  # after the failure is noted: the next put sees it
 
     def reserve(self, prefix: str) -> None:
         """Claim a fresh prefix (``FileExistsError`` when objects exist under it): one listing
@@ -144,23 +159,24 @@ class RemoteWriteStore:
     def sync(self, prefix: str) -> None:
         """Wait until every object put under ``prefix`` is stored (the first failure is
         raised, naming its URL, once all have stopped)."""
-        first: BaseException | None = None
-        for key, fut in self._take(prefix):
-            try:
-                fut.result()
-            except BaseException as exc:  # re-raised below, named
-                if first is None:
-                    first = _named(exc, "upload", self.path(key))
-        if first is not None:
-            raise first
+        failed = self._settle(prefix)
+        if failed:
+            key, exc = failed[0]
+            raise _named(exc, "upload", self.path(key))
         self.fs.invalidate_cache(self.fs_path(prefix))
 
-    def _take(self, prefix: str) -> list[tuple[str, Future[Any]]]:
+    def _settle(self, prefix: str) -> list[tuple[str, BaseException]]:
+        """Wait for the uploads under ``prefix``; return (and forget) their failures."""
         start = prefix.rstrip("/") + "/" if prefix else ""
         with self._lock:
-            mine = [(k, f) for k, f in self._pending if k.startswith(start)]
-            self._pending = [(k, f) for k, f in self._pending if not k.startswith(start)]
-        return mine
+            mine = [f for k, f in self._pending.values() if k.startswith(start)]
+        for fut in mine:
+            with contextlib.suppress(BaseException):
+                fut.result()
+        with self._lock:
+            failed = [(k, e) for k, e in self._failed if k.startswith(start)]
+            self._failed = [(k, e) for k, e in self._failed if not k.startswith(start)]
+        return failed
 
     # -- staged objects ---------------------------------------------------------------------
     def stage(self, key: str, *, token: str | None = None, random_access: bool = False,
@@ -199,13 +215,10 @@ class RemoteWriteStore:
     def discard(self, prefix: str) -> None:
         """Wait for the uploads under ``prefix`` to stop, then remove everything under it
         (best effort)."""
-        for _, fut in self._take(prefix):
-            with contextlib.suppress(BaseException):
-                fut.result()
+        self._settle(prefix)
         path = self.fs_path(prefix)
         with contextlib.suppress(Exception):
-            if _find(self.fs, path):
-                self.fs.rm(path, recursive=True)
+            self.fs.rm(path, recursive=True)
 
     def tidy(self, key: str, *, keep: Iterable[str] = (), patterns: Iterable[str] = ()
              ) -> list[str]:
@@ -285,14 +298,6 @@ class RemoteStaged(StagedFile):
     def _unlink(self) -> None:
         super()._unlink()
         shutil.rmtree(self.tmpdir, ignore_errors=True)
-
-
-def _find(fs: Any, path: str) -> list[str]:
-    """The objects under ``path`` (none when it does not exist)."""
-    try:
-        return list(fs.find(path))
-    except FileNotFoundError:
-        return []
 
 
 def _named(exc: BaseException, what: str, url: str) -> BaseException:
