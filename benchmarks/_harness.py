@@ -68,7 +68,9 @@ class Contender:
     ``run`` marks the contender "n/a" with the error. ``before`` runs untimed before every
     repetition (e.g. removing the previous output). ``paths`` are warmed (or evicted) before
     each repetition. ``check`` validates the first result. ``measure`` replaces wall time by
-    another metric (e.g. peak bytes) when given.
+    another metric (e.g. peak bytes) when given. ``counters`` runs right after each timed
+    repetition (untimed) and returns named figures of it (e.g. a server's ``requests`` and
+    ``bytes``), whose medians the table shows beside the time.
     """
 
     system: str
@@ -78,6 +80,7 @@ class Contender:
     paths: Callable[[], Sequence[Path]] = lambda: ()
     check: Callable[[object], bool] | None = None
     measure: Callable[[], float] | None = None
+    counters: Callable[[], dict[str, float]] | None = None
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,8 @@ class Target:
 
     def text(self, metric: str) -> str:
         """Human-readable target, e.g. ``jnrrd ≥ 0.9× speed``."""
-        what = "speed" if self.op == ">=" else ("bytes" if metric == "bytes" else "time")
+        what = "speed" if self.op == ">=" else {"bytes": "bytes", "count": "count"}.get(
+            metric, "time")
         bound = f"{self.bound:g}"
         bound = bound if "." in bound else f"{bound}.0"
         return f"{self.subject} {'≥' if self.op == '>=' else '≤'} {bound}× {what}"
@@ -116,7 +120,7 @@ class Case:
     targets: list[Target] = field(default_factory=list)
     subject: str = "jnrrd"
     reads: bool = True  # has a cold variant
-    metric: str = "time"  # "time" (seconds) or "bytes"
+    metric: str = "time"  # "time" (seconds), "bytes" or "count" (e.g. requests)
 
 
 @dataclass
@@ -128,6 +132,13 @@ class Result:
     system: str
     samples: list[float] = field(default_factory=list)
     error: str | None = None
+    #: what ``Contender.counters`` returned after each repetition
+    counters: list[dict[str, float]] = field(default_factory=list)
+
+    def counter(self, name: str) -> float | None:
+        """Median of the counter ``name`` over the repetitions, ``None`` without one."""
+        values = [c[name] for c in self.counters if name in c]
+        return statistics.median(values) if values and not self.error else None
 
     @property
     def median(self) -> float | None:
@@ -180,6 +191,8 @@ def run_case(case: Case, repeat: int, cold: bool = False) -> list[Result]:
                     t0 = time.perf_counter()
                     out = c.run()
                     res.samples.append(time.perf_counter() - t0)
+                    if c.counters is not None:
+                        res.counters.append(c.counters())
                     if rep == 0 and mode == modes[0] and c.check is not None and not c.check(out):
                         res.error = "wrong result"
                     del out
@@ -195,6 +208,8 @@ def _fmt_value(value: float | None, metric: str) -> str:
         return "n/a"
     if metric == "bytes":
         return f"{value / 2**20:.1f} MiB"
+    if metric == "count":
+        return f"{value:.0f}"
     return f"{value * 1e3:.2f} ms" if value < 1 else f"{value:.3f} s"
 
 
@@ -207,7 +222,8 @@ def table_rows(case: Case, results: list[Result]) -> list[dict]:
         row = {"case": case.name, "mode": mode, "system": system, "median": med,
                "metric": case.metric, "error": res.error, "samples": res.samples,
                "mbps": (case.nbytes / med / 1e6) if med and case.metric == "time" else None,
-               "ratios": []}
+               "ratios": [], "requests": res.counter("requests"),
+               "bytes": res.counter("bytes")}
         targets = [t for t in case.targets if t.reference == system]
         subjects = {case.subject} | {t.subject for t in case.targets}
         if not targets and system not in subjects:
@@ -230,8 +246,12 @@ def table_rows(case: Case, results: list[Result]) -> list[dict]:
 
 
 def print_table(rows: list[dict], file=sys.stdout) -> None:
-    """Print rows as one aligned table (case, mode, system, median, MB/s, ratio, target)."""
+    """Print rows as one aligned table (case, mode, system, median, MB/s, ratio, target);
+    a column of requests and bytes transferred when some row counted them."""
+    counted = any(row.get("requests") is not None for row in rows)
     head = ("case", "mode", "system", "median", "MB/s", "ratio", "target", "status")
+    if counted:
+        head = (*head[:5], "requests / bytes", *head[5:])
     lines = []
     last_case = None
     for row in rows:
@@ -255,17 +275,29 @@ def print_table(rows: list[dict], file=sys.stdout) -> None:
                 note = f"({row['error']})"
                 status = f"{status} {note}" if status else note
             first = k == 0
-            lines.append((case if first else "", row["mode"] if first else "",
-                          row["system"] if first else "", med if first else "",
-                          mbps if first else "", ratio, target, status))
+            line = (case if first else "", row["mode"] if first else "",
+                    row["system"] if first else "", med if first else "",
+                    mbps if first else "", ratio, target, status)
+            if counted:
+                line = (*line[:5], _fmt_counters(row) if first else "", *line[5:])
+            lines.append(line)
     widths = [max(len(str(x[i])) for x in [head, *lines]) for i in range(len(head) - 1)]
-    right = {3, 4, 5}
+    right = {3, 4, 5, 6} if counted else {3, 4, 5}
     fmt = "  ".join(f"{{:>{w}}}" if i in right else f"{{:<{w}}}"
                     for i, w in enumerate(widths)) + "  {}"
     print(fmt.format(*head), file=file)
     print("-" * (sum(widths) + 2 * len(widths) + 8), file=file)
     for line in lines:
         print(fmt.format(*line).rstrip(), file=file)
+
+
+def _fmt_counters(row: dict) -> str:
+    if row["error"] or row.get("requests") is None:
+        return ""
+    text = f"{row['requests']:.0f}"
+    if row.get("bytes") is not None:
+        text += f" / {row['bytes'] / 2**20:.2f} MiB"
+    return text
 
 
 def summary(rows: list[dict]) -> tuple[int, int, int]:

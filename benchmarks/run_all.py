@@ -6,7 +6,9 @@ Cases (``--only`` takes names or shell patterns, e.g. ``read/*``): write/{raw,zs
 read/{raw,zstd,lz4}, region/{raw,zstd,lz4}, regions32/{raw,zstd,lz4}, header/1e6-tiles,
 untiled-read/{raw,zstd,gzip}, untiled-region/raw, gzip-tiles/read, gzip-write/{time,size},
 pyramid/{average,mode}, memory/read-zstd,
-viewer/{scroll-zoom,cached-slice-x,cached-slice-y,cached-slice-z} (``viewer.py``).
+viewer/{scroll-zoom,cached-slice-x,cached-slice-y,cached-slice-z} (``viewer.py``),
+remote/{open,full,region,regions50,level2}/{0,20}ms, remote/header-1e6/requests,
+remote/region/bytes, remote-s3/{open,full,region,regions50,level2}/0ms (``remote.py``).
 Datasets go to a scratch directory under ``~/.cache/jnrrd-bench/`` (removed afterwards), the
 JSON results to ``~/.cache/jnrrd-bench/results-<size>.json``; nothing is written in the repo.
 """
@@ -33,6 +35,7 @@ import _harness as h
 import _volume
 import gzip_cases
 import peers
+import remote
 import viewer
 from _harness import Case, Contender, Target
 
@@ -345,6 +348,7 @@ def case_builders(systems: tuple[str, ...] = ALL_SYSTEMS) -> dict[str, Callable[
             f"pyramid/{m}", b.pyramid(m), b.arr.nbytes, _targets(f"pyramid/{m}"), reads=False))
     out["memory/read-zstd"] = memory_case
     out.update(viewer.CASES)
+    out.update(remote.CASES)
     return out
 
 

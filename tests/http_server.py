@@ -144,6 +144,10 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    #: the listen backlog: socketserver's default of 5 drops the SYNs of a client that opens
+    #: dozens of connections at once (tensorstore: one per chunk), which then wait ~1 s for
+    #: the retransmission
+    request_queue_size = 256
     owner: RangeServer
 
     def handle_error(self, request: Any, client_address: Any) -> None:
