@@ -549,6 +549,42 @@ def header_case(bench, mode: str = SERVER) -> Case:
         metric="count")
 
 
+def header_bytes_case(bench, mode: str = SERVER) -> Case:
+    """Bytes of ``jnrrd.open`` of the 10⁶-tile file against its header's size (information:
+    the header reader's growing blocks should not fetch much past the header)."""
+    import jnrrd
+
+    rem = remote_of(bench, mode)
+
+    def measure() -> float:
+        server = rem.server()
+        server.set_latency(0.0)
+        server.reset()
+        with jnrrd.open(f"{server.url}/tiles-1e6.jnrrd"):
+            pass
+        return server.counters()["bytes"]
+
+    def header() -> float:
+        with open(rem.data.root / "tiles-1e6.jnrrd", "rb") as f:
+            return float(_header_size(f))
+
+    setup = lambda: rem.data.ensure("header")  # noqa: E731
+    return Case("remote/header-1e6/bytes", [
+        Contender("jnrrd open", setup=setup, measure=measure),
+        Contender("header", setup=setup, measure=header),
+    ], 0, [], subject="jnrrd open", reads=False, metric="bytes")
+
+
+def _header_size(f) -> int:
+    """Bytes up to and including the blank line that ends a JNRRD header."""
+    pos = 0
+    for line in f:
+        pos += len(line)
+        if line in (b"\n", b"\r\n"):
+            return pos
+    return pos
+
+
 def bytes_case(bench, mode: str = SERVER) -> Case:
     """Bytes of ``open`` + the 200³ region against the stored bytes of its tiles."""
     import jnrrd
@@ -588,6 +624,7 @@ def case_builders(mode: str = SERVER, s3: bool = True) -> dict[str, Callable[[ob
             out[f"remote/{op}/{latency}ms"] = (
                 lambda b, op=op, lat=latency: op_case(b, op, lat, mode))
     out["remote/header-1e6/requests"] = lambda b: header_case(b, mode)
+    out["remote/header-1e6/bytes"] = lambda b: header_bytes_case(b, mode)
     out["remote/region/bytes"] = lambda b: bytes_case(b, mode)
     if s3:
         for op in OPS:

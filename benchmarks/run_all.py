@@ -7,7 +7,7 @@ read/{raw,zstd,lz4}, region/{raw,zstd,lz4}, regions32/{raw,zstd,lz4}, header/1e6
 untiled-read/{raw,zstd,gzip}, untiled-region/raw, gzip-tiles/read, gzip-write/{time,size},
 pyramid/{average,mode}, memory/read-zstd,
 viewer/{scroll-zoom,cached-slice-x,cached-slice-y,cached-slice-z} (``viewer.py``),
-remote/{open,full,region,regions50,level2}/{0,20}ms, remote/header-1e6/requests,
+remote/{open,full,region,regions50,level2}/{0,20}ms, remote/header-1e6/{requests,bytes},
 remote/region/bytes, remote-s3/{open,full,region,regions50,level2}/0ms (``remote.py``).
 Datasets go to a scratch directory under ``~/.cache/jnrrd-bench/`` (removed afterwards), the
 JSON results to ``~/.cache/jnrrd-bench/results-<size>.json``; nothing is written in the repo.
