@@ -225,6 +225,14 @@ def test_integer_sums_in_cache_sized_slices_equal_one_pass(shape, blocks_, dtype
     for s, w in zip(sliced.parts, whole.parts, strict=True):
         assert s.dtype == w.dtype and s.shape == w.shape
         np.testing.assert_array_equal(s, w)
+    mean = blocks.finish_mean(whole)
+    try:
+        blocks._CHUNK_BYTES = max(1, whole.parts[0].nbytes // 8)
+        sliced_mean = blocks.finish_mean(whole)
+    finally:
+        blocks._CHUNK_BYTES = saved
+    assert sliced_mean.dtype == mean.dtype
+    np.testing.assert_array_equal(sliced_mean, mean)
 
 
 def test_builder_with_sliced_sums_equals_downsample(monkeypatch):

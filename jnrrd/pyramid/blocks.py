@@ -131,6 +131,11 @@ def _chunk_axis(x: np.ndarray, block: Sequence[int]) -> int | None:
     return None
 
 
+def _layout(x: np.ndarray) -> str:
+    """The order NumPy's element-wise results keep for ``x``: "F" for F-ordered input."""
+    return "F" if x.flags.f_contiguous or abs(x.strides[0]) < abs(x.strides[-1]) else "C"
+
+
 def _sum_chunked(x: np.ndarray, block: Sequence[int], acc: np.dtype) -> np.ndarray:
     """``_reduce(x, block, np.add, acc)`` for integer accumulators (exact, so the order of
     the additions does not matter), computed on slices of a few MiB along one axis so that
@@ -139,9 +144,7 @@ def _sum_chunked(x: np.ndarray, block: Sequence[int], acc: np.dtype) -> np.ndarr
     if a is None:
         return _reduce(x, block, np.add, acc)
     shape = tuple(n // b for n, b in zip(x.shape, block, strict=True))
-    # the layout _reduce would give (NumPy keeps the input's order): F for F-ordered input
-    order = "F" if x.flags.f_contiguous or abs(x.strides[0]) < abs(x.strides[-1]) else "C"
-    out = np.empty(shape, acc, order=order)
+    out = np.empty(shape, acc, order=_layout(x))
     per = block[a] * max(1, _CHUNK_BYTES // (block[a] * x.nbytes // x.shape[a]))
     head = (slice(None),) * a
     for lo in range(0, shape[a] * block[a], per):
@@ -294,7 +297,17 @@ def finish_mean(sums: Sums) -> np.ndarray:
         (s,) = _as_parts(sums.parts, "object")
     else:
         (s,) = sums.parts
-    return np.asarray(_round_div(s, n)).astype(dtype)
+    a = None if s.dtype == object else _chunk_axis(s, (1,) * s.ndim)
+    if a is None:
+        return np.asarray(_round_div(s, n)).astype(dtype)
+    # a few MiB at a time: the temporaries stay in the CPU cache (and are not fresh pages)
+    out = np.empty(s.shape, dtype, order=_layout(s))
+    per = max(1, _CHUNK_BYTES * s.shape[a] // s.nbytes)
+    head = (slice(None),) * a
+    for lo in range(0, s.shape[a], per):
+        part = (*head, slice(lo, lo + per))
+        out[part] = _round_div(s[part], n)
+    return out
 
 
 def mean_float(x: np.ndarray, block: Sequence[int]) -> np.ndarray:
