@@ -276,10 +276,21 @@ def write(field: Field, path: Path) -> dict:
         path.unlink()
     before = _status("VmRSS")
     exact = reset_peak()
+    step = [0.1]
+
+    def progress(done: int, total: int) -> None:
+        # partial figures in the log (a run cut short still tells how far it got, how fast)
+        if done >= step[0] * total:
+            step[0] += 0.1
+            t = time.perf_counter() - t0
+            rate = done / total * field.nbytes / t / 1e6
+            _log(f"write: {done}/{total} tiles (all levels), {t:.0f} s, ~{rate:.0f} MB/s, "
+                 f"peak RSS so far {_gib(sampler.peak)}")
+
     with RssSampler() as sampler:
         t0 = time.perf_counter()
         jnrrd.write(path, field, tile=TILE, compression="zstd", compression_level=ZSTD_LEVEL,
-                    levels=LEVELS)
+                    levels=LEVELS, progress=progress)
         seconds = time.perf_counter() - t0
     return {"seconds": seconds, "hwm": _status("VmHWM") if exact else None,
             "sampled": sampler.peak, "before": before, "size": path.stat().st_size}
@@ -498,7 +509,7 @@ def main() -> int:
         bare, writes = [], []
         for r in range(args.repeat):
             # alternate which phase goes first (neither always pays for the other's leftovers)
-            for phase in ("bare", "write") if r % 2 == 0 else ("write", "bare"):
+            for phase in ("write", "bare") if r % 2 == 0 else ("bare", "write"):
                 res = _child(phase, args, path)
                 (bare if phase == "bare" else writes).append(res)
                 _log(f"{phase} {res['seconds']:.2f} s, peak RSS {_gib(res['hwm'] or 0)}")
