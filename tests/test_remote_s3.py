@@ -10,11 +10,17 @@ same array (threads here, a process-based ``distributed`` cluster in the slow te
 object changed under a reader is a ``DataError``, never wrong data; a missing object or
 bucket is ``FileNotFoundError`` naming the URL.
 
-The files are written locally and uploaded with s3fs (one bucket per module).
+Writes by URL (once ``jnrrd.write`` takes ``storage_options``): every kind round-trips; an
+upload the server refuses part-way (a real 403 from the server, not a patched client) fails
+naming the object's URL and leaves the previous dataset readable and whole; the header is
+the last object put.
+
+The files read are written locally and uploaded with s3fs (one bucket per module).
 """
 
 from __future__ import annotations
 
+import inspect
 import pickle
 
 import numpy as np
@@ -223,3 +229,83 @@ def test_object_replaced_under_a_reader_is_a_data_error(s3, tmp_path, compressio
             vol[...]
         assert "v.jnrrd" in str(info.value)
     np.testing.assert_array_equal(first, a[:2, :2, :2])
+
+
+# -- writes by URL ------------------------------------------------------------------------------
+
+#: the write tests wait for jnrrd.write(url, storage_options=) (a branch of its own)
+writes = pytest.mark.skipif("storage_options" not in inspect.signature(jnrrd.write).parameters,
+                            reason="jnrrd.write takes no storage_options yet (remote writes)")
+
+
+def objects(s3) -> list[str]:
+    fs = s3fs.S3FileSystem(skip_instance_cache=True, **s3.storage_options)
+    return sorted(p.split("/", 1)[1] for p in fs.find(s3.bucket))
+
+
+@writes
+@pytest.mark.parametrize("name", KINDS)
+def test_write_by_url_then_read_equals_the_local_file(s3, tmp_path, name):
+    a = data_of(name)
+    url = s3.url(f"w/{name}")
+    jnrrd.write(url, a, storage_options=s3.storage_options, **KINDS[name])
+    jnrrd.write(tmp_path / name, a, **KINDS[name])
+    rng = np.random.default_rng([RNG_SEED, 7, list(KINDS).index(name)])
+    with (jnrrd.open(url, storage_options=s3.storage_options, cache_bytes=0) as remote,
+          jnrrd.open(tmp_path / name) as local):
+        np.testing.assert_array_equal(remote[...], a)
+        for _ in range(4):
+            sel = random_selection(rng, local.shape)
+            np.testing.assert_array_equal(remote[sel], local[sel], err_msg=str(sel))
+        for k in range(1, len(local.levels)):
+            np.testing.assert_array_equal(remote.levels[k][...], local.levels[k][...])
+
+
+@writes
+@pytest.mark.parametrize("skip", [0, 5])
+def test_upload_refused_mid_way_leaves_the_previous_dataset(s3, skip):
+    """The server refuses the PUTs of a rewrite after its first ``skip`` ones: the write
+    fails naming the URL, and the dataset written before still reads, whole."""
+    old = data_of("external.jnrrd")
+    new = old[::-1].copy()
+    url = s3.url("v.jnrrd")
+    options = KINDS["external.jnrrd"]
+    jnrrd.write(url, old, storage_options=s3.storage_options, **options)
+    before = objects(s3)
+    s3.server.fail("PUT", skip=skip)
+    with pytest.raises(OSError) as info:
+        jnrrd.write(url, new, storage_options=s3.storage_options, **options)
+    s3.server.clear_faults()
+    assert f"s3://{s3.bucket}/v." in str(info.value), str(info.value)  # the object's URL
+    np.testing.assert_array_equal(values(jnrrd.read(url, storage_options=s3.storage_options)),
+                                  old)
+    assert set(before) <= set(objects(s3))
+    jnrrd.write(url, new, storage_options=s3.storage_options, **options)  # and then it works
+    np.testing.assert_array_equal(values(jnrrd.read(url, storage_options=s3.storage_options)),
+                                  new)
+
+
+@writes
+@pytest.mark.parametrize("name", ["contiguous.jnrrd", "untiled.jnrrd", "detached.nhdr"])
+def test_refused_single_object_upload_changes_nothing(s3, name):
+    a = data_of(name)
+    url = s3.url(f"o/{name}")
+    jnrrd.write(url, a, storage_options=s3.storage_options, **KINDS[name])
+    before = objects(s3)
+    s3.server.fail("PUT")
+    with pytest.raises(OSError):
+        jnrrd.write(url, a[::-1].copy(), storage_options=s3.storage_options, **KINDS[name])
+    s3.server.clear_faults()
+    np.testing.assert_array_equal(values(jnrrd.read(url, storage_options=s3.storage_options)),
+                                  a)
+    assert objects(s3) == before
+
+
+@writes
+def test_header_is_put_after_every_tile(s3):
+    url = s3.url("p/v.jnrrd")
+    jnrrd.write(url, data_of("pyramid.jnrrd"), storage_options=s3.storage_options,
+                tile=32, compression="zstd", levels=3, storage="external")
+    puts = [r.path for r in s3.server.records if r.method == "PUT" and r.status == 200]
+    assert puts[-1] == f"/{s3.bucket}/p/v.jnrrd"
+    assert len(puts) > 10 and all(p != puts[-1] for p in puts[:-1])
