@@ -135,6 +135,28 @@ def test_missing_bucket_is_file_not_found_naming_the_url(s3site):
         jnrrd.open("s3://no-such-bucket-16/x.jnrrd", storage_options=options)
 
 
+@pytest.mark.timeout(60)
+def test_refused_get_is_a_remote_error_naming_the_url(s3site):
+    url, options, _, server = s3site
+    with jnrrd.open(url("site/contiguous.jnrrd"), storage_options=options, cache_bytes=0,
+                    request_retries=0) as vol:
+        server.fail("GET", status=403)
+        with pytest.raises(OSError) as info:
+            vol[...]
+    assert isinstance(info.value, jnrrd.JnrrdError), type(info.value).__mro__
+    assert "site/contiguous.jnrrd" in str(info.value), str(info.value)
+
+
+@pytest.mark.timeout(60)
+def test_a_transient_500_is_retried_to_the_right_data(s3site):
+    url, options, _, server = s3site
+    with jnrrd.open(url("site/contiguous.jnrrd"), storage_options=options,
+                    cache_bytes=0) as vol:
+        server.fail("GET", status=500, code="InternalError", times=1)
+        np.testing.assert_array_equal(vol[...], data_of("contiguous.jnrrd"))
+    assert server.faults == []
+
+
 # -- requests -----------------------------------------------------------------------------------
 
 def get_ranges(server, key: str) -> list[tuple[int, int]]:
