@@ -10,7 +10,7 @@ same array (threads here, a process-based ``distributed`` cluster in the slow te
 object changed under a reader is a ``DataError``, never wrong data; a missing object or
 bucket is ``FileNotFoundError`` naming the URL.
 
-Writes by URL (once ``jnrrd.write`` takes ``storage_options``): every kind round-trips; an
+Writes by URL: every kind round-trips; an
 upload the server refuses part-way (a real 403 from the server, not a patched client) fails
 naming the object's URL and leaves the previous dataset readable and whole; the header is
 the last object put.
@@ -20,7 +20,6 @@ The files read are written locally and uploaded with s3fs (one bucket per module
 
 from __future__ import annotations
 
-import inspect
 import pickle
 
 import numpy as np
@@ -255,17 +254,12 @@ def test_object_replaced_under_a_reader_is_a_data_error(s3, tmp_path, compressio
 
 # -- writes by URL ------------------------------------------------------------------------------
 
-#: the write tests wait for jnrrd.write(url, storage_options=) (a branch of its own)
-writes = pytest.mark.skipif("storage_options" not in inspect.signature(jnrrd.write).parameters,
-                            reason="jnrrd.write takes no storage_options yet (remote writes)")
-
 
 def objects(s3) -> list[str]:
     fs = s3fs.S3FileSystem(skip_instance_cache=True, **s3.storage_options)
     return sorted(p.split("/", 1)[1] for p in fs.find(s3.bucket))
 
 
-@writes
 @pytest.mark.parametrize("name", KINDS)
 def test_write_by_url_then_read_equals_the_local_file(s3, tmp_path, name):
     a = data_of(name)
@@ -283,7 +277,6 @@ def test_write_by_url_then_read_equals_the_local_file(s3, tmp_path, name):
             np.testing.assert_array_equal(remote.levels[k][...], local.levels[k][...])
 
 
-@writes
 @pytest.mark.parametrize("skip", [0, 5])
 def test_upload_refused_mid_way_leaves_the_previous_dataset(s3, skip):
     """The server refuses the PUTs of a rewrite after its first ``skip`` ones: the write
@@ -307,7 +300,6 @@ def test_upload_refused_mid_way_leaves_the_previous_dataset(s3, skip):
                                   new)
 
 
-@writes
 @pytest.mark.parametrize("name", ["contiguous.jnrrd", "untiled.jnrrd", "detached.nhdr"])
 def test_refused_single_object_upload_changes_nothing(s3, name):
     a = data_of(name)
@@ -323,7 +315,6 @@ def test_refused_single_object_upload_changes_nothing(s3, name):
     assert objects(s3) == before
 
 
-@writes
 def test_header_is_put_after_every_tile(s3):
     url = s3.url("p/v.jnrrd")
     jnrrd.write(url, data_of("pyramid.jnrrd"), storage_options=s3.storage_options,
