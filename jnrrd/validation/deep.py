@@ -231,6 +231,61 @@ def _all_tiles(levels: tuple[Level, ...]) -> Iterator[tuple[Level, tuple[int, ..
                 yield lv, coords, lv.first + local
 
 
+Batch = list[tuple[Level, tuple[int, ...], int]]
+#: a remote file's tiles are requested a window at a time (the next one while this one
+#: decodes): at most this many stored bytes, or _WINDOW_TILES tiles, per window
+_WINDOW_BYTES = 64 << 20
+_WINDOW_TILES = 1024
+
+
+def _run(tiles: _Tiles, batch: Batch, stored: list[Stored] | None = None
+         ) -> list[tuple[int, Any]]:
+    if stored is None:
+        stored = tiles.fetch(batch)
+    return [(index, _check_one(tiles, lv, coords, index, got))
+            for (lv, coords, index), got in zip(batch, stored, strict=True)]
+
+
+def _windows(tiles: _Tiles, batches: list[Batch]) -> Iterator[list[Batch]]:
+    window: list[Batch] = []
+    nbytes = ntiles = 0
+    for batch in batches:
+        if tiles.sizes is not None:
+            nbytes += sum(max(0, int(tiles.sizes[i])) for _, _, i in batch)
+        ntiles += len(batch)
+        window.append(batch)
+        if nbytes >= _WINDOW_BYTES or ntiles >= _WINDOW_TILES:
+            yield window
+            window, nbytes, ntiles = [], 0, 0
+    if window:
+        yield window
+
+
+def _remote_results(tiles: _Tiles, batches: list[Batch], workers: int
+                    ) -> Iterator[list[tuple[int, Any]]]:
+    """:func:`_run` over a remote file's batches: each window's byte ranges merged into few
+    large requests (:meth:`_Tiles.fetch` of the whole window), the next window in flight
+    while this one decodes; memory holds two windows."""
+
+    def fetched(window: list[Batch] | None) -> list[tuple[Batch, list[Stored]]] | None:
+        if window is None:
+            return None
+        flat = tiles.fetch([t for b in window for t in b])
+        out, k = [], 0
+        for b in window:
+            out.append((b, flat[k:k + len(b)]))
+            k += len(b)
+        return out
+
+    it = _windows(tiles, batches)
+    current = fetched(next(it, None))
+    while current is not None:
+        ahead = fetched(next(it, None))
+        yield from ordered_map(lambda item: _run(tiles, *item), current, workers=workers,
+                               name="jnrrd-validate")
+        current = ahead
+
+
 def check_tiles(tiling: Tiling, core: CoreFields, f: IO[bytes] | None, file_size: int | None,
                 store: Any, policy: Policy, report: Report,
                 progress: Progress | None = None, workers: int | None = None,
@@ -246,18 +301,14 @@ def check_tiles(tiling: Tiling, core: CoreFields, f: IO[bytes] | None, file_size
     total = tiling.nstored
     work = list(_all_tiles(tiling.levels))
     batches = [work[i:i + _BATCH] for i in range(0, len(work), _BATCH)]
-
-    def run(batch: list[tuple[Level, tuple[int, ...], int]]) -> list[tuple[int, Any]]:
-        stored = tiles.fetch(batch)
-        return [(index, _check_one(tiles, lv, coords, index, got))
-                for (lv, coords, index), got in zip(batch, stored, strict=True)]
-
+    n = max(1, workers or min(4, os.cpu_count() or 1))
     done = 0
     if progress is not None:
         progress(0, total)
-    n = workers or min(4, os.cpu_count() or 1)
     # in order, so the report is deterministic
-    for result in ordered_map(run, batches, workers=max(1, n), name="jnrrd-validate"):
+    for result in (_remote_results(tiles, batches, n) if tiles.remote else
+                   ordered_map(functools.partial(_run, tiles), batches, workers=n,
+                               name="jnrrd-validate")):
         for index, problems in result:
             for field, reason, found, expected in problems:
                 report.error(field, f"{describe_tile(tiling.levels, index)}: {reason}",
