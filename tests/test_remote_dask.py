@@ -201,3 +201,17 @@ def test_to_dask_s3_on_local_cluster(s3, tmp_path):
                 x.compute()
     finally:
         cluster.close()
+
+
+def test_each_task_asks_the_version_once(http_server):
+    """A warm worker (its volume and decoded tiles cached) still asks for the object's
+    version in every task: one one-byte request per chunk, and no tile bytes."""
+    a = _volume((64, 64, 32))
+    jnrrd.write(http_server.root / "v.jnrrd", a, tile=16, compression="zstd")
+    url = http_server.url_for("v.jnrrd")
+    with jnrrd.open(url) as vol:
+        x = vol.to_dask()
+    np.testing.assert_array_equal(x.compute(scheduler="threads"), a)
+    http_server.reset()
+    np.testing.assert_array_equal(x.compute(scheduler="threads"), a)
+    assert http_server.ranges() == [(0, 1)] * x.npartitions
