@@ -400,3 +400,50 @@ def test_a_failed_upload_stops_the_write_early(mem, monkeypatch):
         jnrrd.write(f"memory://{root}/v.jnrrd", a, tile=8, storage="external")
     assert calls[0] < 5 * 5 * 5  # not every tile was tried
     assert not fs.exists(root) or fs.find(root) == []
+
+
+@pytest.mark.slow  # a subprocess that imports jnrrd and s3fs: seconds
+def test_a_writer_killed_mid_upload_leaves_harmless_objects(s3):
+    """SIGKILL during the tile uploads: the previous dataset stays readable; the new tiles
+    are unreferenced, and the next write of the target removes them."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import time
+
+    opts = s3.storage_options
+    fs = fsspec.filesystem("s3", **opts)
+    url = s3.url("k.jnrrd")
+    ext = {"tile": (8, 8, 8), "compression": "zstd", "storage": "external"}
+    jnrrd.write(url, _volume(0), storage_options=opts, **ext)
+    header = fs.cat_file(s3.path("k.jnrrd"))
+    before = set(fs.find(s3.bucket))
+    script = ("import json, sys, numpy as np, jnrrd\n"
+              "a = np.arange(40 * 36 * 20, dtype=np.uint16).reshape(40, 36, 20) + 1\n"
+              "jnrrd.write(sys.argv[1], a, storage_options=json.loads(sys.argv[2]),\n"
+              "            tile=(8, 8, 8), compression='zstd', storage='external')\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(jnrrd.__file__)))
+    env = {**os.environ, "PYTHONPATH": root}
+    s3.server.latency = 0.05
+    s3.server.reset()
+    proc = subprocess.Popen([sys.executable, "-c", script, url, json.dumps(opts)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while s3.server.counts["PUT"] < 8 and proc.poll() is None:
+            assert time.monotonic() < deadline, "the writer made no uploads"
+            time.sleep(0.01)
+    finally:
+        proc.kill()
+        proc.wait(10)
+    s3.server.latency = 0.0
+    fs.invalidate_cache()
+    assert fs.cat_file(s3.path("k.jnrrd")) == header  # the header was never replaced
+    np.testing.assert_array_equal(jnrrd.read(url, storage_options=opts)[0], _volume(0))
+    orphans = set(fs.find(s3.bucket)) - before
+    assert orphans and all(".tiles/" in p for p in orphans)  # tiles no header names
+    jnrrd.write(url, _volume(2), storage_options=opts, **ext)
+    fs.invalidate_cache()
+    assert not (set(fs.find(s3.bucket)) & orphans)  # the next write swept them
+    np.testing.assert_array_equal(jnrrd.read(url, storage_options=opts)[0], _volume(2))
