@@ -26,7 +26,7 @@ EXACT = ("average", "max", "min", "mode")
 @pytest.fixture(scope="module")
 def client():
     cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                       dashboard_address=":0")
+                                       host="127.0.0.1", dashboard_address="127.0.0.1:0")
     c = distributed.Client(cluster)
     try:
         yield c

@@ -179,7 +179,7 @@ def test_to_dask_s3_on_local_cluster(s3, tmp_path):
         coarse = vol.to_dask(level=1)
         want = vol.levels[1][...]
     cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                       host="127.0.0.1", dashboard_address=None)
+                                       host="127.0.0.1", dashboard_address="127.0.0.1:0")
     try:
         with distributed.Client(cluster) as client:
             np.testing.assert_array_equal(x.compute(), a)

@@ -221,7 +221,7 @@ def test_to_dask_on_a_process_cluster(s3site):
     distributed = pytest.importorskip("distributed")
     url, options, root, _ = s3site
     cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                       dashboard_address=":0")
+                                       host="127.0.0.1", dashboard_address="127.0.0.1:0")
     try:
         with distributed.Client(cluster) as client:
             with jnrrd.open(url("site/contiguous.jnrrd"), storage_options=options) as vol:

@@ -346,7 +346,7 @@ def test_dask_on_a_process_cluster_writes_to_s3(storage, s3):
     a = _volume()
     url = s3.url("c.jnrrd")
     with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                  dashboard_address=":0") as cluster, \
+                                  host="127.0.0.1", dashboard_address="127.0.0.1:0") as cluster, \
             distributed.Client(cluster):
         jnrrd.write(url, da.from_array(a, chunks=12), storage_options=s3.storage_options,
                     tile=(16, 16, 8), compression="zstd", storage=storage)
