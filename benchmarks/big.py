@@ -281,7 +281,7 @@ def write(field: Field, path: Path) -> dict:
     def progress(done: int, total: int) -> None:
         # partial figures in the log (a run cut short still tells how far it got, how fast)
         if done >= step[0] * total:
-            step[0] += 0.1
+            step[0] = (done * 10 // total + 1) / 10
             t = time.perf_counter() - t0
             rate = done / total * field.nbytes / t / 1e6
             _log(f"write: {done}/{total} tiles (all levels), {t:.0f} s, ~{rate:.0f} MB/s, "
