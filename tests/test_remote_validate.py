@@ -244,3 +244,37 @@ def test_deep_windows_keep_order_and_find_a_bad_tile(http_server, monkeypatch):
                                       progress=lambda d, t: seen.append(d)))
     assert len(problems) == 1 and f"tile {bad} " in problems[0].message
     assert seen == sorted(seen) and seen[-1] == 256
+
+
+def test_sparse_external_on_memory(tmp_path):
+    """Sparse tiles (recorded as having no file) cost no request and are no problem."""
+    import fsspec
+
+    a = _volume()
+    a[:16, :16, :] = 0
+    jnrrd.write(tmp_path / "v.jnrrd", a, tile=16, compression="zstd", storage="external",
+                sparse=True)
+    with jnrrd.open(tmp_path / "v.jnrrd") as vol:
+        stored = sum(1 for _, loc in vol.levels[0].tile_locations() if loc is not None)
+        assert stored < vol.tiling.nstored
+    fs = fsspec.filesystem("memory")
+    fs.put(str(tmp_path) + "/", "/rplumb-sparse/", recursive=True)
+    try:
+        url = "memory://rplumb-sparse/v.jnrrd"
+        assert jnrrd.validate(url) == []
+        assert jnrrd.validate(url, deep=True) == []
+    finally:
+        fs.rm("/rplumb-sparse", recursive=True)
+
+
+def test_unlisted_tile_files_capped_by_max_files(http_server):
+    """HTTP cannot list: each tile file is one request, at most max_files of them."""
+    a = _volume()
+    jnrrd.write(http_server.root / "v.jnrrd", a, tile=8, compression="zstd", storage="external")
+    url = http_server.url_for("v.jnrrd")
+    with jnrrd.open(url) as vol:
+        ntiles = vol.tiling.nstored
+    http_server.reset()
+    problems = jnrrd.validate(url, max_files=10)
+    assert [p.severity for p in problems] == ["note"] and "max_files" in problems[0].message
+    assert http_server.requests <= 1 + 10 < ntiles

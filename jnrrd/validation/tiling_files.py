@@ -166,6 +166,12 @@ class FileChecks(TilingChecks):
             wanted.append((index, name, field, path))
         listed = _listed(store, [w[3] for w in wanted]) if len(wanted) > 1 else set()
         unsure = [w for w in wanted if w[3] not in listed]
+        cap = self.policy.max_files
+        if len(unsure) > cap:  # a small header must not make us send millions of requests
+            r.note(self.key("pattern" if pattern is not None else "files"),
+                   f"{len(unsure)} tile files could not be listed; only the first {cap} "
+                   "(max_files) were asked for", len(unsure), f"<= {cap}")
+            unsure = unsure[:cap]
         workers = max(1, min(len(unsure), store.policy.request_concurrency, 16))
 
         def present(w: tuple[int, Any, str, str]) -> bool:
