@@ -85,6 +85,8 @@ class Fault:
     seconds: float = 10.0
     #: Applies to this many more requests, then is removed; None: every request.
     times: int | None = None
+    #: Lets this many matching requests through first (e.g. 1: the first block of a file).
+    skip: int = 0
     #: The methods it applies to.
     methods: tuple[str, ...] = ("GET", "HEAD")
 
@@ -265,6 +267,9 @@ class RangeServer:
         with self._lock:
             for fault in self.faults:
                 if method in fault.methods and fault.path in (None, path):
+                    if fault.skip > 0:
+                        fault.skip -= 1
+                        return None
                     if fault.times is not None:
                         fault.times -= 1
                         if fault.times <= 0:

@@ -161,6 +161,28 @@ def test_region_touching_64_tiles_takes_far_fewer_requests(big):
     assert need <= server.bytes_sent <= 1.1 * need
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_region_of_the_full_size_volume(tmp_path):
+    """The issue's own case: a 200³ region of a 512³ zstd uint16 file with 64³ tiles (64
+    tiles touched) in far fewer requests than 64, and at most 1.1× the touched bytes."""
+    a = big_volume(tmp_path / "v.jnrrd", n=512, tile=64)
+    with RangeServer(tmp_path) as server:
+        with jnrrd.open(server.url_for("v.jnrrd"), cache_bytes=0) as vol:
+            touched = tile_ranges(vol, 0, 100 // 64, 299 // 64)
+            assert len(touched) == 64
+            server.reset()
+            got = vol[100:300, 100:300, 100:300]
+            ranges, sent, gets = server.ranges(), server.bytes_sent, server.counts["GET"]
+    np.testing.assert_array_equal(got, a[100:300, 100:300, 100:300])
+    # 16 runs of 4 neighbouring tiles (~2 MB each); long runs may be cut into pieces so
+    # that several connections carry them (measured: 24 requests)
+    assert gets <= 32, gets
+    assert covered(touched, ranges)
+    need = sum(e - s for s, e in touched)
+    assert need <= sent <= 1.1 * need
+
+
 def test_coarse_level_read_fetches_only_that_level(big):
     server, a = big
     with jnrrd.open(server.url_for("big.jnrrd"), cache_bytes=0) as vol:
@@ -209,15 +231,101 @@ def test_sparse_tiles_cost_no_request(web):
         np.testing.assert_array_equal(vol[48:, 40:, :], data_of("sparse.jnrrd")[48:, 40:, :])
 
 
-def test_open_of_a_million_tile_header_is_bounded(http_server):
-    n = 10**6
-    (http_server.root / "many.jnrrd").write_bytes(many_tiles_file(n))
-    http_server.reset()
-    with jnrrd.open(http_server.url_for("many.jnrrd")) as vol:
-        assert vol.shape == (n,)
-        assert http_server.requests <= 5, http_server.records
+@pytest.fixture(scope="module")
+def many(tmp_path_factory):
+    """A server of ``many.jnrrd``: 10⁶ one-voxel tiles, a ~14 MB header."""
+    root = tmp_path_factory.mktemp("many")
+    (root / "many.jnrrd").write_bytes(many_tiles_file(10**6))
+    with RangeServer(root) as server:
+        yield server
+
+
+def test_open_of_a_million_tile_header_is_bounded(many):
+    many.clear_faults()
+    many.reset()
+    with jnrrd.open(many.url_for("many.jnrrd")) as vol:
+        assert vol.shape == (10**6,)
+        assert many.requests <= 5, many.records
         got = vol[123_456:123_460]
     np.testing.assert_array_equal(got, np.arange(123_456, 123_460) % 251)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("fault", ["500", "truncated", "wrong Content-Range", "stalled"])
+def test_fault_while_the_header_grows(many, fault):
+    """The first block arrives; a later block of the header fails: an error naming the URL."""
+    kind, options = FAULTS[fault]
+    many.clear_faults()
+    many.fail(kind, skip=1, **options)
+    url = many.url_for("many.jnrrd")
+    try:
+        with pytest.raises(OSError) as info:
+            jnrrd.open(url, **fast_fail(kind))
+    finally:
+        many.clear_faults()
+    assert_names(info.value, url)
+
+
+@pytest.mark.timeout(30)
+def test_a_header_block_retried_after_a_truncation(many):
+    many.clear_faults()
+    many.fail("truncate", skip=1, times=1)
+    with jnrrd.open(many.url_for("many.jnrrd"), request_retries=2) as vol:
+        np.testing.assert_array_equal(vol[-3:], np.arange(10**6 - 3, 10**6) % 251)
+    assert many.faults == []
+
+
+LARGE = (160, 160, 160)  # uint16, raw: an 8 MB data section, read in concurrent pieces
+
+
+@pytest.fixture(scope="module")
+def large(tmp_path_factory):
+    root = tmp_path_factory.mktemp("large")
+    a = np.random.default_rng(RNG_SEED).integers(0, 2**16, size=LARGE, dtype=np.uint16)
+    jnrrd.write(root / "large.jnrrd", a)
+    with RangeServer(root) as server:
+        yield server, a
+
+
+def test_large_untiled_read_takes_concurrent_pieces(large):
+    server, a = large
+    server.clear_faults()
+    server.latency = 0.02
+    try:
+        server.reset()
+        np.testing.assert_array_equal(values(jnrrd.read(server.url_for("large.jnrrd"))), a)
+    finally:
+        server.latency = 0.0
+    assert server.max_in_flight >= 2, server.max_in_flight
+    assert server.counts["GET"] <= 16, server.counts
+    assert server.bytes_sent <= 1.1 * a.nbytes
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("fault", ["500", "truncated", "wrong Content-Range", "Range ignored"])
+def test_fault_in_a_large_untiled_read(large, fault):
+    server, _ = large
+    kind, options = FAULTS[fault]
+    url = server.url_for("large.jnrrd")
+    server.clear_faults()
+    server.fail(kind, skip=1, **options)
+    try:
+        with pytest.raises(OSError) as info:
+            jnrrd.read(url, **fast_fail(kind))
+    finally:
+        server.clear_faults()
+    assert_names(info.value, url)
+    assert "bytes" in str(info.value)
+
+
+@pytest.mark.timeout(30)
+def test_large_untiled_read_retries_a_truncated_piece(large):
+    server, a = large
+    server.clear_faults()
+    server.fail("truncate", skip=2, times=1)
+    got = values(jnrrd.read(server.url_for("large.jnrrd"), request_retries=2))
+    np.testing.assert_array_equal(got, a)
+    assert server.faults == []
 
 
 # -- failures -----------------------------------------------------------------------------------

@@ -177,6 +177,11 @@ def test_status_fault_for_one_path_a_number_of_times(served, status):
     assert served.faults == []
 
 
+def test_fault_after_letting_requests_through(served):
+    served.fail("status", status=500, skip=2, times=1)
+    assert [get(served, "/d/v.bin")[0] for _ in range(4)] == [200, 200, 500, 200]
+
+
 def test_fault_for_all_paths_until_cleared(served):
     served.fail("status", status=500)
     for _ in range(3):
