@@ -32,6 +32,7 @@ from remote_cases import (
     KINDS,
     LEVELS,
     RNG_SEED,
+    SHAPE,
     big_volume,
     covered,
     data_of,
@@ -95,6 +96,21 @@ def test_open_selections_equal_local_reads(web, site, name):
         for _ in range(12):
             sel = random_selection(rng, local.shape)
             np.testing.assert_array_equal(remote[sel], local[sel], err_msg=str(sel))
+
+
+@pytest.mark.parametrize("name", ["contiguous.jnrrd", "external.jnrrd", "sparse.jnrrd",
+                                  "untiled.jnrrd"])
+def test_orthogonal_indexing_and_tiles_by_url(web, site, name):
+    rng = np.random.default_rng([RNG_SEED, 5, list(KINDS).index(name)])
+    with jnrrd.open(site / name) as local, jnrrd.open(web.url_for(name)) as remote:
+        for _ in range(4):
+            sel = (np.sort(rng.choice(SHAPE[0], size=5, replace=False)),
+                   slice(int(rng.integers(0, 40)), int(rng.integers(40, 80))),
+                   rng.random(SHAPE[2]) < 0.3)
+            np.testing.assert_array_equal(remote.oindex[sel], local.oindex[sel])
+        if name != "untiled.jnrrd":
+            for coords in [(0, 0, 0), (2, 1, 1), (1, 2, 0)]:
+                np.testing.assert_array_equal(remote.read_tile(coords), local.read_tile(coords))
 
 
 @pytest.mark.parametrize("name", LEVELS)
