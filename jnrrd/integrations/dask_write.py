@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import copy
 import math
+import shutil
 import sys
+import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -27,7 +29,9 @@ from ..engine.tiles import TileEncoder
 from ..errors import UnsupportedError, where
 from ..storage import WriteStore
 from ..storage.names import MARK, fresh_token, stale_patterns
+from ..storage.remote_writes import RemoteWriteStore
 from ..storage.targets import target_store
+from ..storage.writes import LocalWriteStore
 from ..tiling.padding import all_padding, value_fill
 from ..writing.layout import TilePlan, header_space, internal_layout
 from ..writing.quality import quality_by_region
@@ -261,12 +265,14 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
     else:
         sink = None
         out_dir = f".{key}{MARK}{token}.tiles"
-        store.reserve(out_dir)
         tables = Tables([None] * plan.nstored, [{} for _ in range(plan.nstored)])
+    spool = _spool_store(store) if sink is None else store
+    if sink is None:
+        spool.reserve(out_dir)
     failed = True
     try:
         fill = value_fill(plan.padding_value, plan.type_name)
-        job = TileJob(work, vdtype, chain_dtype, fill, store, out_dir,
+        job = TileJob(work, vdtype, chain_dtype, fill, spool, out_dir,
                       "jnrrd-" + token + tokenize(path))
         arrays = _level_arrays(x, plan, vdtype)
         for g, size, meta in _run(job, arrays, plan.progress):
@@ -290,13 +296,15 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
                 out.write(b"\0" * (first - len(header)))
                 for g, size in enumerate(tables.sizes):
                     if size is not None:
-                        store.append_object(out, f"{out_dir}/{g}", size)
+                        spool.append_object(out, f"{out_dir}/{g}", size)
         failed = False
     finally:
         if sink is not None:
             sink.close(failed=failed)
         else:
-            store.discard(out_dir)
+            spool.discard(out_dir)
+            if spool is not store:
+                shutil.rmtree(spool.root, ignore_errors=True)
     keep = [sink.dir_name] if sink is not None else []
     store.tidy(key, keep=keep, patterns=stale_patterns(key))
 
@@ -373,6 +381,15 @@ def _run(job: TileJob, arrays: dict[int, Any],
 
     with Callback(posttask=posttask):
         return list(dask.compute(*tasks))
+
+
+def _spool_store(store: WriteStore) -> WriteStore:
+    """Where an internal write's tiles wait for their layout: beside the target, except for
+    an object store written from this process's own scheduler (no ``distributed`` client):
+    then a local temporary directory, so that tiles are not uploaded twice."""
+    if isinstance(store, RemoteWriteStore) and _active_client() is None:
+        return LocalWriteStore(tempfile.mkdtemp(prefix="jnrrd-spool-"))
+    return store
 
 
 def _active_client() -> Any:
