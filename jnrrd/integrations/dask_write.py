@@ -302,9 +302,7 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
         if sink is not None:
             sink.close(failed=failed)
         else:
-            spool.discard(out_dir)
-            if spool is not store:
-                shutil.rmtree(spool.root, ignore_errors=True)
+            _drop_spool(spool, store, out_dir)
     keep = [sink.dir_name] if sink is not None else []
     store.tidy(key, keep=keep, patterns=stale_patterns(key))
 
@@ -390,6 +388,13 @@ def _spool_store(store: WriteStore) -> WriteStore:
     if isinstance(store, RemoteWriteStore) and _active_client() is None:
         return LocalWriteStore(tempfile.mkdtemp(prefix="jnrrd-spool-"))
     return store
+
+
+def _drop_spool(spool: Any, store: WriteStore, out_dir: str) -> None:
+    """Remove the spooled tiles (and a local spool's temporary directory)."""
+    spool.discard(out_dir)
+    if spool is not store:
+        shutil.rmtree(spool.root, ignore_errors=True)
 
 
 def _active_client() -> Any:
