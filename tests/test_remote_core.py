@@ -223,3 +223,37 @@ def test_memory_reads_fetch_only_what_a_selection_touches(mem, tmp_path, monkeyp
 def test_remote_knobs_are_checked(knob) -> None:
     with pytest.raises(ValueError, match=next(iter(knob))):
         jnrrd.open("memory://nothing/x.jnrrd", **knob)
+
+
+def test_parts_resolve_as_the_body_arrives_and_a_short_body_is_an_error() -> None:
+    import asyncio
+
+    from jnrrd.storage import remote_fetch
+    from jnrrd.storage.remote_fetch import Parts
+
+    body = bytes(range(200)) * 5  # 1000 bytes
+    parts = [(0, 100), (100, 400), (400, 1000), (50, 60)]
+    sink = Parts(parts)
+    chunks = [body[:120], body[120:500], body[500:]]
+    seen = []
+
+    async def read(n):
+        seen.append([f.done() for f in sink.futures])
+        return chunks.pop(0) if chunks else b""
+
+    buf = asyncio.run(remote_fetch._stream(read, 1000, sink))
+    assert bytes(buf) == body
+    # before the second chunk, the parts inside the first 120 bytes were already handed out
+    assert seen[1] == [True, False, False, True]
+    for (a, b), fut in zip(parts, sink.futures, strict=True):
+        assert bytes(fut.result()) == body[a:b]
+
+    short = Parts([(0, 10), (10, 1000)])
+    pieces = [body[:500]]
+
+    async def read_short(n):
+        return pieces.pop(0) if pieces else b""
+
+    with pytest.raises(remote_fetch._Retry, match="ended early"):
+        asyncio.run(remote_fetch._stream(read_short, 1000, short))
+    assert short.futures[0].done() and not short.futures[1].done()

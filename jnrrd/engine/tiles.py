@@ -243,6 +243,11 @@ class Fetched:
             started = self.source.prefetch(level, coords, decoder.tile_limit)
         self.pending = dict(zip(coords, started, strict=True))
 
+    def rank(self, coords: tuple[int, ...]) -> int:
+        """When the tile's bytes come, relative to the others (its place in its request):
+        decoding the tiles in this order waits least."""
+        return getattr(self.pending.get(coords), "rank", 0)
+
     def take(self, coords: tuple[int, ...]) -> Any:
         """The bytes of the tile at ``coords`` (waits for them; ``None`` when sparse)."""
         pending = self.pending[coords]

@@ -388,6 +388,8 @@ class Volume(LevelView):
                 batch = copy_cached(self._cache, level.index, batch, out)
             # remote tiles: every request of the batch in flight before the first decode
             fetched = dec.prefetch(level, [p.coords for p in batch]) if dec.remote else None
+            if fetched is not None:  # decode the tiles in the order their bytes arrive
+                batch.sort(key=lambda p: fetched.rank(p.coords))
             tasks = [task(p, fetched) for p in batch]
             if inline:
                 for t in tasks:

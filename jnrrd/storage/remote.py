@@ -72,8 +72,10 @@ def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple
     try:
         return url_to_fs(url, **(storage_options or {}))
     except ImportError as exc:
-        raise MissingDependencyError(f"{url}: {exc} (pip install 'jnrrd[remote]'; "
-                                     "'jnrrd[s3]' for s3://)") from None
+        raise MissingDependencyError(
+            f"{url}: {exc} (pip install 'jnrrd[remote]' for http(s)://, 'jnrrd[s3]' for "
+            "s3://, or the protocol's fsspec package, e.g. gcsfs for gs://, adlfs for "
+            "az://)") from None
     except ValueError as exc:
         raise UnsupportedError(f"{url}: {exc}") from None
 
@@ -152,12 +154,15 @@ class RemoteReader:
         plan = plan_requests([ranges[i] for i in todo], gap=policy.coalesce_gap,
                              concurrency=policy.request_concurrency)
         for piece in plan:
-            fut = self.fetcher.submit(self.path, piece.start, piece.stop, url=self.url,
-                                      etag=self.etag)
-            pending = Pending(fut, self, piece.start, piece.stop)
-            for m in piece.members:
+            # each range's future resolves as soon as its bytes arrive: decoding the first
+            # tiles of a request overlaps the transfer of the rest
+            parts = [(ranges[todo[m]][0] - piece.start, ranges[todo[m]][1] - piece.start)
+                     for m in piece.members]
+            futures = self.fetcher.submit_parts(self.path, piece.start, piece.stop, parts,
+                                                url=self.url, etag=self.etag)
+            for rank, (m, fut) in enumerate(zip(piece.members, futures, strict=True)):
                 a, b = ranges[todo[m]]
-                out[todo[m]] = Slice(pending, a - piece.start, b - piece.start)
+                out[todo[m]] = Slice(Pending(fut, self, a, b), 0, b - a, rank=rank)
         return [s for s in out if s is not None]
 
     def _fetch(self, start: int, stop: int) -> bytes:
@@ -187,23 +192,26 @@ class Done:
 
 
 class Pending:
-    """A request in flight; :meth:`result` waits for it (bounded) and checks it."""
+    """The bytes ``start:stop`` of an object, on their way; :meth:`result` waits for them
+    (bounded)."""
 
-    def __init__(self, future: Future[Answer], reader: RemoteReader, start: int, stop: int
-                 ) -> None:
+    def __init__(self, future: Future[memoryview], reader: RemoteReader, start: int,
+                 stop: int) -> None:
         self.future, self.reader, self.start, self.stop = future, reader, start, stop
 
-    def result(self) -> bytes:
+    def result(self) -> memoryview:
         r = self.reader
-        return r.check(r.fetcher.wait(self.future, r.url, self.start, self.stop)).data
+        return r.fetcher.wait(self.future, r.url, self.start, self.stop)
 
 
 class Slice:
-    """The bytes of one range of a (pending) request."""
+    """The bytes of one range: a slice of an available block, or a pending range;
+    ``rank``: its place in its request (0: first to arrive)."""
 
     def __init__(self, source: Done | Pending | None, start: int, stop: int, *,
-                 error: Exception | None = None) -> None:
+                 error: Exception | None = None, rank: int = 0) -> None:
         self.source, self.start, self.stop, self.error = source, start, stop, error
+        self.rank = rank
 
     def result(self) -> memoryview:
         if self.error is not None:

@@ -33,7 +33,7 @@ from .._threads import io_submit
 from ..errors import DataError, RemoteError
 from ..policy import Policy
 
-__all__ = ["Answer", "Fetcher", "Piece", "plan_requests"]
+__all__ = ["Answer", "Fetcher", "Parts", "Piece", "plan_requests"]
 
 _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.IGNORECASE)
 #: the smallest piece a long run of ranges is cut into for parallel requests
@@ -89,11 +89,28 @@ class Fetcher:
         future.add_done_callback(self._answered)
         return future
 
+    def submit_parts(self, path: str, start: int, stop: int, parts: Sequence[tuple[int, int]],
+                     *, url: str, etag: str | None = None) -> list[Future[memoryview]]:
+        """Fetch bytes ``start:stop`` in one request, and hand out each of ``parts`` (ranges
+        relative to ``start``) as soon as the body has passed its end: one future each, so
+        the first tiles of a long request decode while the rest are on the wire."""
+        sink = Parts(parts)
+        with self._lock:
+            self._waiting += 1
+        if self.loop is not None:
+            coro = self._attempts(path, start, stop, url, True, etag, sink)
+            whole = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        else:
+            whole = io_submit(self._sync, path, start, stop, url, True)
+        whole.add_done_callback(self._answered)
+        whole.add_done_callback(sink.finish)
+        return sink.futures
+
     def _answered(self, _: Future[Answer]) -> None:
         with self._lock:
             self._waiting -= 1
 
-    def wait(self, future: Future[Answer], url: str, start: int, stop: int | None) -> Answer:
+    def wait(self, future: Future[Any], url: str, start: int, stop: int | None) -> Any:
         """The answer of ``future``, within the time it may take: its own tries, after the
         tries of the requests queued before it (each bounded by ``request_timeout``)."""
         p = self.policy
@@ -131,7 +148,8 @@ class Fetcher:
 
     # -- one request, with retries ----------------------------------------------------------
     async def _attempts(self, path: str, start: int, stop: int | None, url: str,
-                        exact: bool, etag: str | None = None) -> Answer:
+                        exact: bool, etag: str | None = None, sink: Parts | None = None
+                        ) -> Answer:
         if self._sem is None:
             self._sem = asyncio.Semaphore(self.policy.request_concurrency)
         retries, timeout = self.policy.request_retries, self.policy.request_timeout
@@ -139,7 +157,7 @@ class Fetcher:
             for attempt in range(retries + 1):
                 try:
                     answer = await asyncio.wait_for(
-                        self._once(path, start, stop, url, etag), timeout)
+                        self._once(path, start, stop, url, etag, sink), timeout)
                 except _Retry as exc:
                     reason = exc.message
                 except TimeoutError:
@@ -152,12 +170,12 @@ class Fetcher:
                           + (f" (after {retries + 1} tries)" if retries else ""))
 
     async def _once(self, path: str, start: int, stop: int | None, url: str,
-                    etag: str | None = None) -> Answer:
+                    etag: str | None = None, sink: Parts | None = None) -> Answer:
         if self.http:
-            return await self._http(path, start, stop, url)
+            return await self._http(path, start, stop, url, etag, sink)
         try:
             if self.s3:
-                return await self._s3(path, start, stop, etag)
+                return await self._s3(path, start, stop, etag, sink)
             data = await self.fs._cat_file(path, start=start, end=stop)
         except FileNotFoundError as exc:
             raise FileNotFoundError(errno.ENOENT, f"no such object ({exc})", url) from None
@@ -165,6 +183,8 @@ class Fetcher:
             raise
         except PermissionError as exc:
             raise RemoteError(f"{url}: {_span(start, stop)}: access denied ({exc})") from None
+        except (TypeError, ValueError) as exc:  # a bad option: no retry helps
+            raise RemoteError(f"{url}: {_span(start, stop)}: {_describe(exc)}") from None
         except Exception as exc:  # client libraries raise their own types
             text = str(exc)
             if etag and ("PreconditionFailed" in text or "412" in text
@@ -174,7 +194,8 @@ class Fetcher:
             raise _Retry(_describe(exc)) from None
         return Answer(bytes(data))
 
-    async def _s3(self, path: str, start: int, stop: int | None, etag: str | None) -> Answer:
+    async def _s3(self, path: str, start: int, stop: int | None, etag: str | None,
+                  sink: Parts | None = None) -> Answer:
         """One ranged ``GetObject`` through s3fs, with ``IfMatch`` when the version is known
         (the ETag of the answer comes back with it)."""
         fs = self.fs
@@ -188,13 +209,18 @@ class Fetcher:
         if stop is not None and stop <= start:
             return Answer(b"")
         resp = await fs._call_s3("get_object", Bucket=bucket, Key=key, **kw)
+        body = resp["Body"]
         try:
-            data = await resp["Body"].read()
+            if sink is None or stop is None:
+                data: Any = await body.read()
+            else:
+                data = await _stream(body.read, stop - start, sink)
         finally:
-            resp["Body"].close()
+            body.close()
         return Answer(data, etag=resp.get("ETag"))
 
-    async def _http(self, url: str, start: int, stop: int | None, name: str) -> Answer:
+    async def _http(self, url: str, start: int, stop: int | None, name: str,
+                    etag: str | None = None, sink: Parts | None = None) -> Answer:
         fs = self.fs
         kw = dict(fs.kwargs)
         headers = dict(kw.pop("headers", None) or {})
@@ -203,9 +229,11 @@ class Fetcher:
         try:
             session = await fs.set_session()
             async with session.get(fs.encode_url(url), headers=headers, **kw) as r:
-                return await _http_answer(r, start, stop, name)
-        except (FileNotFoundError, RemoteError, _Retry):
+                return await _http_answer(r, start, stop, name, etag, sink)
+        except (FileNotFoundError, RemoteError, DataError, _Retry):
             raise
+        except (TypeError, ValueError) as exc:  # a bad option: no retry helps
+            raise RemoteError(f"{name}: {_span(start, stop)}: {_describe(exc)}") from None
         except Exception as exc:  # aiohttp's errors, a dropped connection
             raise _Retry(_describe(exc)) from None
 
@@ -228,8 +256,10 @@ class Fetcher:
         raise AssertionError("unreachable")
 
 
-async def _http_answer(r: Any, start: int, stop: int | None, url: str) -> Answer:
-    """Check an aiohttp response to a range request and read its body."""
+async def _http_answer(r: Any, start: int, stop: int | None, url: str,
+                       etag: str | None = None, sink: Parts | None = None) -> Answer:
+    """Check an aiohttp response to a range request and read its body (into ``sink`` as it
+    arrives, when given)."""
     span = _span(start, stop)
     if r.status == 404:
         raise FileNotFoundError(errno.ENOENT, "no such object", url)
@@ -240,7 +270,11 @@ async def _http_answer(r: Any, start: int, stop: int | None, url: str) -> Answer
         raise _Retry(f"HTTP {r.status} {r.reason or ''}".rstrip())
     if r.status not in (200, 206):
         raise RemoteError(f"{url}: {span}: HTTP {r.status} {r.reason or ''}".rstrip())
-    etag = r.headers.get("ETag")
+    got_etag = r.headers.get("ETag")
+    if etag is not None and got_etag is not None and got_etag != etag:
+        raise DataError(f"{url}: the object changed while it was read (ETag {etag} became "
+                        f"{got_etag})")
+    etag = got_etag
     if r.status == 200:
         # the server ignored the range: acceptable only for an object that ends within it
         length = r.headers.get("Content-Length")
@@ -262,7 +296,10 @@ async def _http_answer(r: Any, start: int, stop: int | None, url: str) -> Answer
         raise RemoteError(f"{url}: {span}: the server answered bytes {first}-{last} "
                           f"(Content-Range {r.headers.get('Content-Range')!r})")
     try:
-        data = await r.read()
+        if sink is None:
+            data: Any = await r.read()
+        else:
+            data = await _stream(r.content.read, last - first + 1, sink)
     except Exception as exc:  # a body cut short
         raise _Retry(f"the body ended early ({_describe(exc)})") from None
     if len(data) != last - first + 1:
@@ -302,6 +339,64 @@ def _protocols(fs: Any) -> set[str]:
 
 def _is_http(fs: Any) -> bool:
     return bool(_protocols(fs) & {"http", "https"})
+
+
+async def _stream(read: Any, size: int, sink: Parts) -> bytearray:
+    """Read ``size`` body bytes with ``read(n)`` into one buffer, handing ``sink`` every part
+    the bytes received so far cover."""
+    buf = bytearray(size)
+    view = memoryview(buf)
+    got = 0
+    while got < size:
+        chunk = await read(min(_CHUNK, size - got))
+        if not chunk:
+            break
+        view[got : got + len(chunk)] = chunk
+        got += len(chunk)
+        sink.received(buf, got)
+    if got != size:
+        raise _Retry(f"the body ended early ({got} of {size} bytes)")
+    return buf
+
+
+#: the most bytes read from a response body at a time
+_CHUNK = 256 << 10
+
+
+class Parts:
+    """The parts of one request (ranges relative to its start), each a future resolved as
+    soon as the bytes received cover it; the rest are resolved (or failed) at the end."""
+
+    def __init__(self, parts: Sequence[tuple[int, int]]) -> None:
+        self.parts = list(parts)
+        self.futures: list[Future[memoryview]] = [Future() for _ in self.parts]
+        self._by_end = sorted(range(len(self.parts)), key=lambda i: self.parts[i][1])
+        self._next = 0
+
+    def received(self, buf: bytearray, got: int) -> None:
+        """Resolve every part that ends within the first ``got`` bytes of ``buf``."""
+        order, parts = self._by_end, self.parts
+        while self._next < len(order) and parts[order[self._next]][1] <= got:
+            i = order[self._next]
+            self._next += 1
+            fut = self.futures[i]
+            if not fut.done():  # a retried request passes parts it already handed out
+                fut.set_result(memoryview(buf)[parts[i][0] : parts[i][1]])
+        if got < len(buf):
+            return
+        self._next = 0  # a retry starts over
+
+    def finish(self, whole: Future[Answer]) -> None:
+        """The request ended: resolve what is left from its answer, or fail it."""
+        exc = whole.exception() if not whole.cancelled() else RemoteError("request cancelled")
+        data = None if exc is not None else whole.result().data
+        for (a, b), fut in zip(self.parts, self.futures, strict=True):
+            if fut.done():
+                continue
+            if exc is not None:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(memoryview(data)[a:b])
 
 
 @dataclass
