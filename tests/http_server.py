@@ -15,7 +15,8 @@ free port. What it does, per RFC 9110:
 - Keep-alive (HTTP/1.1), ``TCP_NODELAY`` on accepted sockets (small answers would otherwise
   wait ~40 ms for the client's delayed ACK), no request logging.
 
-Switches for tests: ``latency`` (seconds slept before each response), ``fail(...)`` (status
+Switches for tests: ``latency`` (seconds slept before each response), ``required_headers``
+(401 without them), ``fail(...)`` (status
 500/403, truncated body, wrong Content-Range, ignored Range, stall; for one path or all, for
 the next ``times`` requests or always). Counters: ``counts`` (requests by method),
 ``bytes_sent`` (body bytes), ``records`` (one :class:`Record` per request),
@@ -165,6 +166,8 @@ class RangeServer:
         self.latency = latency
         self.control = control
         self.faults: list[Fault] = []
+        #: headers every request must carry (e.g. a bearer token), else 401
+        self.required_headers: dict[str, str] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._sockets: set[socket.socket] = set()
@@ -347,6 +350,8 @@ class RangeServer:
     def _serve(self, h: _Handler, method: str, path: str) -> None:
         range_header = h.headers.get("Range")
         self._wait(self.latency)
+        if any(h.headers.get(k) != v for k, v in self.required_headers.items()):
+            return self._status(h, method, path, 401, range_header)
         fault = self._fault_for(method, path)
         if fault is not None and fault.kind == "stall":
             self._wait(fault.seconds)

@@ -66,12 +66,14 @@ def module_server(site):
 
 @pytest.fixture
 def web(module_server):
-    """The module's server, counters at zero, no faults, no latency."""
+    """The module's server, counters at zero, no faults, no latency, no required headers."""
     module_server.clear_faults()
     module_server.latency = 0.0
+    module_server.required_headers = {}
     module_server.reset()
     yield module_server
     module_server.clear_faults()
+    module_server.required_headers = {}
 
 
 # -- every kind, by URL as by path --------------------------------------------------------------
@@ -135,6 +137,28 @@ def test_pickled_remote_volume_reopens_the_url(web, name):
         clone = pickle.loads(pickle.dumps(vol))
         np.testing.assert_array_equal(clone[10:20, :, 5], vol[10:20, :, 5])
         assert clone.reopen.path == url
+
+
+@pytest.mark.parametrize("name", ["external.jnrrd", "detached.jnrrd", "detached.nhdr",
+                                  "pyramid.jnrrd"])
+def test_storage_options_reach_every_request(web, name):
+    """A server that wants a token: ``storage_options={"headers": ...}`` goes with the
+    header's requests and with those of tiles and data files; without it, a 401 naming the
+    URL."""
+    web.required_headers = {"Authorization": "Bearer secret-16"}
+    url = web.url_for(name)
+    try:
+        with pytest.raises(OSError) as info:
+            jnrrd.open(url, request_retries=0)
+        assert_names(info.value, url)
+        assert "401" in str(info.value)
+        web.reset()
+        got = values(jnrrd.read(url, storage_options={
+            "headers": {"Authorization": "Bearer secret-16"}}))
+    finally:
+        web.required_headers = {}
+    np.testing.assert_array_equal(got, data_of(name))
+    assert web.requests > 1 and all(r.status in (200, 206) for r in web.records)
 
 
 def test_file_url_is_a_local_path(web, site):

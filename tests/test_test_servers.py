@@ -196,6 +196,13 @@ def test_fault_methods(served):
     assert get(served, "/d/v.bin")[0] == 200
 
 
+def test_required_headers(served):
+    served.required_headers = {"Authorization": "Bearer t"}
+    assert get(served, "/d/v.bin")[0] == 401
+    assert get(served, "/d/v.bin", Authorization="Bearer x")[0] == 401
+    assert get(served, "/d/v.bin", Range="bytes=0-1", Authorization="Bearer t")[2] == DATA[:2]
+
+
 def test_unknown_fault_is_refused(served):
     with pytest.raises(ValueError, match="unknown fault"):
         served.fail("explode")
