@@ -123,3 +123,20 @@ def many_tiles_file(n: int) -> bytes:
     while len(head := header(start)) > start:  # the offsets' digits grow with the header
         start = len(head) + 16
     return head + bytes(start - len(head)) + b"".join(frames[i % 251] for i in range(n))
+
+
+def random_volume(shape: tuple[int, ...] = (40, 30, 20), seed: int = 0) -> np.ndarray:
+    """A seeded random uint16 volume (values below 4000)."""
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 4000, shape).astype(np.uint16)
+
+
+def put_to_s3(s3: Any, local: Any, key: str) -> None:
+    """Upload a local file or directory to ``key`` of the test bucket ``s3`` (the fixture)."""
+    import os
+
+    import fsspec
+
+    fs = fsspec.filesystem("s3", **s3.storage_options)
+    fs.put(str(local), s3.path(key), recursive=os.path.isdir(local))
+    fs.invalidate_cache()

@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
+from remote_cases import put_to_s3, random_volume
 
 import jnrrd
 from jnrrd.cli import main
@@ -19,16 +20,10 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def _volume(shape=(40, 30, 20), seed=7):
-    rng = np.random.default_rng(seed)
-    return rng.integers(0, 4000, shape).astype(np.uint16)
+    return random_volume(shape, seed)
 
 
-def _put(s3, local, key):
-    import fsspec
-
-    fs = fsspec.filesystem("s3", **s3.storage_options)
-    fs.put(str(local), s3.path(key), recursive=os.path.isdir(local))
-    fs.invalidate_cache()
+_put = put_to_s3
 
 
 def _tiles_dir(root):

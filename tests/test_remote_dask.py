@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 import pytest
+from remote_cases import put_to_s3, random_volume
 
 import jnrrd
 from jnrrd.errors import DataError
@@ -24,16 +25,10 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def _volume(shape=(40, 30, 20), seed=3):
-    rng = np.random.default_rng(seed)
-    return rng.integers(0, 4000, shape).astype(np.uint16)
+    return random_volume(shape, seed)
 
 
-def _put(s3, local, key):
-    import fsspec
-
-    fs = fsspec.filesystem("s3", **s3.storage_options)
-    fs.put(str(local), s3.path(key), recursive=os.path.isdir(local))
-    fs.invalidate_cache()
+_put = put_to_s3
 
 
 @pytest.fixture(autouse=True)

@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 import pytest
+from remote_cases import put_to_s3, random_volume
 
 import jnrrd
 
@@ -16,8 +17,7 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def _volume(shape=(40, 30, 20), seed=5):
-    rng = np.random.default_rng(seed)
-    return rng.integers(0, 4000, shape).astype(np.uint16)
+    return random_volume(shape, seed)
 
 
 def _errors(problems):
@@ -34,10 +34,7 @@ def _s3fs(s3):
     return fsspec.filesystem("s3", **s3.storage_options)
 
 
-def _put(s3, local, key):
-    fs = _s3fs(s3)
-    fs.put(str(local), s3.path(key), recursive=os.path.isdir(local))
-    fs.invalidate_cache()
+_put = put_to_s3
 
 
 # -- HTTP -------------------------------------------------------------------------------------
