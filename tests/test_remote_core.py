@@ -181,6 +181,17 @@ def test_plan_merges_neighbours_and_keeps_far_ranges_apart() -> None:
     assert plan_requests(ranges, gap=200, concurrency=4)[0].stop == 400
 
 
+def test_plan_keeps_runs_whole_when_they_fill_the_connections() -> None:
+    tile = 400 << 10
+    # 16 runs of 4 contiguous tiles, far apart: 16 requests, none cut (one round trip)
+    ranges = [(r * 100 * tile + t * tile, r * 100 * tile + (t + 1) * tile)
+              for r in range(16) for t in range(4)]
+    plan = plan_requests(ranges, gap=64 << 10, concurrency=16)
+    assert len(plan) == 16 and all(len(p.members) == 4 for p in plan)
+    # 8 such runs leave connections idle: the runs are cut to use them
+    assert len(plan_requests(ranges[:32], gap=64 << 10, concurrency=16)) > 8
+
+
 def test_plan_cuts_long_runs_for_several_connections() -> None:
     tile = 256 << 10
     ranges = [(i * tile, (i + 1) * tile) for i in range(512)]  # 128 MiB, contiguous

@@ -412,11 +412,21 @@ class Piece:
 def plan_requests(ranges: Sequence[tuple[int, int]], *, gap: int, concurrency: int
                   ) -> list[Piece]:
     """Merge ``ranges`` (``(start, stop)``) into few requests: sorted, neighbours at most
-    ``gap`` bytes apart joined, long runs cut (between ranges) into pieces of about
-    ``total / concurrency`` bytes (1-32 MiB) so that they travel on several connections."""
+    ``gap`` bytes apart joined (at most 32 MiB a request). When that leaves fewer runs than
+    ``concurrency`` connections, long runs are cut (between ranges) into pieces of about
+    ``total / concurrency`` bytes (at least 1 MiB) so that they travel on several connections;
+    otherwise every run is one request (one round trip for them all)."""
     order = sorted(range(len(ranges)), key=lambda i: ranges[i])
+    runs = _merge(ranges, order, gap, MAX_PIECE)
+    if len(runs) >= concurrency:
+        return runs
     total = sum(b - a for a, b in ranges)
     piece = min(MAX_PIECE, max(MIN_PIECE, -(-total // max(1, concurrency))))
+    return _merge(ranges, order, gap, piece)
+
+
+def _merge(ranges: Sequence[tuple[int, int]], order: list[int], gap: int, piece: int
+           ) -> list[Piece]:
     out: list[Piece] = []
     for i in order:
         a, b = ranges[i]
