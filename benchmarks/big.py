@@ -259,14 +259,19 @@ def bare_loop(field: Field, threads: int = 2) -> tuple[float, int]:
 
     nx, ny, _ = field.shape
     total = 0
+    slabs = field.slabs()
     t0 = time.perf_counter()
     with ThreadPoolExecutor(threads) as pool:
-        for z0, z1 in field.slabs():
+        for i, (z0, z1) in enumerate(slabs):
             slab = field[:, :, z0:z1]
             tiles = (slab[x:x + TILE, y:y + TILE] for y in range(0, ny, TILE)
                      for x in range(0, nx, TILE))
             total += sum(pool.map(encode, tiles))
             del slab
+            if (i + 1) * 10 // len(slabs) > i * 10 // len(slabs):  # a line per tenth
+                t = time.perf_counter() - t0
+                _log(f"bare: {i + 1}/{len(slabs)} slabs, {t:.0f} s, "
+                     f"~{(i + 1) / len(slabs) * field.nbytes / t / 1e6:.0f} MB/s")
     return time.perf_counter() - t0, total
 
 
