@@ -317,6 +317,7 @@ def level_spans(path: Path) -> tuple[int, list[dict]]:
 def read_regions(field: Field, path: Path, n: int, seed: int, size: int = 128) -> dict:
     """Cold then warm reads of ``n`` seeded random ``size``³ regions; each checked."""
     rng = np.random.default_rng(seed)
+    size = min(size, *field.shape)
     shape = np.array(field.shape)
     origins = [tuple(int(v) for v in rng.integers(0, shape - size + 1)) for _ in range(n)]
     keys = [tuple(slice(o, o + size) for o in origin) for origin in origins]
@@ -331,7 +332,8 @@ def read_regions(field: Field, path: Path, n: int, seed: int, size: int = 128) -
                 times[mode].append(time.perf_counter() - t0)
                 if mode == "cold" and not np.array_equal(got, field[key]):
                     wrong += 1
-    return {"times": times, "wrong": wrong, "nbytes": size ** 3 * 2, "origins": origins}
+    return {"times": times, "wrong": wrong, "nbytes": size ** 3 * 2, "edge": size,
+            "origins": origins}
 
 
 def read_coarsest(field: Field, path: Path) -> dict:
@@ -418,7 +420,8 @@ def report(args: argparse.Namespace, field: Field, bare: list[dict], writes: lis
     cold, warm = regions["times"]["cold"], regions["times"]["warm"]
     verdict = (f"{regions['wrong']} WRONG" if regions["wrong"]
                else "all equal to the source")
-    print(f"{len(cold)} random 128³ regions: cold median {statistics.median(cold) * 1e3:.1f} ms "
+    print(f"{len(cold)} random {regions['edge']}³ regions: cold median "
+          f"{statistics.median(cold) * 1e3:.1f} ms "
           f"(min {min(cold) * 1e3:.1f}, max {max(cold) * 1e3:.1f}), warm median "
           f"{statistics.median(warm) * 1e3:.1f} ms; "
           f"{verdict}")
@@ -442,6 +445,12 @@ def report(args: argparse.Namespace, field: Field, bare: list[dict], writes: lis
     ratio = bare_s / write_s
     print(f"write / bare loop speed: {ratio:.2f}x (ratio of medians); per repetition "
           f"{', '.join(f'{p:.2f}' for p in pairs)}")
+    if all("cpu" in r for r in bare + writes):
+        bare_cpu = statistics.median(b["cpu"] for b in bare)
+        write_cpu = statistics.median(w["cpu"] for w in writes)
+        print(f"CPU seconds (all threads): bare loop {bare_cpu:.1f}, write {write_cpu:.1f}: the "
+              f"write needs {write_cpu / bare_cpu:.2f}x the bare loop's CPU (on 2 saturated "
+              f"cores that bounds the speed ratio at {bare_cpu / write_cpu:.2f}x)")
     checks = [
         ("peak RSS <= 2 GiB during the write", hwm <= 2 * 2**30, _gib(hwm)),
         ("write throughput >= 0.85x the bare encode loop", ratio >= 0.85, f"{ratio:.2f}x"),
@@ -458,14 +467,20 @@ def report(args: argparse.Namespace, field: Field, bare: list[dict], writes: lis
 
 
 def _phase(args: argparse.Namespace, path: Path) -> dict:
-    """Run one timed phase in this (fresh) process; what the parent gets as JSON."""
+    """Run one timed phase in this (fresh) process; what the parent gets as JSON (with the
+    CPU seconds of the timed part, all threads: a figure less sensitive than wall time to
+    what other processes on the machine do meanwhile)."""
     field = Field(_nz(args.gib), seed=args.seed)
     if args.phase == "bare":
         gen = generate_only(field)
         reset_peak()
+        cpu = time.process_time()
         seconds, encoded = bare_loop(field)
-        return {"gen": gen, "seconds": seconds, "encoded": encoded, "hwm": _status("VmHWM")}
-    return write(field, path)
+        return {"gen": gen, "seconds": seconds, "encoded": encoded, "hwm": _status("VmHWM"),
+                "cpu": time.process_time() - cpu}
+    cpu = time.process_time()
+    out = write(field, path)
+    return {**out, "cpu": time.process_time() - cpu}
 
 
 def _child(phase: str, args: argparse.Namespace, path: Path) -> dict:
@@ -493,6 +508,8 @@ def main() -> int:
                     help="where the file goes (default: a temporary directory under the "
                          "current one, removed at the end)")
     ap.add_argument("--keep", action="store_true", help="keep the file (and the directory)")
+    ap.add_argument("--first", choices=("bare", "write"), default="write",
+                    help="the phase that goes first in the first repetition (default write)")
     ap.add_argument("--phase", choices=("bare", "write"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.phase:
@@ -514,7 +531,8 @@ def main() -> int:
         bare, writes = [], []
         for r in range(args.repeat):
             # alternate which phase goes first (neither always pays for the other's leftovers)
-            for phase in ("write", "bare") if r % 2 == 0 else ("bare", "write"):
+            first = ("write", "bare") if args.first == "write" else ("bare", "write")
+            for phase in first if r % 2 == 0 else first[::-1]:
                 res = _child(phase, args, path)
                 (bare if phase == "bare" else writes).append(res)
                 _log(f"{phase} {res['seconds']:.2f} s, peak RSS {_gib(res['hwm'] or 0)}")
