@@ -6,8 +6,11 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+import loopback_only
 import pytest
 from hypothesis import HealthCheck, settings
+
+loopback_only.install()  # no test reaches any address but this machine's
 
 settings.register_profile(
     "ci",

@@ -78,7 +78,8 @@ def test_convert_s3_external_source_with_options(s3, tmp_path):
     jnrrd.convert(url, out, storage_options=s3.storage_options, tile=8, compression="gzip")
     np.testing.assert_array_equal(jnrrd.read(out)[0], a)
     assert jnrrd.read_header(out)["labels"] == ["x", "y", "z"]
-    # the options are needed: without them there are no credentials nor endpoint
+    # the options are needed: without them the client has no endpoint here (and the
+    # session's loopback guard refuses the real service at once)
     with pytest.raises((OSError, jnrrd.JnrrdError)):
         jnrrd.convert(url, tmp_path / "again.jnrrd", request_retries=0)  # type: ignore[call-arg]
 

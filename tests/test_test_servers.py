@@ -433,3 +433,18 @@ def test_moto_in_a_subprocess(monkeypatch):
         assert fs.cat_file(f"{bucket}/k", start=5, end=9) == DATA[5:9]
         proc = server._proc
     assert proc is not None and proc.poll() is not None  # stopped
+
+
+def test_no_test_reaches_another_host() -> None:
+    """The session's guard (tests/loopback_only.py): other hosts fail at once."""
+    import socket
+
+    with pytest.raises(OSError, match="only this machine"):
+        socket.getaddrinfo("s3.amazonaws.com", 443)
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        with pytest.raises(OSError, match="only this machine"):
+            s.connect(("192.0.2.1", 80))
+    finally:
+        s.close()
+    assert socket.getaddrinfo("127.0.0.1", 80)
