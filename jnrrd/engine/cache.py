@@ -100,11 +100,15 @@ class TileCache:
     def get(self, key: Hashable) -> np.ndarray | None:
         """The cached array of ``key`` (now the most recently used), or None."""
         with self._lock:
-            hit = self._map.get(key)
-            if hit is not None:
-                self._map.move_to_end(key)
-                self._hits += 1
-            return hit
+            return self._hit(key)
+
+    def _hit(self, key: Hashable) -> np.ndarray | None:
+        """:meth:`get` with the lock held."""
+        hit = self._map.get(key)
+        if hit is not None:
+            self._map.move_to_end(key)
+            self._hits += 1
+        return hit
 
     def get_many(self, keys: list[Hashable]) -> list[np.ndarray | None]:
         """:meth:`get` of many keys under one lock (hits become the most recently used)."""
@@ -127,10 +131,8 @@ class TileCache:
             return load()
         while True:
             with self._lock:
-                hit = self._map.get(key)
+                hit = self._hit(key)
                 if hit is not None:
-                    self._map.move_to_end(key)
-                    self._hits += 1
                     return hit
                 pending = self._pending.get(key)
                 if pending is None:
