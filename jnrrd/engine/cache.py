@@ -2,7 +2,7 @@
 
 One least-recently-used map from ``(level, tile coords)`` to a decoded tile, shared by every
 level of one volume (stored tiles and computed tiles of virtual levels alike), bounded by the
-bytes of the arrays it holds. It is what makes a viewer's access pattern cheap: consecutive
+memory the tiles take. It is what makes a viewer's access pattern cheap: consecutive
 slices and a zoom around a point touch the same tiles again and again.
 
 - **Thread-safe.** One lock guards the map; decoding happens outside it. Threads that miss
@@ -11,9 +11,15 @@ slices and a zoom around a point touch the same tiles again and again.
 - **Read-only.** A cached array is marked non-writeable before it is shared; the volume copies
   out of it into each caller's output (or hands out a copy), so no caller can change what the
   next reader sees.
-- **Bounded.** The sum of the cached arrays' ``nbytes`` never exceeds the budget: the least
-  recently used tiles go first, and a tile larger than the whole budget is not cached.
+- **Bounded.** The memory of the cached tiles (an array's ``nbytes``, a brick slot's whole
+  pages) never exceeds the budget: the least recently used tiles go first, and a tile larger
+  than the whole budget is not cached.
 - **Off when 0.** ``cache_bytes=0`` caches nothing (every read decodes).
+- **Bricks.** The tiles of a stored level without overlap are kept, where the platform allows
+  it, in the level's :class:`~jnrrd.engine.bricks.Bricks` (one map with a fixed place per
+  tile): a read whose tiles are all cached is then a few NumPy copies (:meth:`TileCache.
+  copy_region`), not one step per tile. Copies out of bricks happen under the lock; a brick
+  tile handed out (:meth:`TileCache.get`) is a read-only copy.
 
 Defaults (:func:`default_cache_bytes`): 0 for local files, whose compressed bytes the operating
 system's page cache already holds (a re-read costs the decode only); 256 MiB for volumes with
@@ -25,12 +31,15 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["CacheInfo", "TileCache", "check_cache_bytes", "copy_cached", "default_cache_bytes",
+from ..tiling.grid import AxisSel, TileGrid
+from .bricks import Bricks
+
+__all__ = ["CacheInfo", "TileCache", "check_cache_bytes", "default_cache_bytes",
            "DEFAULT_REMOTE_CACHE_BYTES", "DEFAULT_VIRTUAL_CACHE_BYTES"]
 
 #: the default budget for remote stores (a re-read costs a request)
@@ -47,7 +56,7 @@ class CacheInfo(NamedTuple):
     misses: int
     evictions: int
     tiles: int  # tiles held now
-    bytes: int  # their total nbytes
+    bytes: int  # the memory they take (arrays' nbytes, brick slots' pages)
     max_bytes: int  # the budget (``cache_bytes``)
 
 
@@ -82,16 +91,31 @@ class _Pending:
         self.value: Any = None
 
 
-class TileCache:
-    """A thread-safe LRU of read-only arrays bounded by ``max_bytes`` (0: caches nothing)."""
+class _InBricks(NamedTuple):
+    """A cache entry whose tile lives in its level's bricks."""
 
-    def __init__(self, max_bytes: int) -> None:
+    bricks: Bricks
+    coords: tuple[int, ...]
+    nbytes: int  # the slot's bytes (whole pages)
+
+
+class TileCache:
+    """A thread-safe LRU of read-only arrays bounded by ``max_bytes`` (0: caches nothing).
+
+    ``levels``: the stored levels whose tiles may live in bricks, level → ``(grid, dtype)``;
+    their tiles' keys are ``(level, coords)``. Other keys are any hashable.
+    """
+
+    def __init__(self, max_bytes: int,
+                 levels: Mapping[Hashable, tuple[TileGrid, np.dtype]] | None = None) -> None:
         self.max_bytes = max_bytes
-        self._map: OrderedDict[Hashable, np.ndarray] = OrderedDict()
+        self._map: OrderedDict[Hashable, np.ndarray | _InBricks] = OrderedDict()
         self._pending: dict[Hashable, _Pending] = {}
         self._lock = threading.Lock()
         self._bytes = 0
         self._hits = self._misses = self._evictions = 0
+        self._layouts = dict(levels or {})
+        self._bricks: dict[Hashable, Bricks | None] = {}
 
     @property
     def enabled(self) -> bool:
@@ -103,25 +127,47 @@ class TileCache:
             return self._hit(key)
 
     def _hit(self, key: Hashable) -> np.ndarray | None:
-        """:meth:`get` with the lock held."""
+        """:meth:`get` with the lock held (a tile in bricks comes out as a read-only copy)."""
         hit = self._map.get(key)
-        if hit is not None:
-            self._map.move_to_end(key)
-            self._hits += 1
+        if hit is None:
+            return None
+        self._map.move_to_end(key)
+        self._hits += 1
+        if type(hit) is _InBricks:
+            return _read_only(hit.bricks.tile(hit.coords))
         return hit
 
-    def get_many(self, keys: list[Hashable]) -> list[np.ndarray | None]:
-        """:meth:`get` of many keys under one lock (hits become the most recently used)."""
+    def copy_hits(self, level: Hashable, pieces: list[Any], out: np.ndarray) -> list[Any]:
+        """Copy into ``out`` the tile pieces (``coords``, ``src``, ``dst``) of ``level`` whose
+        tiles are cached, in the calling thread (a hit is a memory copy: a pool hand-off would
+        cost more); return the pieces still to decode."""
+        rest = []
         with self._lock:
-            found = [self._map.get(k) for k in keys]
-            move = self._map.move_to_end
-            hits = 0
-            for k, v in zip(keys, found, strict=True):
-                if v is not None:
-                    move(k)
-                    hits += 1
+            get, move = self._map.get, self._map.move_to_end
+            for p in pieces:
+                key = (level, p.coords)
+                hit = get(key)
+                if hit is None:
+                    rest.append(p)
+                    continue
+                move(key)
+                if type(hit) is _InBricks:
+                    hit.bricks.copy_into(p.coords, p.src, out, p.dst)
+                else:
+                    out[p.dst] = hit[p.src]
+            self._hits += len(pieces) - len(rest)
+        return rest
+
+    def copy_region(self, level: Hashable, sel: tuple[AxisSel, ...], out: np.ndarray) -> bool:
+        """Copy a step-1 selection of ``level`` into ``out`` (fresh, F order, its shape) when
+        every tile it touches is in the level's bricks: one NumPy copy per block of whole
+        tiles. False (nothing copied) when the level has no bricks, the selection has a
+        step, or a tile is missing."""
+        with self._lock:
+            bricks = self._bricks.get(level)
+            hits = bricks.copy_region(sel, out) if bricks is not None else 0
             self._hits += hits
-        return found
+        return hits > 0
 
     def get_or_load(self, key: Hashable, load: Callable[[], np.ndarray | None]
                     ) -> np.ndarray | None:
@@ -159,32 +205,67 @@ class TileCache:
         return value
 
     def put(self, key: Hashable, value: np.ndarray) -> np.ndarray:
-        """Cache ``value`` (made read-only) under ``key`` unless it is larger than the whole
-        budget; evicts the least recently used arrays to stay within it. Returns the
-        read-only array."""
-        if value.flags.writeable:
-            value = value.view()
-            value.flags.writeable = False
-        size = value.nbytes
-        if size > self.max_bytes:
-            return value
+        """Cache ``value`` under ``key`` unless it is larger than the whole budget; evicts the
+        least recently used tiles to stay within it. Returns ``value`` made read-only (the
+        caller's array is left alone)."""
+        value = _read_only(value)
         with self._lock:
-            old = self._map.pop(key, None)
-            if old is not None:
-                self._bytes -= old.nbytes
-            self._map[key] = value
+            bricks = self._bricks_for(key)
+            if bricks is not None and bricks.fits(key[1], value):  # type: ignore[index]
+                size = bricks.slot_bytes
+            else:
+                bricks, size = None, value.nbytes
+            if size > self.max_bytes:
+                return value
+            self._drop(key)
+            if bricks is not None:
+                bricks.store(key[1], value)  # type: ignore[index]
+                self._map[key] = _InBricks(bricks, key[1], size)  # type: ignore[index]
+            else:
+                self._map[key] = value
             self._bytes += size
-            while self._bytes > self.max_bytes:
-                _, gone = self._map.popitem(last=False)
-                self._bytes -= gone.nbytes
-                self._evictions += 1
+            self._evict()
         return value
+
+    def _bricks_for(self, key: Hashable) -> Bricks | None:
+        """The bricks a tile of ``key`` goes to (made on first use), with the lock held."""
+        level = key[0] if isinstance(key, tuple) and len(key) == 2 else None
+        if level not in self._layouts:
+            return None
+        if level not in self._bricks:
+            self._bricks[level] = Bricks.create(*self._layouts[level])
+        return self._bricks[level]
+
+    def _drop(self, key: Hashable) -> None:
+        """Forget ``key`` (with the lock held)."""
+        old = self._map.pop(key, None)
+        if old is not None:
+            self._bytes -= old.nbytes
+            if type(old) is _InBricks:
+                old.bricks.release(old.coords)
+
+    def _evict(self) -> None:
+        """Drop least recently used tiles until the budget holds (with the lock held); a tile
+        in bricks read by :meth:`copy_region` since it was last looked at is kept once more
+        (those reads do not reorder the map: second chance)."""
+        while self._bytes > self.max_bytes:
+            key, old = self._map.popitem(last=False)
+            if type(old) is _InBricks:
+                if old.bricks.take_used(old.coords):
+                    self._map[key] = old
+                    continue
+                old.bricks.release(old.coords)
+            self._bytes -= old.nbytes
+            self._evictions += 1
 
     def clear(self) -> None:
         """Drop every cached array (the counters stay)."""
         with self._lock:
             self._map.clear()
             self._bytes = 0
+            for bricks in self._bricks.values():
+                if bricks is not None:
+                    bricks.clear()
 
     def keys(self) -> list[Hashable]:
         """The cached keys, least recently used first."""
@@ -197,15 +278,9 @@ class TileCache:
                              self._bytes, self.max_bytes)
 
 
-def copy_cached(cache: TileCache, level: int, pieces: list[Any], out: np.ndarray) -> list[Any]:
-    """Copy into ``out`` the tile pieces (``coords``, ``src``, ``dst``) of ``level`` whose
-    tiles are cached, in the calling thread (a hit is a memory copy: a pool hand-off would
-    cost more); return the pieces still to decode."""
-    tiles = cache.get_many([(level, p.coords) for p in pieces])
-    rest = []
-    for p, tile in zip(pieces, tiles, strict=True):
-        if tile is None:
-            rest.append(p)
-        else:
-            out[p.dst] = tile[p.src]
-    return rest
+def _read_only(value: np.ndarray) -> np.ndarray:
+    """``value`` as a read-only array (a view when it is writeable: the owner keeps its own)."""
+    if value.flags.writeable:
+        value = value.view()
+        value.flags.writeable = False
+    return value

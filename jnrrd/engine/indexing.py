@@ -25,7 +25,8 @@ import numpy as np
 from .._threads import run_parallel
 from ..tiling.grid import AxisSel, is_bool_scalar
 
-__all__ = ["OIndex", "has_array_index", "numpy_getitem", "orthogonal_getitem", "planes_read"]
+__all__ = ["OIndex", "finish_basic", "has_array_index", "numpy_getitem", "orthogonal_getitem",
+           "planes_read"]
 
 _ARRAYLIKE = (list, tuple, range, np.ndarray)
 #: raw blocks up to this size are gathered in the calling thread
@@ -68,6 +69,22 @@ def _array(k: Any) -> np.ndarray | None:
         raise IndexError("arrays used as indices must be of integer (or boolean) type, got "
                          f"{a.dtype}")
     return a
+
+
+def finish_basic(out: np.ndarray, sel: tuple[AxisSel, ...], c_order: bool) -> np.ndarray:
+    """A basic selection's array (read in ascending header order) as the caller asked for
+    it: reversed axes flipped, the caller's axis order, integer-indexed axes dropped."""
+    flip = drop = False
+    for s in sel:
+        flip |= s.reverse
+        drop |= s.drop
+    if flip:
+        out = out[tuple(slice(None, None, -1) if s.reverse else slice(None) for s in sel)]
+    if c_order:
+        out = out.T
+    if drop:
+        out = out[tuple(0 if s.drop else slice(None) for s in (sel[::-1] if c_order else sel))]
+    return out
 
 
 def has_array_index(key: Any) -> bool:

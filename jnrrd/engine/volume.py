@@ -20,12 +20,12 @@ from ..dtypes import to_user, user_dtype
 from ..errors import UnsupportedError, where
 from ..header import Header
 from ..policy import Policy
-from ..tiling.grid import AxisSel, TileGrid, selection_with_booleans
+from ..tiling.grid import AxisSel, TileGrid, normalize_selection, plain_key, selection_with_booleans
 from ..tiling.levels import Level
 from ..tiling.padding import chain_fill
 from ..tiling.spec import Tiling
-from .cache import CacheInfo, TileCache, check_cache_bytes, copy_cached, default_cache_bytes
-from .indexing import OIndex, has_array_index, numpy_getitem, planes_read
+from .cache import CacheInfo, TileCache, check_cache_bytes, default_cache_bytes
+from .indexing import OIndex, finish_basic, has_array_index, numpy_getitem, planes_read
 from .locations import TileLocation, tile_locations
 from .pickling import reduce_view
 from .sources import ExternalSource, InternalSource
@@ -109,12 +109,15 @@ class LevelView:
                 f"scale={self.scale}>")
 
     def __getitem__(self, key: Any) -> np.ndarray:
-        if has_array_index(key):
+        if plain_key(key):
+            sel, rest = normalize_selection(key, self.shape), None
+        elif has_array_index(key):
             return numpy_getitem(self, key)  # one list/array index, NumPy's semantics
-        sel, rest = selection_with_booleans(key, self.shape)
+        else:
+            sel, rest = selection_with_booleans(key, self.shape)
         if self.c_order:
             sel = sel[::-1]
-        out = _finish(self._vol._read(self._level, sel), sel, self.c_order)
+        out = finish_basic(self._vol._read(self._level, sel), sel, self.c_order)
         return out if rest is None else out[rest]
 
     @property
@@ -210,18 +213,6 @@ class LevelView:
         return self._vol.to_dask(level=self.index)
 
 
-def _finish(out: np.ndarray, sel: tuple[AxisSel, ...], c_order: bool) -> np.ndarray:
-    flip = tuple(slice(None, None, -1) if s.reverse else slice(None) for s in sel)
-    if any(s.reverse for s in sel):
-        out = out[flip]
-    if c_order:
-        out = out.T
-    drop = tuple(0 if s.drop else slice(None) for s in (sel[::-1] if c_order else sel))
-    if any(s.drop for s in sel):
-        out = out[drop]
-    return out
-
-
 class Volume(LevelView):
     """A lazily read JNRRD volume (``jnrrd.open``): level 0, with ``levels`` for the rest."""
 
@@ -259,11 +250,14 @@ class Volume(LevelView):
         if cache_bytes is None:
             cache_bytes = default_cache_bytes(
                 virtual_levels=any(not lv.stored for lv in self._levels))
-        #: decoded tiles of every level, ``(level, coords)`` → read-only array (engine/cache)
-        self._cache = TileCache(cache_bytes)
         # raw internal tiles come from the memory map: there is no decode to save
-        self._use_cache = self._cache.enabled and self._decoder is not None and not (
+        self._use_cache = cache_bytes > 0 and self._decoder is not None and not (
             self._decoder.raw and isinstance(source, InternalSource))
+        #: decoded tiles of every level, ``(level, coords)`` → read-only array (engine/cache);
+        #: stored levels' tiles in bricks where they can be
+        self._cache = TileCache(cache_bytes, {lv.index: (lv.grid, self._dtype)
+                                              for lv in self._levels if lv.stored}
+                                if self._use_cache else None)
         super().__init__(self, self._levels[0])
         self.levels: tuple[LevelView, ...] = (self, *(
             LevelView(self, lv) for lv in self._levels[1:]
@@ -354,8 +348,8 @@ class Volume(LevelView):
         self._policy.check_bytes(math.prod(counts) * self.dtype.itemsize, "the selection",
                                  self.name)
         out = np.empty(counts, dtype=self.dtype, order="F")
-        if out.size == 0:
-            return out
+        if out.size == 0 or (self._use_cache and self._cache.copy_region(level.index, sel, out)):
+            return out  # every tile cached in the level's bricks: a few block copies
         if not level.stored:
             self._read_virtual(level, sel, out)
             return out
@@ -385,7 +379,7 @@ class Volume(LevelView):
             if not batch:
                 return out
             if self._use_cache:  # tiles in the cache are copied here, the rest decoded
-                batch = copy_cached(self._cache, level.index, batch, out)
+                batch = self._cache.copy_hits(level.index, batch, out)
             # remote tiles: every request of the batch in flight before the first decode
             fetched = dec.prefetch(level, [p.coords for p in batch]) if dec.remote else None
             if fetched is not None:  # decode the tiles in the order their bytes arrive

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import product
 from typing import Any, NamedTuple
 
@@ -24,15 +24,16 @@ import numpy as np
 #: selections whose tile range along an axis is at most this long precompute its pieces
 _CACHED_AXIS_TILES = 1 << 16
 
-__all__ = ["AxisSel", "Piece", "TileGrid", "normalize_selection", "selection_with_booleans"]
+__all__ = ["AxisSel", "Piece", "TileGrid", "normalize_selection", "plain_key",
+           "selection_with_booleans"]
 
 
-@dataclass(frozen=True)
-class AxisSel:
+class AxisSel(NamedTuple):
     """The indices one axis of a basic selection picks, as an ascending progression.
 
     ``reverse`` says the caller asked for them in descending order (a negative step);
-    ``drop`` says the axis was indexed by an integer and disappears from the result.
+    ``drop`` says the axis was indexed by an integer and disappears from the result. (A named
+    tuple: every read builds one per axis, so construction cost counts.)
     """
 
     start: int
@@ -53,9 +54,11 @@ def expand_key(key: object, ndim: int) -> tuple[Any, ...]:
     """
     if not isinstance(key, tuple):
         key = (key,)
-    if any(k is None for k in key):
-        raise TypeError("np.newaxis is not supported when slicing a jnrrd volume")
-    n_ell = sum(1 for k in key if k is Ellipsis)
+    n_ell = 0
+    for k in key:  # one pass: every read comes here
+        if k is None:
+            raise TypeError("np.newaxis is not supported when slicing a jnrrd volume")
+        n_ell += k is Ellipsis
     if n_ell > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     if n_ell:
@@ -80,7 +83,7 @@ def normalize_selection(key: object, shape: tuple[int, ...]) -> tuple[AxisSel, .
     key = expand_key(key, len(shape))
     out = []
     for axis, (k, n) in enumerate(zip(key, shape, strict=True)):
-        if isinstance(k, slice):
+        if type(k) is slice:  # (slice cannot be subclassed)
             start, stop, step = k.indices(n)
             count = len(range(start, stop, step))
             if step > 0 or count == 0:
@@ -89,19 +92,32 @@ def normalize_selection(key: object, shape: tuple[int, ...]) -> tuple[AxisSel, .
                 last = start + (count - 1) * step
                 out.append(AxisSel(last, -step, count, reverse=True))
             continue
-        if is_bool_scalar(k):
-            raise IndexError("a boolean scalar index adds an axis; it is not the integer "
-                             f"{int(bool(k))}")  # selection_with_booleans handles them
-        try:
-            i = k.__index__()  # type: ignore[attr-defined]
-        except AttributeError:
-            raise TypeError(
-                f"only integers, slices and '...' are valid indices, got {type(k).__name__}"
-            ) from None
+        i = k if type(k) is int else _as_index(k)
         if not -n <= i < n:
             raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
         out.append(AxisSel(i % n, 1, 1, drop=True))
     return tuple(out)
+
+
+def _as_index(k: object) -> int:
+    """An integer index that is not a plain ``int`` (NumPy integers, ``__index__``)."""
+    if is_bool_scalar(k):
+        raise IndexError("a boolean scalar index adds an axis; it is not the integer "
+                         f"{int(bool(k))}")  # selection_with_booleans handles them
+    try:
+        return k.__index__()  # type: ignore[attr-defined]
+    except AttributeError:
+        raise TypeError(
+            f"only integers, slices and '...' are valid indices, got {type(k).__name__}"
+        ) from None
+
+
+def plain_key(key: object) -> bool:
+    """Whether a ``[]`` key is only ints and slices (no ``...``, booleans, arrays, newaxis):
+    the common case, which needs none of the other checks."""
+    if type(key) is tuple:
+        return all(type(k) is int or type(k) is slice for k in key)
+    return type(key) is int or type(key) is slice
 
 
 def is_bool_scalar(k: object) -> bool:
@@ -125,7 +141,7 @@ def selection_with_booleans(key: object, shape: tuple[int, ...]
     sel = normalize_selection(tuple(k for k in parts if not is_bool_scalar(k)), shape)
     rest = tuple(bool(k) if is_bool_scalar(k) else k if k is Ellipsis
                  else slice(None) if isinstance(k, slice) else 0 for k in parts)
-    return tuple(replace(s, drop=False) for s in sel), rest
+    return tuple(s._replace(drop=False) for s in sel), rest
 
 
 class Piece(NamedTuple):

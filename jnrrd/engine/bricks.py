@@ -1,0 +1,216 @@
+"""Bricks: the cached tiles of one stored level at fixed places in one reserved memory map.
+
+The decoded-tile cache (:mod:`jnrrd.engine.cache`) keeps the tiles of a stored level without
+overlap here, when the platform allows it (Linux). The map is laid out as the level's tile grid:
+tile ``coords`` lives in slot ``grid.index(coords)`` (first axis fastest), each slot a whole
+number of pages holding the tile's F-ordered memory. The map reserves address space, not memory
+(``MAP_NORESERVE``): only the pages of cached tiles are resident, and an evicted tile's pages
+are given back at once (``MADV_DONTNEED``), so the cache's byte budget is what it costs.
+
+Why: with every tile at a place that follows from its coordinates, the cached level is one
+strided NumPy array of shape ``grid + tile``. A read whose tiles are all cached is then one
+NumPy copy per block of whole tiles (at most 3 per axis: a partial first tile, whole tiles, a
+partial last tile), not one Python step per tile: a 512² slice across 64 tiles of 64³ is a
+single copy, as cheap as copying the slice out of a NumPy array.
+
+Not thread-safe on its own: the cache calls every method under its lock, and no view of the
+map leaves it (an evicted slot reads as zeros).
+"""
+
+from __future__ import annotations
+
+import math
+import mmap
+import platform
+import sys
+from functools import lru_cache
+from itertools import product
+from typing import Any
+
+import numpy as np
+
+from ..tiling.grid import AxisSel, TileGrid
+
+__all__ = ["Bricks"]
+
+#: Linux's MAP_NORESERVE (Python < 3.13 does not name it) on the machines where it is 0x4000
+_NORESERVE_4000 = {"x86_64", "amd64", "i386", "i686", "aarch64", "arm64", "armv7l",
+                   "armv8l", "riscv64", "s390x", "loongarch64"}
+#: the largest map reserved for one level (address space, not memory)
+MAX_RESERVED = 1 << 46
+#: slots are padded to whole pages: at most this share of a slot may be padding
+_MAX_PADDING = 1 / 8
+
+
+def _map_flags() -> int | None:
+    """The flags of a private, unreserved anonymous map; None where bricks are not used."""
+    if not sys.platform.startswith("linux") or not hasattr(mmap.mmap, "madvise") \
+            or not hasattr(mmap, "MADV_DONTNEED"):
+        return None
+    noreserve = getattr(mmap, "MAP_NORESERVE", None)
+    if noreserve is None:
+        noreserve = 0x4000 if platform.machine().lower() in _NORESERVE_4000 else 0
+    return mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | noreserve
+
+
+_FLAGS = _map_flags()
+
+
+class Bricks:
+    """The decoded tiles of one stored level in one map (see the module docstring); create
+    with :meth:`create`, which says None when this level or platform cannot have one."""
+
+    def __init__(self, grid: TileGrid, dtype: np.dtype, slot: int, buffer: mmap.mmap) -> None:
+        nd = len(grid.shape)
+        counts = [1] * nd  # untiled axes: one tile holding the whole axis
+        for k, a in enumerate(grid.axes):
+            counts[a] = grid.grid[k]
+        # without overlap a tile starts at coords × tile size; it is shorter than that only
+        # when it is the axis's one tile (a variable edge), so the largest stored extent is
+        # also the step from one tile to the next wherever there is a next
+        extents = grid.max_stored_shape()
+        self.grid, self.dtype = grid, dtype
+        self.counts, self.extents = tuple(counts), tuple(extents)
+        #: bytes one tile takes in the map (a whole number of pages)
+        self.slot_bytes = slot
+        self._map = buffer
+        tile_strides = [slot * math.prod(counts[:a]) for a in range(nd)]
+        elem_strides = [dtype.itemsize * math.prod(extents[:a]) for a in range(nd)]
+        #: the level as ``grid + tile`` dimensions: ``view[coords]`` is the F-ordered tile
+        self._view = np.ndarray(self.counts + self.extents, dtype, buffer=buffer,
+                                strides=tuple(tile_strides + elem_strides))
+        #: a view's (n0, ..., m0, ...) dimensions as (n0, m0, n1, m1, ...): tiles of an axis
+        #: next to their voxels
+        self._order = tuple(i for a in range(nd) for i in (a, nd + a))
+        self._present = np.zeros(self.counts, bool)
+        #: tiles used through :meth:`copy_region` since the cache last looked (second chance)
+        self._used = np.zeros(self.counts, bool)
+
+    @classmethod
+    def create(cls, grid: TileGrid, dtype: np.dtype) -> Bricks | None:
+        """Bricks for ``grid``'s tiles of ``dtype``, or None: not on this platform, a level
+        with overlap (its stored tiles overlap their neighbours), slots that would be mostly
+        padding, or a map the system refuses."""
+        if _FLAGS is None or any(grid.overlap) or dtype.hasobject or grid.ntiles == 0:
+            return None
+        tile_bytes = dtype.itemsize * math.prod(grid.max_stored_shape())
+        page = mmap.PAGESIZE
+        slot = -(-tile_bytes // page) * page
+        if tile_bytes == 0 or slot - tile_bytes > _MAX_PADDING * slot:
+            return None
+        size = slot * grid.ntiles
+        if size > MAX_RESERVED:
+            return None
+        try:
+            buffer = mmap.mmap(-1, size, flags=_FLAGS, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        except (OSError, ValueError, OverflowError):
+            return None
+        return cls(grid, dtype, slot, buffer)
+
+    # -- one tile ---------------------------------------------------------------------------
+    def _full(self, coords: tuple[int, ...]) -> tuple[int, ...]:
+        """``coords`` over every axis (untiled axes: tile 0)."""
+        full = [0] * len(self.counts)
+        for k, a in enumerate(self.grid.axes):
+            full[a] = coords[k]
+        return tuple(full)
+
+    def fits(self, coords: tuple[int, ...], tile: np.ndarray) -> bool:
+        """Whether ``tile`` is the stored tile at ``coords`` as bricks keep it."""
+        return tile.dtype == self.dtype and tile.shape == self.grid.stored_shape(coords)
+
+    def store(self, coords: tuple[int, ...], tile: np.ndarray) -> None:
+        """Copy a stored tile (:meth:`fits`) into its slot."""
+        full = self._full(coords)
+        self._view[full][tuple(slice(0, n) for n in tile.shape)] = tile
+        self._present[full] = True
+        self._used[full] = False
+
+    def tile(self, coords: tuple[int, ...]) -> np.ndarray:
+        """A copy of the stored tile at ``coords`` (present)."""
+        view = self._view[self._full(coords)]
+        return np.array(view[tuple(slice(0, n) for n in self.grid.stored_shape(coords))],
+                        order="F")
+
+    def copy_into(self, coords: tuple[int, ...], src: tuple[slice, ...], out: np.ndarray,
+                  dst: tuple[slice, ...]) -> None:
+        """``out[dst] = tile[src]`` for the present tile at ``coords``."""
+        out[dst] = self._view[self._full(coords)][src]
+
+    def take_used(self, coords: tuple[int, ...]) -> bool:
+        """Whether the tile at ``coords`` was read by :meth:`copy_region` since it was stored
+        or last asked about (the mark is cleared)."""
+        full = self._full(coords)
+        used = bool(self._used[full])
+        self._used[full] = False
+        return used
+
+    def release(self, coords: tuple[int, ...]) -> None:
+        """Forget the tile at ``coords`` and give its pages back."""
+        self._present[self._full(coords)] = False
+        start = self.slot_bytes * self.grid.index(coords)
+        self._map.madvise(mmap.MADV_DONTNEED, start, self.slot_bytes)
+
+    def clear(self) -> None:
+        """Forget every tile and give every page back."""
+        self._present[...] = False
+        self._used[...] = False
+        self._map.madvise(mmap.MADV_DONTNEED, 0, len(self._map))
+
+    # -- a region ---------------------------------------------------------------------------
+    def copy_region(self, sel: tuple[AxisSel, ...], out: np.ndarray) -> int:
+        """Copy a step-1 selection into ``out`` (a fresh F-ordered array of its shape) when
+        every tile it touches is present; returns how many tiles that was (0: a step, or some
+        tile is missing; nothing was copied)."""
+        if any(s.step != 1 for s in sel):
+            return 0
+        blocks = [_segments(s.start, s.start + s.count, e)
+                  for s, e in zip(sel, self.extents, strict=True)]
+        tiles = tuple(slice(b[0][0].start, b[-1][0].stop) for b in blocks)
+        present = self._present[tiles]
+        if not present.all():
+            return 0
+        self._used[tiles] = True
+        for combo in product(*blocks):
+            src = self._view[tuple(c[0] for c in combo) + tuple(c[1] for c in combo)]
+            np.copyto(_split(out, combo), src.transpose(self._order))
+        return present.size
+
+
+@lru_cache(maxsize=4096)
+def _segments(lo: int, hi: int, extent: int) -> tuple[tuple[slice, slice, slice, int], ...]:
+    """``[lo, hi)`` on one axis as (tile slice, in-tile slice, output slice, in-tile length)
+    blocks: a partial first tile, the whole tiles, a partial last tile (each when present)."""
+    first, last = lo // extent, (hi - 1) // extent
+    if first == last:
+        return ((slice(first, first + 1), slice(lo - first * extent, hi - first * extent),
+                 slice(0, hi - lo), hi - lo),)
+    out = []
+    body_lo, body_hi = first, last + 1  # tiles fully inside [lo, hi)
+    if lo % extent:
+        body_lo += 1
+        n = extent - lo % extent
+        out.append((slice(first, first + 1), slice(lo % extent, extent), slice(0, n), n))
+    if hi % extent:
+        body_hi -= 1
+    if body_hi > body_lo:
+        o = body_lo * extent - lo
+        out.append((slice(body_lo, body_hi), slice(0, extent),
+                    slice(o, o + (body_hi - body_lo) * extent), extent))
+    if hi % extent:
+        n = hi % extent
+        out.append((slice(last, last + 1), slice(0, n), slice(hi - lo - n, hi - lo), n))
+    return tuple(out)
+
+
+def _split(out: np.ndarray, combo: Any) -> np.ndarray:
+    """The block ``out[output slices]`` of a C- or F-contiguous ``out`` with each axis split
+    into (tiles, in-tile length): the destination whose shape matches the bricks'
+    ``(n0, m0, n1, m1, ...)`` view."""
+    shape, strides, offset = [], [], 0
+    for c, s in zip(combo, out.strides, strict=True):
+        o, m = c[2], c[3]
+        offset += o.start * s
+        shape += [(o.stop - o.start) // m, m]
+        strides += [m * s, s]
+    return np.ndarray(tuple(shape), out.dtype, buffer=out, offset=offset, strides=tuple(strides))
