@@ -4,7 +4,9 @@
   NRRD (the NRRD bridge, zlib-written bytes), pynrrd ``nrrd.read``, and a bare one-shot
   libdeflate decode of the same bytes jnrrd reads (file read + ``deflate.gzip_decompress``).
 - ``gzip-tiles/read``: a full read of 64³ gzip tiles, libdeflate against the zlib path (the
-  same file, with ``jnrrd.codecs.gzip_fast.available`` switched off for the second).
+  same file, with ``jnrrd.codecs.gzip_fast.available`` switched off for the second), and the
+  bare two-thread loops (``peers.BareLoop``) inflating the same libdeflate-6 tiles with
+  libdeflate and with zlib: the ceiling of the jnrrd ratio.
 - ``gzip-write/time`` and ``gzip-write/size``: jnrrd's untiled gzip write (libdeflate level 6)
   against pynrrd ``nrrd.write`` (zlib level 6; time, then output bytes), and jnrrd's own zlib
   path for reference.
@@ -86,12 +88,16 @@ def untiled_read(bench) -> Case:
 
 
 def tiles_read(bench) -> Case:
-    """A full read of 64³ gzip tiles: libdeflate against the zlib path."""
+    """A full read of 64³ gzip tiles: libdeflate against the zlib path, and the bare
+    two-thread loops of each decoder over the same tiles (their ratio is the target's
+    ceiling)."""
     fast = bench.read("jnrrd", "gzip")
     slow = bench.read("jnrrd", "gzip")
     slow.system = "jnrrd zlib path"
     slow.run = _zlib_only(slow.run)
-    return Case("gzip-tiles/read", [fast, slow], bench.arr.nbytes, _targets("gzip-tiles/read"))
+    bare = [bench.read("bare", codec) for codec in ("gzip", "gzip-zlib")]
+    return Case("gzip-tiles/read", [fast, slow, *bare], bench.arr.nbytes,
+                _targets("gzip-tiles/read"))
 
 
 def _writers(bench) -> dict[str, tuple[Path, Callable[[], object]]]:

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import shutil
 import threading
+import zlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -306,29 +308,39 @@ class BareLoop(System):
     memory; decoding preads each tile and copies it into a preallocated output array.
     """
 
-    codecs = ("zstd", "lz4")
+    #: ``gzip``: libdeflate (the ``deflate`` package) both ways; ``gzip-zlib``: the same
+    #: libdeflate-written members inflated by zlib (the decoder is the only difference)
+    codecs = ("zstd", "lz4", "gzip", "gzip-zlib")
+    NAMES = {"gzip": "bare libdeflate loop", "gzip-zlib": "bare zlib loop"}
     THREADS = 2
 
     def __init__(self, codec: str) -> None:
         if codec not in self.codecs:
             raise Unavailable(f"no bare loop for {codec}")
         self.codec = codec
-        self.name = f"bare {codec} loop"
-        self.lib = _import("zstandard" if codec == "zstd" else "lz4.frame")
+        self.name = self.NAMES.get(codec, f"bare {codec} loop")
+        module = {"zstd": "zstandard", "lz4": "lz4.frame"}.get(codec, "deflate")
+        self.lib = _import(module)
         self.local = threading.local()
         self.index: dict[Path, tuple[tuple[int, ...], np.dtype, list[tuple[int, int]]]] = {}
 
     def _compress(self, data: bytes) -> bytes:
         if self.codec == "lz4":
             return self.lib.compress(data)
+        if self.codec.startswith("gzip"):
+            return self.lib.gzip_compress(data, 6)  # jnrrd's gzip tiles: libdeflate level 6
         ctx = getattr(self.local, "c", None)
         if ctx is None:
             ctx = self.local.c = self.lib.ZstdCompressor(level=3)
         return ctx.compress(data)
 
-    def _decompress(self, data: bytes) -> bytes:
+    def _decompress(self, data: bytes, size: int) -> bytes:
         if self.codec == "lz4":
             return self.lib.decompress(data)
+        if self.codec == "gzip":
+            return self.lib.gzip_decompress(data)
+        if self.codec == "gzip-zlib":
+            return zlib.decompress(data, 31, bufsize=size)  # one output buffer, as libdeflate
         ctx = getattr(self.local, "d", None)
         if ctx is None:
             ctx = self.local.d = self.lib.ZstdDecompressor()
@@ -366,7 +378,7 @@ class BareLoop(System):
                 offset, size = spans[k]
                 region = regions[k]
                 ext = tuple(s.stop - s.start for s in region)
-                raw = self._decompress(os.pread(fd, size, offset))
+                raw = self._decompress(os.pread(fd, size, offset), math.prod(ext) * dtype.itemsize)
                 out[region] = np.frombuffer(raw, dtype=dtype).reshape(ext)
 
             with ThreadPoolExecutor(self.THREADS) as pool:

@@ -48,7 +48,9 @@ TILED_PEERS = ("zarr", "tensorstore")
 
 def label(key: str, codec: str | None = None) -> str:
     """Display name of a system (``bare zstd loop`` for the bare loops)."""
-    return f"bare {codec} loop" if key == "bare" else LABELS[key]
+    if key == "bare":
+        return peers.BareLoop.NAMES.get(codec or "", f"bare {codec} loop")
+    return LABELS[key]
 
 
 class Bench:
