@@ -248,7 +248,7 @@ def test_parts_resolve_as_the_body_arrives_and_a_short_body_is_an_error() -> Non
     chunks = [body[:120], body[120:500], body[500:]]
     seen = []
 
-    async def read(n):
+    async def read():
         seen.append([f.done() for f in sink.futures])
         return chunks.pop(0) if chunks else b""
 
@@ -262,9 +262,16 @@ def test_parts_resolve_as_the_body_arrives_and_a_short_body_is_an_error() -> Non
     short = Parts([(0, 10), (10, 1000)])
     pieces = [body[:500]]
 
-    async def read_short(n):
+    async def read_short():
         return pieces.pop(0) if pieces else b""
 
     with pytest.raises(remote_fetch._Retry, match="ended early"):
         asyncio.run(remote_fetch._stream(read_short, 1000, short))
     assert short.futures[0].done() and not short.futures[1].done()
+
+    long = Parts([(0, 10), (10, 1000)])
+    pieces = [body[:500], body + body[:1]]
+
+    with pytest.raises(remote_fetch._Retry, match="more than the 1000 bytes"):
+        asyncio.run(remote_fetch._stream(read_short, 1000, long))
+    assert long.futures[0].done() and not long.futures[1].done()

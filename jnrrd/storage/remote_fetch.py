@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from .._threads import io_submit
@@ -214,7 +215,7 @@ class Fetcher:
             if sink is None or stop is None:
                 data: Any = await body.read()
             else:
-                data = await _stream(body.read, stop - start, sink)
+                data = await _stream(partial(body.read, _CHUNK), stop - start, sink)
         finally:
             body.close()
         return Answer(data, etag=resp.get("ETag"))
@@ -299,7 +300,8 @@ async def _http_answer(r: Any, start: int, stop: int | None, url: str,
         if sink is None:
             data: Any = await r.read()
         else:
-            data = await _stream(r.content.read, last - first + 1, sink)
+            # whatever the connection has received, as it was received: no joins or slices
+            data = await _stream(r.content.readany, last - first + 1, sink)
     except Exception as exc:  # a body cut short
         raise _Retry(f"the body ended early ({_describe(exc)})") from None
     if len(data) != last - first + 1:
@@ -341,16 +343,18 @@ def _is_http(fs: Any) -> bool:
     return bool(_protocols(fs) & {"http", "https"})
 
 
-async def _stream(read: Any, size: int, sink: Parts) -> bytearray:
-    """Read ``size`` body bytes with ``read(n)`` into one buffer, handing ``sink`` every part
-    the bytes received so far cover."""
+async def _stream(next_chunk: Any, size: int, sink: Parts) -> bytearray:
+    """Read ``size`` body bytes, a chunk at a time from ``await next_chunk()``, into one
+    buffer, handing ``sink`` every part the bytes received so far cover."""
     buf = bytearray(size)
     view = memoryview(buf)
     got = 0
     while got < size:
-        chunk = await read(min(_CHUNK, size - got))
+        chunk = await next_chunk()
         if not chunk:
             break
+        if len(chunk) > size - got:
+            raise _Retry(f"the body holds more than the {size} bytes of its range")
         view[got : got + len(chunk)] = chunk
         got += len(chunk)
         sink.received(buf, got)
@@ -359,7 +363,7 @@ async def _stream(read: Any, size: int, sink: Parts) -> bytearray:
     return buf
 
 
-#: the most bytes read from a response body at a time
+#: the most bytes read from an S3 response body at a time
 _CHUNK = 256 << 10
 
 
