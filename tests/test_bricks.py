@@ -172,6 +172,8 @@ def test_reserving_is_not_allocating():
     (TileGrid((64, 64, 64), (0, 1, 2), (16, 16, 16), (2, 2, 2)), np.uint16, False),  # overlap
     (TileGrid((128, 128, 3), (0, 1), (64, 64), (0, 0)), np.uint16, True),  # an untiled axis
     (TileGrid((64, 64, 3), (0, 1), (32, 32), (0, 0)), np.uint16, False),  # 6 KiB in 8 KiB
+    (TileGrid(((1 << 13) + 1, 1 << 13, 1 << 13), (0, 1, 2), (32,) * 3, (0,) * 3), np.uint16,
+     False),  # more than 2²⁴ tiles
 ])
 def test_which_levels_get_bricks(grid, dtype, ok):
     assert (Bricks.create(grid, np.dtype(dtype)) is not None) == ok

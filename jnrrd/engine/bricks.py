@@ -38,6 +38,8 @@ _NORESERVE_4000 = {"x86_64", "amd64", "i386", "i686", "aarch64", "arm64", "armv7
                    "armv8l", "riscv64", "s390x", "loongarch64"}
 #: the largest map reserved for one level (address space, not memory)
 MAX_RESERVED = 1 << 46
+#: the most tiles of a level kept in bricks (two flags per tile are held for the whole grid)
+MAX_TILES = 1 << 24
 #: slots are padded to whole pages: at most this share of a slot may be padding
 _MAX_PADDING = 1 / 8
 
@@ -89,9 +91,11 @@ class Bricks:
     @classmethod
     def create(cls, grid: TileGrid, dtype: np.dtype) -> Bricks | None:
         """Bricks for ``grid``'s tiles of ``dtype``, or None: not on this platform, a level
-        with overlap (its stored tiles overlap their neighbours), slots that would be mostly
-        padding, or a map the system refuses."""
-        if _FLAGS is None or any(grid.overlap) or dtype.hasobject or grid.ntiles == 0:
+        with overlap (its stored tiles overlap their neighbours), slots that would be more
+        than an eighth padding, more than :data:`MAX_TILES` tiles, or a map the system
+        refuses."""
+        if _FLAGS is None or any(grid.overlap) or dtype.hasobject \
+                or not 0 < grid.ntiles <= MAX_TILES:
             return None
         tile_bytes = dtype.itemsize * math.prod(grid.max_stored_shape())
         page = mmap.PAGESIZE
