@@ -11,7 +11,7 @@ Why: with every tile at a place that follows from its coordinates, the cached le
 strided NumPy array of shape ``grid + tile``. A read whose tiles are all cached is then one
 NumPy copy per block of whole tiles (at most 3 per axis: a partial first tile, whole tiles, a
 partial last tile), not one Python step per tile: a 512² slice across 64 tiles of 64³ is a
-single copy, as cheap as copying the slice out of a NumPy array.
+single ``np.copyto`` (docs/performance.md, "The viewer's access pattern", has what it costs).
 
 Not thread-safe on its own: the cache calls every method under its lock, and no view of the
 map leaves it (an evicted slot reads as zeros).
@@ -33,7 +33,7 @@ from ..tiling.grid import AxisSel, TileGrid
 
 __all__ = ["Bricks"]
 
-#: Linux's MAP_NORESERVE (Python < 3.13 does not name it) on the machines where it is 0x4000
+#: the machines whose Linux MAP_NORESERVE is 0x4000 (for a ``mmap`` module that does not name it)
 _NORESERVE_4000 = {"x86_64", "amd64", "i386", "i686", "aarch64", "arm64", "armv7l",
                    "armv8l", "riscv64", "s390x", "loongarch64"}
 #: the largest map reserved for one level (address space, not memory)
