@@ -8,12 +8,12 @@ Resident memory is read from ``/proc/self/smaps``. No timings here (benchmarks/v
 from __future__ import annotations
 
 import sys
-import threading
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from thread_runner import run_threads
 
 import jnrrd
 from jnrrd.engine import bricks as bricks_mod
@@ -211,21 +211,12 @@ def test_second_chance_for_tiles_read_as_blocks(path, data):
 def test_concurrent_readers_with_evictions(path, data):
     budget = 5 * TILE_BYTES
     boxes = _boxes(data.shape, 400, 11)
-    errors: list[BaseException] = []
     with jnrrd.open(path, cache_bytes=budget) as vol:
         def reader(k: int) -> None:
-            try:
-                for key in boxes[k::6]:
-                    np.testing.assert_array_equal(vol[key], data[key])
-            except BaseException as exc:  # reported below
-                errors.append(exc)
+            for key in boxes[k::6]:
+                np.testing.assert_array_equal(vol[key], data[key])
 
-        threads = [threading.Thread(target=reader, args=(k,)) for k in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert not errors, errors[0]
+        run_threads(reader, 6)
         info = vol.cache_info()
         assert info.bytes <= budget and info.evictions > 0
         assert _bricks_in_use(vol)

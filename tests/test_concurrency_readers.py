@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 
 import crash_writer
 import numpy as np
 import pytest
+from thread_runner import run_threads
 
 import jnrrd
 
@@ -26,27 +26,18 @@ def test_many_threads_read_one_volume(tmp_path, kind):
     crash_writer.write(path, kind, 3)
     with jnrrd.open(path) as ref:
         expected = [np.asarray(lv[...]) for lv in ref.levels]
-    errors: list[BaseException] = []
     with jnrrd.open(path) as vol:
         def work(seed: int) -> None:
             rng = np.random.default_rng(seed)
-            try:
-                for _ in range(20):
-                    k = int(rng.integers(len(vol.levels)))
-                    lv, want = vol.levels[k], expected[k]
-                    key = tuple(slice(int(a), int(a) + int(b) + 1, int(s)) for a, b, s in zip(
-                        rng.integers(0, lv.shape), rng.integers(0, lv.shape),
-                        rng.integers(1, 3, size=lv.ndim)))
-                    np.testing.assert_array_equal(lv[key], want[key])
-            except BaseException as exc:  # reported in the main thread
-                errors.append(exc)
+            for _ in range(20):
+                k = int(rng.integers(len(vol.levels)))
+                lv, want = vol.levels[k], expected[k]
+                key = tuple(slice(int(a), int(a) + int(b) + 1, int(s)) for a, b, s in zip(
+                    rng.integers(0, lv.shape), rng.integers(0, lv.shape),
+                    rng.integers(1, 3, size=lv.ndim)))
+                np.testing.assert_array_equal(lv[key], want[key])
 
-        threads = [threading.Thread(target=work, args=(s,)) for s in range(16)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    assert not errors, errors[0]
+        run_threads(work, 16)
 
 
 _READER = r"""

@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 import pytest
+from thread_runner import run_threads
 
 import jnrrd
 from jnrrd.engine import tiles as tiles_mod
@@ -164,23 +165,14 @@ def test_concurrent_readers(zstd_file, data):
         lo = [int(rng.integers(0, n - 4)) for n in data.shape]
         hi = [int(rng.integers(a + 1, min(n, a + 12) + 1)) for a, n in zip(lo, data.shape)]
         boxes.append(tuple(slice(a, b) for a, b in zip(lo, hi)))
-    errors: list[BaseException] = []
     peak = [0]
     with jnrrd.open(zstd_file, cache_bytes=budget) as vol:
         def reader(k: int) -> None:
-            try:
-                for box in boxes[k::8]:
-                    np.testing.assert_array_equal(vol[box], data[box])
-                    peak[0] = max(peak[0], vol.cache_info().bytes)
-            except BaseException as exc:  # reported below
-                errors.append(exc)
+            for box in boxes[k::8]:
+                np.testing.assert_array_equal(vol[box], data[box])
+                peak[0] = max(peak[0], vol.cache_info().bytes)
 
-        threads = [threading.Thread(target=reader, args=(k,)) for k in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert not errors, errors[0]
+        run_threads(reader, 8)
         info = vol.cache_info()
         assert info.bytes <= budget and peak[0] <= budget
         assert info.bytes == info.tiles * TILE_BYTES
