@@ -123,18 +123,21 @@ class Bricks:
         """Whether ``tile`` is the stored tile at ``coords`` as bricks keep it."""
         return tile.dtype == self.dtype and tile.shape == self.grid.stored_shape(coords)
 
+    def _stored(self, coords: tuple[int, ...]) -> np.ndarray:
+        """The part of the slot at ``coords`` that holds its stored tile (a view)."""
+        view = self._view[self._full(coords)]
+        return view[tuple(slice(0, n) for n in self.grid.stored_shape(coords))]
+
     def store(self, coords: tuple[int, ...], tile: np.ndarray) -> None:
         """Copy a stored tile (:meth:`fits`) into its slot."""
+        self._stored(coords)[...] = tile
         full = self._full(coords)
-        self._view[full][tuple(slice(0, n) for n in tile.shape)] = tile
         self._present[full] = True
         self._used[full] = False
 
     def tile(self, coords: tuple[int, ...]) -> np.ndarray:
         """A copy of the stored tile at ``coords`` (present)."""
-        view = self._view[self._full(coords)]
-        return np.array(view[tuple(slice(0, n) for n in self.grid.stored_shape(coords))],
-                        order="F")
+        return np.array(self._stored(coords), order="F")
 
     def copy_into(self, coords: tuple[int, ...], src: tuple[slice, ...], out: np.ndarray,
                   dst: tuple[slice, ...]) -> None:
