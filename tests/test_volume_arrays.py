@@ -320,3 +320,19 @@ def test_ecosystem_example_runs(tmp_path, monkeypatch):
     (block,) = section.split("```python\n")[1:]
     monkeypatch.chdir(tmp_path)
     exec(compile(block.split("```")[0], "docs/ecosystem.md", "exec"), {"__name__": "example"})
+
+
+@pytest.mark.parametrize("name", ["zstd", "raw", "untiled", "virtual", "external"])
+def test_reads_after_close_raise(files, name):
+    """A closed volume says so, in a jnrrd error naming the file, for every way of reading."""
+    path = files[name]
+    vol = jnrrd.open(path, cache_bytes=1 << 20)
+    vol[:2]
+    vol.close()
+    reads = [lambda: vol[...], lambda: vol.levels[0][1], lambda: vol.levels[0].oindex[[0, 1]],
+             lambda: np.asarray(vol.levels[0])]
+    if vol.tiled:
+        reads += [lambda: vol.read_tile((0, 0, 0)), lambda: vol.levels[0].read_tile((0, 0, 0))]
+    for read in reads:
+        with pytest.raises(jnrrd.JnrrdError, match=rf"{path.name}.*closed"):
+            read()

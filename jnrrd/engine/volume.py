@@ -17,7 +17,7 @@ import numpy as np
 
 from .._threads import run_parallel
 from ..dtypes import to_user, user_dtype
-from ..errors import UnsupportedError, where
+from ..errors import JnrrdError, UnsupportedError, where
 from ..header import Header
 from ..policy import Policy
 from ..tiling.grid import AxisSel, TileGrid, normalize_selection, plain_key, selection_with_booleans
@@ -341,7 +341,13 @@ class Volume(LevelView):
         return render_preview(self, size, mip=mip, level=level, labels=labels)
 
     # -- reading ----------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise JnrrdError(f"{where(self.name)}the volume is closed; open the file again "
+                             "to read it")
+
     def _read(self, level: Level, sel: tuple[AxisSel, ...]) -> np.ndarray:
+        self._check_open()
         counts = tuple(s.count for s in sel)
         if self._tiling is None:
             return self._untiled.read(sel)
@@ -413,6 +419,7 @@ class Volume(LevelView):
 
     def _tile(self, level: Level, coords: tuple[int, ...]) -> np.ndarray:
         """One stored tile (stored extent), decoded, computed (virtual) or padding (sparse)."""
+        self._check_open()
         grid = level.grid
         shape = grid.stored_shape(coords)
         if not level.stored:
