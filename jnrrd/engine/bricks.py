@@ -13,6 +13,13 @@ NumPy copy per block of whole tiles (at most 3 per axis: a partial first tile, w
 partial last tile), not one Python step per tile: a 512² slice across 64 tiles of 64³ is a
 single ``np.copyto`` (docs/performance.md, "The viewer's access pattern", has what it costs).
 
+Maps outlive their bricks: when a volume is closed, its bricks are *retired*: the pages of the
+tiles they held are lazily freed (``MADV_FREE``: the kernel takes them back whenever it needs
+memory, otherwise they stay) and the map waits, with a few others, for the next bricks of at
+most its size, as ``malloc`` reuses freed memory. Reopening a volume then costs no fresh pages
+(a page fault each, and on a virtual machine that hands freed memory back to its host, a fault
+on the host too). Where the kernel has no ``MADV_FREE`` the map is given back at once.
+
 Not thread-safe on its own: the cache calls every method under its lock, and no view of the
 map leaves it (an evicted slot reads as zeros).
 """
@@ -23,6 +30,8 @@ import math
 import mmap
 import platform
 import sys
+import threading
+from collections import OrderedDict
 from functools import lru_cache
 from itertools import product
 from typing import Any
@@ -42,6 +51,10 @@ MAX_RESERVED = 1 << 46
 MAX_TILES = 1 << 24
 #: slots are padded to whole pages: at most this share of a slot may be padding
 _MAX_PADDING = 1 / 8
+#: retired maps kept for reuse: at most this many, holding at most this many lazily freed bytes
+SPARE_MAPS = 8
+SPARE_BYTES = 512 << 20
+_MADV_FREE = getattr(mmap, "MADV_FREE", None)
 
 
 def _map_flags() -> int | None:
@@ -56,6 +69,69 @@ def _map_flags() -> int | None:
 
 
 _FLAGS = _map_flags()
+
+
+class _Spares:
+    """The maps of retired bricks, oldest first, kept for the next bricks created."""
+
+    def __init__(self) -> None:
+        self._maps: OrderedDict[int, tuple[mmap.mmap, int]] = OrderedDict()  # id → (map, bytes)
+        self._lock = threading.Lock()
+
+    def put(self, buffer: mmap.mmap, resident: int) -> None:
+        """Keep ``buffer``, whose pages in use hold ``resident`` bytes, lazily freed; or give
+        it back (nothing resident, no ``MADV_FREE``)."""
+        kept = resident > 0 and _MADV_FREE is not None
+        if kept:
+            try:
+                buffer.madvise(_MADV_FREE, 0, len(buffer))
+            except OSError:  # a kernel without it
+                kept = False
+        if not kept:
+            _close(buffer)
+            return
+        with self._lock:
+            self._maps[id(buffer)] = (buffer, resident)
+            gone = []
+            while len(self._maps) > SPARE_MAPS or self.resident() > SPARE_BYTES:
+                gone.append(self._maps.popitem(last=False)[1][0])
+        for old in gone:
+            _close(old)
+
+    def take(self, size: int) -> mmap.mmap | None:
+        """The smallest kept map of at least ``size`` bytes (no longer kept), or None."""
+        with self._lock:
+            fits = [(len(m), key) for key, (m, _) in self._maps.items() if len(m) >= size]
+            if not fits:
+                return None
+            return self._maps.pop(min(fits)[1])[0]
+
+    def resident(self) -> int:
+        """The bytes the kept maps held when retired (an upper bound: the kernel may have
+        taken some back)."""
+        return sum(n for _, n in self._maps.values())
+
+    def __len__(self) -> int:
+        return len(self._maps)
+
+    def clear(self) -> None:
+        """Give every kept map back."""
+        with self._lock:
+            maps, self._maps = self._maps, OrderedDict()
+        for m, _ in maps.values():
+            _close(m)
+
+
+def _close(buffer: mmap.mmap) -> None:
+    """Unmap ``buffer`` now, or when the last view of it goes (a view still exported)."""
+    try:
+        buffer.close()
+    except BufferError:
+        pass
+
+
+#: the maps of closed volumes' bricks (see the module docstring)
+SPARES = _Spares()
 
 
 class Bricks:
@@ -105,10 +181,13 @@ class Bricks:
         size = slot * grid.ntiles
         if size > MAX_RESERVED:
             return None
-        try:
-            buffer = mmap.mmap(-1, size, flags=_FLAGS, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-        except (OSError, ValueError, OverflowError):
-            return None
+        buffer = SPARES.take(size)
+        if buffer is None:
+            try:
+                buffer = mmap.mmap(-1, size, flags=_FLAGS,
+                                   prot=mmap.PROT_READ | mmap.PROT_WRITE)
+            except (OSError, ValueError, OverflowError):
+                return None
         return cls(grid, dtype, slot, buffer)
 
     # -- one tile ---------------------------------------------------------------------------
@@ -163,6 +242,15 @@ class Bricks:
         self._present[...] = False
         self._used[...] = False
         self._map.madvise(mmap.MADV_DONTNEED, 0, len(self._map))
+
+    def retire(self) -> None:
+        """Forget every tile and hand the map to :data:`SPARES` (module docstring); these
+        bricks are not used again."""
+        resident = int(self._present.sum()) * self.slot_bytes
+        buffer = self._map
+        del self._view, self._map  # no view of the map stays here
+        self._present[...] = False
+        SPARES.put(buffer, resident)
 
     # -- a region ---------------------------------------------------------------------------
     def copy_region(self, sel: tuple[AxisSel, ...], out: np.ndarray) -> int:

@@ -267,6 +267,18 @@ class TileCache:
                 if bricks is not None:
                     bricks.clear()
 
+    def close(self) -> None:
+        """Drop every cached array for good (the volume is closed): no tile is cached after,
+        and the bricks' maps are retired for the next volume's (:meth:`Bricks.retire`)."""
+        with self._lock:
+            self._map.clear()
+            self._bytes = 0
+            self._layouts = {}
+            bricks, self._bricks = self._bricks, {}
+            for b in bricks.values():
+                if b is not None:
+                    b.retire()
+
     def keys(self) -> list[Hashable]:
         """The cached keys, least recently used first."""
         with self._lock:
