@@ -249,25 +249,33 @@ def test_handed_out_tiles_are_copies():
 
 
 @st.composite
-def _stored_level(draw):
-    """A grid (1–4 axes, some untiled, pad or variable edges), its data, and which tiles are
-    stored in bricks."""
+def _stored_level(draw, rows: bool = False):
+    """A grid (1–4 axes, some untiled, pad or variable edges), its data, which tiles are
+    stored in bricks, and a box to read. ``rows``: the first axis tiled by 8 or 16 (rows of 64
+    or 128 bytes of float64) and the box covering whole tile rows (``Bricks._gather_rows``)."""
     nd = draw(st.integers(1, 4))
-    shape = tuple(draw(st.integers(1, 40)) for _ in range(nd))
-    axes = tuple(a for a in range(nd) if draw(st.booleans())) or (nd - 1,)
-    tile = [draw(st.sampled_from([1, 2, 4, 8, 16])) for _ in axes]
+    shape = [draw(st.integers(1, 40)) for _ in range(nd)]
+    axes = tuple(a for a in range(nd) if (rows and a == 0) or draw(st.booleans())) or (nd - 1,)
+    tile = [draw(st.sampled_from([8, 16] if rows and a == 0 else [1, 2, 4, 8, 16]))
+            for a in axes]
+    if rows:
+        shape[0] = max(shape[0], tile[0])
     edge = draw(st.sampled_from(["pad", "variable"]))
-    grid = TileGrid(shape, axes, tuple(tile), (0,) * len(axes), edge)
+    grid = TileGrid(tuple(shape), axes, tuple(tile), (0,) * len(axes), edge)
     missing = draw(st.sampled_from([0.0, 0.0, 0.02, 0.3]))  # mostly every tile present
     keep = list(np.random.default_rng(draw(st.integers(0, 99))).random(grid.ntiles) >= missing)
     ranges = []
     for n in shape:
         lo = draw(st.integers(0, n - 1))
         ranges.append((lo, draw(st.integers(lo + 1, n))))
+    if rows:
+        e0 = tile[0]
+        lo = draw(st.integers(0, shape[0] // e0 - 1))
+        ranges[0] = (lo * e0, draw(st.integers(lo + 1, shape[0] // e0)) * e0)
     return grid, keep, ranges
 
 
-@given(_stored_level())
+@given(st.one_of(_stored_level(), _stored_level(rows=True)))
 def test_copy_region_property(case):
     grid, keep, ranges = case
     b = Bricks(grid, np.dtype(np.float64), _slot(grid), _anonymous(grid))
@@ -288,6 +296,32 @@ def test_copy_region_property(case):
         np.testing.assert_array_equal(out, data[tuple(slice(*r) for r in ranges)])
     else:
         assert n == 0 and (out == -1).all()
+
+
+def test_slices_gathered_as_tile_rows(monkeypatch):
+    """Slices covering whole tile rows (rows of >= 64 bytes) are one gather of rows, and give
+    what the block copies give; other selections take the block copies."""
+    grid = TileGrid((96, 70, 45), (0, 1, 2), (32, 32, 16), (0, 0, 0), "pad")
+    b = Bricks.create(grid, np.dtype(np.uint16))
+    data = np.asfortranarray(
+        np.random.default_rng(7).integers(0, 60000, size=grid.shape, dtype=np.uint16))
+    for index in range(grid.ntiles):
+        coords = grid.coords(index)
+        tile = np.zeros(grid.stored_shape(coords), np.uint16, order="F")
+        tile[grid.valid_in_stored(coords)] = data[grid.valid_region(coords)]
+        b.store(coords, tile)
+    blocks = []
+    monkeypatch.setattr(np, "copyto", lambda dst, src: blocks.append(dst.__setitem__(..., src)))
+    cases = [((0, 96), (33, 34), (0, 45)), ((32, 96), (0, 70), (17, 18)),
+             ((0, 32), (5, 69), (3, 44)), ((0, 96), (0, 70), (0, 45)),
+             ((10, 11), (0, 70), (0, 45)), ((3, 90), (7, 9), (0, 45))]
+    for ranges, gathered in zip(cases, [True] * 4 + [False] * 2, strict=True):
+        blocks.clear()
+        out = np.full([hi - lo for lo, hi in ranges], 1, np.uint16, order="F")
+        assert b.copy_region(_sel(*ranges), out) > 0
+        np.testing.assert_array_equal(out, data[tuple(slice(*r) for r in ranges)])
+        assert (not blocks) == gathered, ranges
+    assert b._rows.dtype.itemsize == 64
 
 
 def _sel(*ranges: tuple[int, int]) -> tuple[AxisSel, ...]:

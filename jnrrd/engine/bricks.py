@@ -55,6 +55,9 @@ _MAX_PADDING = 1 / 8
 SPARE_MAPS = 8
 SPARE_BYTES = 512 << 20
 _MADV_FREE = getattr(mmap, "MADV_FREE", None)
+#: whole tile rows are gathered with ``np.take`` when at least this long, and at most this many
+_MIN_ROW = 64
+_MAX_ROWS = 1 << 16
 
 
 def _map_flags() -> int | None:
@@ -160,6 +163,15 @@ class Bricks:
         #: a view's (n0, ..., m0, ...) dimensions as (n0, m0, n1, m1, ...): tiles of an axis
         #: next to their voxels
         self._order = tuple(i for a in range(nd) for i in (a, nd + a))
+        # the map as an array of tile rows (voxels along the first axis), to gather whole rows
+        # (:meth:`_gather_rows`), where rows are long enough and slots whole rows
+        row = extents[0] * dtype.itemsize
+        self._rows = np.ndarray((len(buffer) // row,), f"V{row}", buffer=buffer) \
+            if row >= _MIN_ROW and slot % row == 0 else None
+        slot_rows = slot // row
+        #: rows from one tile to the next along each axis; rows per step inside a tile
+        self._tile_rows = tuple(slot_rows * math.prod(counts[:a]) for a in range(nd))
+        self._row_steps = (0,) + tuple(math.prod(extents[1:a]) for a in range(1, nd))
         self._present = np.zeros(self.counts, bool)
         #: tiles used through :meth:`copy_region` since the cache last looked (second chance)
         self._used = np.zeros(self.counts, bool)
@@ -248,7 +260,7 @@ class Bricks:
         bricks are not used again."""
         resident = int(self._present.sum()) * self.slot_bytes
         buffer = self._map
-        del self._view, self._map  # no view of the map stays here
+        del self._view, self._map, self._rows  # no view of the map stays here
         self._present[...] = False
         SPARES.put(buffer, resident)
 
@@ -259,17 +271,60 @@ class Bricks:
         tile is missing; nothing was copied)."""
         if any(s.step != 1 for s in sel):
             return 0
-        blocks = [_segments(s.start, s.start + s.count, e)
-                  for s, e in zip(sel, self.extents, strict=True)]
-        tiles = tuple(slice(b[0][0].start, b[-1][0].stop) for b in blocks)
+        tiles = tuple(slice(s.start // e, (s.start + s.count - 1) // e + 1)
+                      for s, e in zip(sel, self.extents, strict=True))
         present = self._present[tiles]
         if not present.all():
             return 0
         self._used[tiles] = True
-        for combo in product(*blocks):
-            src = self._view[tuple(c[0] for c in combo) + tuple(c[1] for c in combo)]
-            np.copyto(_split(out, combo), src.transpose(self._order))
+        if not self._gather_rows(sel, out):
+            blocks = [_segments(s.start, s.start + s.count, e)
+                      for s, e in zip(sel, self.extents, strict=True)]
+            for combo in product(*blocks):
+                src = self._view[tuple(c[0] for c in combo) + tuple(c[1] for c in combo)]
+                np.copyto(_split(out, combo), src.transpose(self._order))
         return present.size
+
+    def _gather_rows(self, sel: tuple[AxisSel, ...], out: np.ndarray) -> bool:
+        """Copy the selection as whole tile rows (a tile's voxels along the first axis, one
+        run of memory in the slot and in ``out``) with one ``np.take``: each row is then a
+        single fixed-size copy, where the block copies step through its voxels (a 512² slice
+        across 64³ tiles is 4096 rows of 128 bytes). False when the selection does not cover
+        whole rows, rows are short, or there are too many (the block copies do it then)."""
+        e0 = self.extents[0]
+        if self._rows is None or sel[0].start % e0 or sel[0].count % e0 \
+                or not out.flags.f_contiguous or out.size // e0 > _MAX_ROWS:
+            return False
+        # the rows read are ``first + index``: ``first`` is where the selection starts, the
+        # index (cached) depends only on where it starts inside its first tiles
+        first, pattern = 0, []
+        for a, s in enumerate(sel):
+            tile, at = divmod(s.start, self.extents[a])
+            first += tile * self._tile_rows[a] + at * self._row_steps[a]
+            if a == 0:
+                pattern.append((0, s.count // e0, 1))
+            else:
+                pattern.append((at, s.count, self.extents[a]) if s.count > 1 else (0, 1, 1))
+        index = _row_index(tuple(pattern), self._tile_rows, self._row_steps)
+        flat = np.ndarray((index.size,), self._rows.dtype, buffer=out)
+        self._rows[first:].take(index, out=flat, mode="clip")  # every index is in range
+        return True
+
+
+@lru_cache(maxsize=16)
+def _row_index(pattern: tuple[tuple[int, int, int], ...], tile_rows: tuple[int, ...],
+               row_steps: tuple[int, ...]) -> np.ndarray:
+    """The rows (counted from a selection's first) that hold a selection's tile rows, in the
+    output's order: ``pattern`` has per axis (start inside the first tile, count, tile extent;
+    the first axis counted in tiles). Read-only; cached, as consecutive slices share it."""
+    index = np.zeros(tuple(c for _, c, _ in pattern[:0:-1]) + (pattern[0][1],), np.intp)
+    for a, (at, count, extent) in enumerate(pattern):
+        j = np.arange(at, at + count, dtype=np.intp)
+        steps = (j // extent) * tile_rows[a] + (j % extent) * row_steps[a] - at * row_steps[a]
+        index += steps.reshape((-1,) + (1,) * a) if a else steps
+    index = index.reshape(-1)
+    index.flags.writeable = False
+    return index
 
 
 @lru_cache(maxsize=4096)
