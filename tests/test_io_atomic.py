@@ -229,6 +229,39 @@ def test_writeback_is_started_while_tiles_are_written(tmp_path, monkeypatch, ran
     np.testing.assert_array_equal(jnrrd.read(tmp_path / "v.jnrrd")[0], a)
 
 
+def test_a_large_write_leaves_the_page_cache(tmp_path, monkeypatch):
+    """Past DROP_AFTER bytes a durable write drops what it has sent to disk from the page
+    cache (POSIX_FADV_DONTNEED), in order, from the start of the file, two kicks behind."""
+    from jnrrd.storage import writeback as sinks
+
+    if sinks._FADVISE is None:  # pragma: no cover - every POSIX system CI runs on has it
+        pytest.fail("os.posix_fadvise is missing")
+    dropped = []
+
+    def fadvise(fd, offset, length, advice):
+        dropped.append((offset, length, advice))
+        sinks._FADVISE.__wrapped__(fd, offset, length, advice)
+
+    fadvise.__wrapped__ = sinks._FADVISE
+    monkeypatch.setattr(sinks, "_FADVISE", fadvise)
+    monkeypatch.setattr(sinks, "_SYNC_EVERY", 1 << 16)
+    monkeypatch.setattr(sinks, "DROP_AFTER", 1 << 20)
+    a = np.arange(64 * 64 * 512, dtype=np.uint16).reshape(512, 64, 64)  # 4 MiB
+    for durable in (False, True):
+        dropped.clear()
+        jnrrd.write(tmp_path / "v.jnrrd", a, tile=(16, 16, 16), durable=durable)
+        np.testing.assert_array_equal(jnrrd.read(tmp_path / "v.jnrrd")[0], a)
+        if not durable:
+            assert dropped == []
+    size = (tmp_path / "v.jnrrd").stat().st_size
+    assert dropped and {d[2] for d in dropped} == {os.POSIX_FADV_DONTNEED}
+    assert dropped[0][0] == 0 and all(  # one run from the start, in order
+        o == p + n for (p, n, _), (o, _, _) in zip(dropped, dropped[1:]))
+    end = dropped[-1][0] + dropped[-1][1]
+    # what was written before the first 1 MiB is dropped too; the last 2 kicks' bytes are not
+    assert size - 3 * (1 << 16) - (1 << 18) <= end < size
+
+
 @pytest.mark.parametrize(("where", "compression"), [
     ("put", None), ("put", "zstd"), ("pwrite_all", None), ("feed", None), ("feed", "zstd")])
 def test_a_failure_while_storing_tiles_keeps_the_old_file(tmp_path, monkeypatch, where,

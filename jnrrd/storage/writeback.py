@@ -72,6 +72,21 @@ _SYNC_FILE_RANGE_WRITE = 2
 _SYNC_EVERY = (16 if _SYNC_FILE_RANGE is not None else 64) << 20
 
 
+def _memory_bytes() -> int:
+    """The machine's physical memory (0 when the system does not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+#: once a durable write has written this much, what it has already sent to disk leaves the
+#: page cache: a file near the size of memory would otherwise push everything else out, and
+#: the kernel would spend its time reclaiming pages under the writer
+DROP_AFTER = max(1 << 30, _memory_bytes() // 8)
+_FADVISE = getattr(os, "posix_fadvise", None)
+
+
 class Flusher:
     """Overlaps the disk write-back the final ``fsync`` needs with the encoding still to do.
 
@@ -116,15 +131,35 @@ class WriteBack:
 
     def __init__(self, durable: bool) -> None:
         self.durable = durable
-        self._unsynced = 0
+        self._unsynced = self._total = 0
         self._flusher = Flusher()
+        #: the bytes written at the last three kicks (the file grows about in that order), and
+        #: where the page cache was dropped up to
+        self._kicked: list[int] = []
+        self._dropped = 0
 
     def wrote(self, f: IO[bytes], nbytes: int) -> None:
-        """Note ``nbytes`` more written to ``f``; start writing them back now and then."""
+        """Note ``nbytes`` more written to ``f``; start writing them back now and then, and
+        past :data:`DROP_AFTER` bytes drop what is on disk from the page cache."""
         self._unsynced += nbytes
+        self._total += nbytes
         if self._unsynced >= _SYNC_EVERY and self.durable:
             self._unsynced = 0
             self._flusher.kick(f)
+            if self._total > DROP_AFTER and _FADVISE is not None:
+                self._drop(f.fileno())
+
+    def _drop(self, fd: int) -> None:
+        """``POSIX_FADV_DONTNEED`` up to what had been written two kicks ago: written back
+        by now (a page still dirty is left alone by the kernel and goes the usual way)."""
+        self._kicked = [*self._kicked[-2:], self._total]
+        end = self._kicked[0]
+        if len(self._kicked) == 3 and end > self._dropped:
+            try:
+                _FADVISE(fd, self._dropped, end - self._dropped, os.POSIX_FADV_DONTNEED)
+            except OSError:  # advice only: never fails a write
+                return
+            self._dropped = end
 
     def join(self) -> None:
         """Wait for a write-back running on a background thread."""
