@@ -14,18 +14,20 @@ and zstd has realistic work (64³ zstd-3 tiles store ~0.70 of raw, like the CT-l
 tile=64, compression="zstd", compression_level=3, levels=4)`` (average pyramid): the writer
 reads the source one row of tiles (64 planes) at a time.
 
-Phases (the timed ones each in a fresh interpreter, so both start from the same clean memory):
+Phases (the timed ones each in a fresh interpreter, so all start from the same clean memory):
 
-1. **bare loop** (the reference): the same 64-plane slabs taken from the same ``Field``, every
-   64³ tile cut out in file order and zstd-3 encoded (``zstandard.ZstdCompressor(level=3,
+1. **bare loops** (the references): the same 64-plane slabs taken from the same ``Field``,
+   every 64³ tile cut out in file order and zstd-3 encoded (``zstandard.ZstdCompressor(level=3,
    write_content_size=True)``, one per thread, what the writer's tile encoder uses) by a plain
-   two-thread ``ThreadPoolExecutor``; no file, no pyramid, no tables. Source generation alone
-   is timed first, in the same process.
+   two-thread ``ThreadPoolExecutor``; no file, no tables. ``bare`` encodes level 0 only;
+   ``bare-all`` encodes every tile the file holds: level 0 and levels 1-3, each level's planes
+   the rounded 2×2×2 means of the level above (``downsample``, computed in the main thread
+   while the pool encodes), padded to 64³ at the end as the writer pads. Source generation
+   alone is timed first, in the same process.
 2. **write**: ``jnrrd.write`` as above (durable: ``fsync`` before the rename). Peak RSS: the
    kernel's watermark ``VmHWM`` of ``/proc/self/status`` (reset right before the write through
    ``/proc/self/clear_refs``), cross-checked by a sampler thread reading ``VmRSS`` every
-   20 ms. With ``--repeat R`` both phases run R times, alternating which goes first; the
-   ratio is of the medians (per-repetition ratios are printed too).
+   20 ms. The ratio is of the medians (per-repetition ratios are printed too).
 3. **regions**: the file is evicted from the page cache (``posix_fadvise(DONTNEED)``), then
    ``--regions`` seeded random 128³ regions are read through one ``jnrrd.open`` (cold), then
    read again (warm); every region is compared with the ``Field``.
@@ -41,8 +43,10 @@ Phases (the timed ones each in a fresh interpreter, so both start from the same 
    16³ corner of the level is compared with ``jnrrd.pyramid.region.downsample`` of the field.
 
 Targets (printed met / not met): peak RSS ≤ 2 GiB during the write; write throughput ≥ 0.85×
-the bare loop's; the coarsest-level read touches only that level's bytes. Throughputs are MB/s
-of raw level-0 input (the pyramid's extra ~14 % of tiles is work the writer does on top).
+the bare loop's on the same tiles (``bare-all``: the file's tiles, the pyramid's included; the
+level-0 loop's ratio is printed too); the coarsest-level read touches only that level's bytes.
+Throughputs are MB/s of raw level-0 input. With ``--repeat R`` the three phases run R times
+each, rotating which goes first.
 """
 
 from __future__ import annotations
@@ -72,6 +76,8 @@ XY = 2048
 TILE = 64
 LEVELS = 4
 ZSTD_LEVEL = 3
+#: the bare loops (phase name → levels encoded): level 0 only; every tile the file holds
+BARE = {"bare": 1, "bare-all": LEVELS}
 NOISE_MASK = 63
 
 
@@ -246,9 +252,28 @@ def generate_only(field: Field) -> float:
     return time.perf_counter() - t0
 
 
-def bare_loop(field: Field, threads: int = 2) -> tuple[float, int]:
+def _tiles(a: np.ndarray):
+    """The 64³ tiles of an F-ordered (x, y, z) block, in file order; tiles past the block's
+    end padded with zeros to 64³, as the writer stores them."""
+    nx, ny, nz = a.shape
+    for z in range(0, nz, TILE):
+        for y in range(0, ny, TILE):
+            for x in range(0, nx, TILE):
+                tile = a[x:x + TILE, y:y + TILE, z:z + TILE]
+                if tile.shape != (TILE,) * 3:
+                    padded = np.zeros((TILE,) * 3, a.dtype, order="F")
+                    padded[tuple(slice(0, n) for n in tile.shape)] = tile
+                    tile = padded
+                yield tile
+
+
+def bare_loop(field: Field, threads: int = 2, levels: int = 1) -> tuple[float, int]:
     """The reference: every 64³ tile of every slab, in file order, zstd-3 encoded by a plain
-    two-thread pool (one compressor per thread); nothing stored. (seconds, encoded bytes)"""
+    two-thread pool (one compressor per thread); nothing stored. With ``levels`` > 1 also
+    every tile of levels 1 .. levels-1, the pyramid the file holds: each level's planes are
+    the rounded 2×2×2 means of the level above (``jnrrd.pyramid.region.downsample``), cut
+    into tiles once a row of 64 planes (or the volume's last) is there. (seconds, encoded
+    bytes)"""
     local = threading.local()
 
     def encode(tile: np.ndarray) -> int:
@@ -257,20 +282,27 @@ def bare_loop(field: Field, threads: int = 2) -> tuple[float, int]:
             c = local.c = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=True)
         return len(c.compress(memoryview(np.asfortranarray(tile).T).cast("B")))
 
-    nx, ny, _ = field.shape
     total = 0
     slabs = field.slabs()
+    carry: list[np.ndarray | None] = [None] * levels  # level-k planes waiting for a row
     t0 = time.perf_counter()
     with ThreadPoolExecutor(threads) as pool:
         for i, (z0, z1) in enumerate(slabs):
             slab = field[:, :, z0:z1]
-            tiles = (slab[x:x + TILE, y:y + TILE] for y in range(0, ny, TILE)
-                     for x in range(0, nx, TILE))
-            total += sum(pool.map(encode, tiles))
-            del slab
+            jobs = [pool.map(encode, _tiles(slab))]  # submitted: the pyramid overlaps them
+            below = slab
+            for k in range(1, levels):
+                below = downsample(below, (2, 2, 2))
+                got = carry[k]
+                carry[k] = below if got is None else np.concatenate((got, below), axis=2)
+                if carry[k].shape[2] >= TILE or i == len(slabs) - 1:
+                    jobs.append(pool.map(encode, _tiles(carry[k])))
+                    carry[k] = None
+            total += sum(sum(job) for job in jobs)
+            del slab, below, jobs
             if (i + 1) * 10 // len(slabs) > i * 10 // len(slabs):  # a line per tenth
                 t = time.perf_counter() - t0
-                _log(f"bare: {i + 1}/{len(slabs)} slabs, {t:.0f} s, "
+                _log(f"bare (levels {levels}): {i + 1}/{len(slabs)} slabs, {t:.0f} s, "
                      f"~{(i + 1) / len(slabs) * field.nbytes / t / 1e6:.0f} MB/s")
     return time.perf_counter() - t0, total
 
@@ -391,14 +423,16 @@ def _status_line(name: str, ok: bool, detail: str) -> str:
     return f"  {name:<52} {'met' if ok else 'not met':<8} {detail}"
 
 
-def report(args: argparse.Namespace, field: Field, bare: list[dict], writes: list[dict],
-           regions: dict, top: dict) -> int:
+def report(args: argparse.Namespace, field: Field, runs: dict[str, list[dict]], regions: dict,
+           top: dict) -> int:
     """Print the results and the targets; the number of targets not met."""
     raw = field.nbytes
+    bare, bare_all, writes = runs["bare"], runs["bare-all"], runs["write"]
     gen_s = statistics.median(b["gen"] for b in bare)
     bare_s = statistics.median(b["seconds"] for b in bare)
+    all_s = statistics.median(b["seconds"] for b in bare_all)
     write_s = statistics.median(w["seconds"] for w in writes)
-    pairs = [b["seconds"] / w["seconds"] for b, w in zip(bare, writes, strict=True)]
+    pairs = [b["seconds"] / w["seconds"] for b, w in zip(bare_all, writes, strict=True)]
     hwm = max((w["hwm"] or w["sampled"]) for w in writes)
     sampled = max(w["sampled"] for w in writes)
     size = writes[-1]["size"]
@@ -412,6 +446,10 @@ def report(args: argparse.Namespace, field: Field, bare: list[dict], writes: lis
     print(f"bare 2-thread encode loop {bare_s:8.2f} s  {raw / bare_s / 1e6:8.1f} MB/s  "
           f"(generation + zstd-{ZSTD_LEVEL} of every level-0 tile, no file; peak RSS "
           f"{_gib(max(b['hwm'] for b in bare))})")
+    print(f"bare loop, every tile     {all_s:8.2f} s  {raw / all_s / 1e6:8.1f} MB/s  "
+          f"(the same and levels 1-{LEVELS - 1} as 2×2×2 means, every tile the file holds, "
+          f"{bare_all[-1]['encoded'] / raw:.3f} of raw; peak RSS "
+          f"{_gib(max(b['hwm'] for b in bare_all))})")
     samples = ", ".join(f"{w['seconds']:.2f}" for w in writes)
     print(f"jnrrd.write               {write_s:8.2f} s  {raw / write_s / 1e6:8.1f} MB/s  "
           f"(all samples: {samples} s)")
@@ -442,18 +480,20 @@ def report(args: argparse.Namespace, field: Field, bare: list[dict], writes: lis
     slack = 64 << 10  # rchar also counts reads of other files (e.g. /sys) during the call
     only = (top["resident_outside"] == 0 and top["asked"] <= span + slack
             and top["fetched"] <= span + top["read_ahead"])
-    ratio = bare_s / write_s
-    print(f"write / bare loop speed: {ratio:.2f}x (ratio of medians); per repetition "
-          f"{', '.join(f'{p:.2f}' for p in pairs)}")
-    if all("cpu" in r for r in bare + writes):
-        bare_cpu = statistics.median(b["cpu"] for b in bare)
-        write_cpu = statistics.median(w["cpu"] for w in writes)
-        print(f"CPU seconds (all threads): bare loop {bare_cpu:.1f}, write {write_cpu:.1f}: the "
-              f"write needs {write_cpu / bare_cpu:.2f}x the bare loop's CPU (on 2 saturated "
-              f"cores that bounds the speed ratio at {bare_cpu / write_cpu:.2f}x)")
+    ratio = all_s / write_s
+    print(f"write / bare loop speed: {ratio:.2f}x the loop over every tile the file holds (ratio "
+          f"of medians; per repetition {', '.join(f'{p:.2f}' for p in pairs)}); "
+          f"{bare_s / write_s:.2f}x the level-0 loop")
+    if all("cpu" in r for r in bare + bare_all + writes):
+        cpu = {k: statistics.median(r["cpu"] for r in v) for k, v in runs.items()}
+        print(f"CPU seconds (all threads): level-0 loop {cpu['bare']:.1f}, every-tile loop "
+              f"{cpu['bare-all']:.1f}, write {cpu['write']:.1f}: the write needs "
+              f"{cpu['write'] / cpu['bare-all']:.2f}x the every-tile loop's CPU (on 2 saturated "
+              f"cores that bounds the speed ratio at {cpu['bare-all'] / cpu['write']:.2f}x)")
     checks = [
         ("peak RSS <= 2 GiB during the write", hwm <= 2 * 2**30, _gib(hwm)),
-        ("write throughput >= 0.85x the bare encode loop", ratio >= 0.85, f"{ratio:.2f}x"),
+        ("write throughput >= 0.85x the bare encode loop on the same tiles", ratio >= 0.85,
+         f"{ratio:.2f}x"),
         ("coarsest-level read touches only that level's bytes", only,
          f"asked {_mb(top['asked'])}, fetched {_mb(top['fetched'])} vs header + level span "
          f"{_mb(span)}; resident elsewhere {_mb(top['resident_outside'])}"),
@@ -471,11 +511,11 @@ def _phase(args: argparse.Namespace, path: Path) -> dict:
     CPU seconds of the timed part, all threads: a figure less sensitive than wall time to
     what other processes on the machine do meanwhile)."""
     field = Field(_nz(args.gib), seed=args.seed)
-    if args.phase == "bare":
+    if args.phase in BARE:
         gen = generate_only(field)
         reset_peak()
         cpu = time.process_time()
-        seconds, encoded = bare_loop(field)
+        seconds, encoded = bare_loop(field, levels=BARE[args.phase])
         return {"gen": gen, "seconds": seconds, "encoded": encoded, "hwm": _status("VmHWM"),
                 "cpu": time.process_time() - cpu}
     cpu = time.process_time()
@@ -502,15 +542,15 @@ def main() -> int:
                     help="raw size in GiB (2048 x 2048 x 128·G voxels, z a multiple of 64)")
     ap.add_argument("--regions", type=int, default=16, help="random 128³ regions to read")
     ap.add_argument("--repeat", type=int, default=1,
-                    help="bare loop and write this many times each, alternating (medians)")
+                    help="the bare loops and the write this many times each, rotating (medians)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--dir", type=Path, default=None,
                     help="where the file goes (default: a temporary directory under the "
                          "current one, removed at the end)")
     ap.add_argument("--keep", action="store_true", help="keep the file (and the directory)")
-    ap.add_argument("--first", choices=("bare", "write"), default="write",
+    ap.add_argument("--first", choices=("bare", "bare-all", "write"), default="write",
                     help="the phase that goes first in the first repetition (default write)")
-    ap.add_argument("--phase", choices=("bare", "write"), help=argparse.SUPPRESS)
+    ap.add_argument("--phase", choices=("bare", "bare-all", "write"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.phase:
         print(json.dumps(_phase(args, args.dir / "big.jnrrd")))
@@ -528,19 +568,20 @@ def main() -> int:
     path = where / "big.jnrrd"
     try:
         _log(f"{field.shape} = {_gib(field.nbytes)} into {path} ({_gib(free)} free)")
-        bare, writes = [], []
+        runs: dict[str, list[dict]] = {"bare": [], "bare-all": [], "write": []}
+        order = list(runs)
+        order = order[order.index(args.first):] + order[:order.index(args.first)]
         for r in range(args.repeat):
-            # alternate which phase goes first (neither always pays for the other's leftovers)
-            first = ("write", "bare") if args.first == "write" else ("bare", "write")
-            for phase in first if r % 2 == 0 else first[::-1]:
+            # rotate which phase goes first (none always pays for another's leftovers)
+            for phase in order[r % 3:] + order[:r % 3]:
                 res = _child(phase, args, path)
-                (bare if phase == "bare" else writes).append(res)
+                runs[phase].append(res)
                 _log(f"{phase} {res['seconds']:.2f} s, peak RSS {_gib(res['hwm'] or 0)}")
         regions = read_regions(field, path, args.regions, args.seed)
         _log("regions read")
         top = read_coarsest(field, path)
         _log("coarsest level read")
-        return 1 if report(args, field, bare, writes, regions, top) else 0
+        return 1 if report(args, field, runs, regions, top) else 0
     finally:
         if not args.keep:
             if made:
