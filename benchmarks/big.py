@@ -420,7 +420,7 @@ def _gib(n: float) -> str:
 
 
 def _status_line(name: str, ok: bool, detail: str) -> str:
-    return f"  {name:<52} {'met' if ok else 'not met':<8} {detail}"
+    return f"  {name:<66} {'met' if ok else 'not met':<8} {detail}"
 
 
 def report(args: argparse.Namespace, field: Field, runs: dict[str, list[dict]], regions: dict,
