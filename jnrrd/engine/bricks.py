@@ -269,10 +269,12 @@ class Bricks:
         """Copy a step-1 selection into ``out`` (a fresh F-ordered array of its shape) when
         every tile it touches is present; returns how many tiles that was (0: a step, or some
         tile is missing; nothing was copied)."""
-        if any(s.step != 1 for s in sel):
-            return 0
-        tiles = tuple(slice(s.start // e, (s.start + s.count - 1) // e + 1)
-                      for s, e in zip(sel, self.extents, strict=True))
+        spans = []
+        for s, e in zip(sel, self.extents, strict=True):
+            if s.step != 1:
+                return 0
+            spans.append(slice(s.start // e, (s.start + s.count - 1) // e + 1))
+        tiles = tuple(spans)
         present = self._present[tiles]
         if not present.all():
             return 0

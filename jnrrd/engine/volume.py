@@ -20,7 +20,7 @@ from ..dtypes import to_user, user_dtype
 from ..errors import JnrrdError, UnsupportedError, where
 from ..header import Header
 from ..policy import Policy
-from ..tiling.grid import AxisSel, TileGrid, normalize_selection, plain_key, selection_with_booleans
+from ..tiling.grid import AxisSel, TileGrid, plain_key, plain_selection, selection_with_booleans
 from ..tiling.levels import Level
 from ..tiling.padding import chain_fill
 from ..tiling.spec import Tiling
@@ -110,7 +110,7 @@ class LevelView:
 
     def __getitem__(self, key: Any) -> np.ndarray:
         if plain_key(key):
-            sel, rest = normalize_selection(key, self.shape), None
+            sel, rest = plain_selection(key, self.shape), None
         elif has_array_index(key):
             return numpy_getitem(self, key)  # one list/array index, NumPy's semantics
         else:
@@ -348,7 +348,7 @@ class Volume(LevelView):
 
     def _read(self, level: Level, sel: tuple[AxisSel, ...]) -> np.ndarray:
         self._check_open()
-        counts = tuple(s.count for s in sel)
+        counts = tuple([s.count for s in sel])
         if self._tiling is None:
             return self._untiled.read(sel)
         self._policy.check_bytes(math.prod(counts) * self.dtype.itemsize, "the selection",

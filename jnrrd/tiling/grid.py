@@ -25,7 +25,7 @@ import numpy as np
 _CACHED_AXIS_TILES = 1 << 16
 
 __all__ = ["AxisSel", "Piece", "TileGrid", "normalize_selection", "plain_key",
-           "selection_with_booleans"]
+           "plain_selection", "selection_with_booleans"]
 
 
 class AxisSel(NamedTuple):
@@ -80,10 +80,24 @@ def normalize_selection(key: object, shape: tuple[int, ...]) -> tuple[AxisSel, .
     Raises ``IndexError``/``TypeError`` like NumPy for out-of-range or unsupported keys: these
     are caller errors, not file errors.
     """
-    key = expand_key(key, len(shape))
+    return _axis_sels(expand_key(key, len(shape)), shape)
+
+
+def plain_selection(key: object, shape: tuple[int, ...]) -> tuple[AxisSel, ...]:
+    """:func:`normalize_selection` of a key :func:`plain_key` accepts (ints and slices)."""
+    if type(key) is not tuple or len(key) != len(shape):
+        key = expand_key(key, len(shape))
+    return _axis_sels(key, shape)  # type: ignore[arg-type]
+
+
+def _axis_sels(key: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[AxisSel, ...]:
+    """One AxisSel per entry of an expanded key (see :func:`normalize_selection`)."""
     out = []
     for axis, (k, n) in enumerate(zip(key, shape, strict=True)):
         if type(k) is slice:  # (slice cannot be subclassed)
+            if k.start is None and k.stop is None and k.step is None:
+                out.append(AxisSel(0, 1, n))  # the whole axis: the most common entry
+                continue
             start, stop, step = k.indices(n)
             count = len(range(start, stop, step))
             if step > 0 or count == 0:
@@ -95,7 +109,7 @@ def normalize_selection(key: object, shape: tuple[int, ...]) -> tuple[AxisSel, .
         i = k if type(k) is int else _as_index(k)
         if not -n <= i < n:
             raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
-        out.append(AxisSel(i % n, 1, 1, drop=True))
+        out.append(AxisSel(i % n, 1, 1, False, True))  # dropped (positional: cheaper)
     return tuple(out)
 
 
