@@ -258,26 +258,23 @@ class TileCache:
             self._bytes -= old.nbytes
             self._evictions += 1
 
-    def clear(self) -> None:
-        """Drop every cached array (the counters stay)."""
+    def clear(self, *, close: bool = False) -> None:
+        """Drop every cached array (the counters stay). ``close=True``: for good (the volume
+        is closed): nothing is cached after, and the bricks' maps are retired for the next
+        volume's (:meth:`Bricks.retire`) instead of emptied."""
         with self._lock:
             self._map.clear()
             self._bytes = 0
-            for bricks in self._bricks.values():
-                if bricks is not None:
-                    bricks.clear()
-
-    def close(self) -> None:
-        """Drop every cached array for good (the volume is closed): no tile is cached after,
-        and the bricks' maps are retired for the next volume's (:meth:`Bricks.retire`)."""
-        with self._lock:
-            self._map.clear()
-            self._bytes = 0
-            self._layouts = {}
-            bricks, self._bricks = self._bricks, {}
+            bricks = self._bricks
+            if close:
+                self._layouts, self._bricks = {}, {}
             for b in bricks.values():
-                if b is not None:
+                if b is None:
+                    continue
+                if close:
                     b.retire()
+                else:
+                    b.clear()
 
     def keys(self) -> list[Hashable]:
         """The cached keys, least recently used first."""

@@ -294,7 +294,7 @@ class Volume(LevelView):
     def close(self) -> None:
         """Release the file handle and memory map (reads after close fail)."""
         self._closed = True
-        self._cache.close()
+        self._cache.clear(close=True)
         if self._source is not None:
             self._source.close()
         if self._untiled is not None:
