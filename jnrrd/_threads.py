@@ -1,8 +1,8 @@
 """The only place the package starts threads; everything else submits work here.
 
 - the shared pool (one thread per core) runs tile tasks: :class:`Running`,
-  :func:`run_parallel`; a one-thread helper serves :func:`fork_join`. Both are created on
-  first use, and again in a child after ``fork()``;
+  :func:`run_parallel`; a one-thread helper serves :func:`fork_join` and :func:`background`.
+  Both are created on first use, and again in a child after ``fork()``;
 - :func:`ordered_map`: a private pool of a given size mapping a function in order (deep
   validation, the frame-parallel zstd decoder);
 - :class:`OrderedQueue`: callables run in order on one background thread (a tiled write
@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any
 
-__all__ = ["IO_THREADS", "OrderedQueue", "Running", "fork_join", "io_submit", "ordered_map",
-           "run_parallel", "start_daemon", "zstd_frame_map"]
+__all__ = ["IO_THREADS", "OrderedQueue", "Running", "background", "fork_join", "io_submit",
+           "ordered_map", "run_parallel", "start_daemon", "zstd_frame_map"]
 
 #: threads of the I/O pool: requests in flight to a remote store without an event loop
 IO_THREADS = 16
@@ -157,6 +157,11 @@ def fork_join(first: Callable[[], Any], second: Callable[[], Any]) -> tuple[Any,
     if future.cancel():
         return a, second()
     return a, future.result()
+
+
+def background(fn: Callable[[], Any]) -> Future[Any]:
+    """``fn()`` offered to the helper thread; the caller cancels or waits for the future."""
+    return _helper().submit(fn)
 
 
 def ordered_map(fn: Callable[[Any], Any], items: Iterable[Any], *, workers: int, name: str

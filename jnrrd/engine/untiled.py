@@ -29,6 +29,7 @@ from ..errors import DataError, HeaderError, UnsupportedError, where
 from ..policy import Policy
 from ..storage.local import LocalStore, is_url, open_resolved
 from ..tiling.grid import AxisSel
+from .prefault import populating
 
 __all__ = ["UntiledData", "data_paths", "read_untiled"]
 
@@ -172,11 +173,12 @@ def read_untiled(core: Any, f: IO[bytes] | None, paths: list[str] | None, policy
         grown = [_grow(part, per * st.itemsize) if not _eager(part, per * st.itemsize)
                  else None for part in parts]
         flat = np.empty(n, dtype=st)
-        for j, part in enumerate(parts):
-            if grown[j] is not None:
-                grown[j].move_into(memoryview(flat[j * per : (j + 1) * per]).cast("B"))
-            else:
-                _fill(part, flat[j * per : (j + 1) * per], st, policy)
+        with populating(flat):  # the other core takes the fresh output's page faults
+            for j, part in enumerate(parts):
+                if grown[j] is not None:
+                    grown[j].move_into(memoryview(flat[j * per : (j + 1) * per]).cast("B"))
+                else:
+                    _fill(part, flat[j * per : (j + 1) * per], st, policy)
     finally:
         for fh in opened:
             fh.close()
