@@ -123,3 +123,17 @@ def test_a_whole_untiled_read_populates_its_output(tmp_path, recorded, monkeypat
     assert np.array_equal(out, data)
     lo, hi = out.ctypes.data, out.ctypes.data + out.nbytes
     assert recorded and all(lo <= a and a + n <= hi for a, n in recorded)
+
+
+def test_reads_through_the_memory_map_populate_their_output(tmp_path, recorded, monkeypatch):
+    monkeypatch.setattr(prefault, "MIN_BYTES", MIB)
+    data = np.arange(128 * 128 * 64, dtype=np.uint16).reshape(128, 128, 64)
+    path = tmp_path / "raw.jnrrd"
+    jnrrd.write(path, data, detached=True)
+    with jnrrd.open(path) as vol:
+        whole, region = vol[:], vol[:, :, 1:]
+    assert np.array_equal(whole, data) and np.array_equal(region, data[:, :, 1:])
+    spans = {(a, n) for a, n in recorded}
+    for out in (whole, region):
+        lo, hi = out.ctypes.data, out.ctypes.data + out.nbytes
+        assert any(lo <= a < hi for a, _ in spans)

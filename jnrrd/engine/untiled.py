@@ -384,7 +384,9 @@ class UntiledData:
                 return read_untiled(self.core, self._held, None, self.policy,
                                     source=self.source)
         if self._map is not None:
-            flat = np.array(self._map)
+            flat = np.empty(self._map.shape, self._map.dtype)
+            with populating(flat):
+                np.copyto(flat, self._map)
             if self.core.type_name != "bfloat16" and not flat.dtype.isnative \
                     and flat.dtype.kind != "V":
                 # Swap in place: reading a big-endian file costs one array, not two.
@@ -415,10 +417,11 @@ class UntiledData:
         if self._map is not None:
             view = self._map.reshape(self.shape, order="F")[key]
             out = np.empty(view.shape, dtype=self._dtype, order="F")
-            if self.core.type_name == "bfloat16":
-                out[...] = to_user(np.asarray(view), "bfloat16", self.policy.bfloat16)
-            else:
-                out[...] = view
+            with populating(out):
+                if self.core.type_name == "bfloat16":
+                    out[...] = to_user(np.asarray(view), "bfloat16", self.policy.bfloat16)
+                else:
+                    out[...] = view
             return out
         return np.asarray(self.full()[key], order="F")
 
