@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import mmap
 import sys
 import threading
 
@@ -47,7 +48,8 @@ def test_this_linux_supports_populate_write():
 
 
 def test_populate_maps_pages_without_changing_them():
-    arr = np.empty(64 * MIB, np.uint8)
+    buf = mmap.mmap(-1, 64 * MIB)  # fresh anonymous memory: nothing of it is resident yet
+    arr = np.frombuffer(buf, np.uint8)
     arr[: 8 * MIB] = np.arange(8 * MIB, dtype=np.uint64).astype(np.uint8)
     before = _resident_bytes()
     asked = prefault.populate(arr)
@@ -55,6 +57,8 @@ def test_populate_maps_pages_without_changing_them():
     assert _resident_bytes() - before >= 50 * MIB  # the 56 MiB never written are in memory
     assert np.array_equal(arr[: 8 * MIB], np.arange(8 * MIB, dtype=np.uint64).astype(np.uint8))
     assert not arr[8 * MIB :].any()  # fresh anonymous memory stays zero
+    del arr
+    buf.close()
 
 
 def test_the_helper_stops_when_the_block_ends(monkeypatch):
