@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
+from .._libc import linux_function
 from .._threads import background
 
 __all__ = ["MIN_BYTES", "populate", "populating"]
@@ -38,20 +38,7 @@ _CHUNK = 4 << 20
 _PAGE = 4096
 _MADV_POPULATE_WRITE = 23  # <linux/mman.h>, Linux 5.14
 
-
-def _bind() -> Callable[[int, int, int], int] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).madvise
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-_madvise = _bind()
+_madvise = linux_function("madvise", [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int])
 #: False once the kernel refused ``MADV_POPULATE_WRITE`` (too old): not asked again
 supported = _madvise is not None
 

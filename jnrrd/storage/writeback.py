@@ -7,12 +7,13 @@ objects.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
-import sys
 import threading
-from typing import IO, Any
+from typing import IO
 
+from .._libc import linux_function
 from .._threads import start_daemon
 
 __all__ = ["WriteBack", "copy_range", "pwrite_all"]
@@ -51,22 +52,8 @@ def copy_range(src: IO[bytes], dst: IO[bytes], size: int) -> None:
     shutil.copyfileobj(src, dst, 8 << 20)
 
 
-def _load_sync_file_range() -> Any:
-    """Linux ``sync_file_range(2)`` through ctypes, or None where it is not available."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes
-
-        fn = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-_SYNC_FILE_RANGE = _load_sync_file_range()
+_SYNC_FILE_RANGE = linux_function(
+    "sync_file_range", [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint])
 _SYNC_FILE_RANGE_WRITE = 2
 #: start writing level-0 data back to disk every this many bytes, while encoding goes on
 _SYNC_EVERY = (16 if _SYNC_FILE_RANGE is not None else 64) << 20
