@@ -324,6 +324,38 @@ def test_slices_gathered_as_tile_rows(monkeypatch):
     assert b._rows.dtype.itemsize == 64
 
 
+def test_a_region_found_present_is_checked_again_after_a_release():
+    """Consecutive reads of the same tiles skip the presence check; releasing or clearing a
+    tile, or taking its used mark, ends that: the region is then missing (0) or marked
+    again."""
+    grid = TileGrid((64, 32), (0, 1), (32, 32), (0, 0), "pad")
+    b = Bricks(grid, np.dtype(np.float64), _slot(grid), _anonymous(grid))
+    data = np.asfortranarray(np.arange(64 * 32, dtype=np.float64).reshape(64, 32))
+
+    def store(coords: tuple[int, ...]) -> None:
+        b.store(coords, np.asfortranarray(data[coords[0] * 32:coords[0] * 32 + 32]))
+
+    def read(lo: int) -> int:
+        out = np.full((32, 32), -1.0, order="F")
+        n = b.copy_region(_sel((lo, lo + 32), (0, 32)), out)
+        if n:
+            np.testing.assert_array_equal(out, data[lo:lo + 32])
+        return n
+
+    store((0, 0))
+    store((1, 0))
+    assert read(16) == 2 and read(16) == 2  # the second read: the same spans, not checked
+    assert b.take_used((0, 0)) and not b.take_used((0, 0))
+    assert read(16) == 2 and b.take_used((0, 0))  # marked again
+    assert read(16) == 2
+    b.release((1, 0))
+    assert read(16) == 0
+    store((1, 0))
+    assert read(16) == 2 and read(16) == 2
+    b.clear()
+    assert read(16) == 0
+
+
 def _sel(*ranges: tuple[int, int]) -> tuple[AxisSel, ...]:
     return tuple(AxisSel(lo, 1, hi - lo) for lo, hi in ranges)
 

@@ -175,6 +175,9 @@ class Bricks:
         self._present = np.zeros(self.counts, bool)
         #: tiles used through :meth:`copy_region` since the cache last looked (second chance)
         self._used = np.zeros(self.counts, bool)
+        #: the tile spans of the last region found present and marked used, until a tile is
+        #: released or a mark taken: consecutive slices through the same tiles skip the check
+        self._known: tuple[tuple[int, int], ...] | None = None
 
     @classmethod
     def create(cls, grid: TileGrid, dtype: np.dtype) -> Bricks | None:
@@ -225,6 +228,7 @@ class Bricks:
         full = self._full(coords)
         self._present[full] = True
         self._used[full] = False
+        self._known = None
 
     def tile(self, coords: tuple[int, ...]) -> np.ndarray:
         """A copy of the stored tile at ``coords`` (present)."""
@@ -240,12 +244,15 @@ class Bricks:
         or last asked about (the mark is cleared)."""
         full = self._full(coords)
         used = bool(self._used[full])
-        self._used[full] = False
+        if used:
+            self._used[full] = False
+            self._known = None
         return used
 
     def release(self, coords: tuple[int, ...]) -> None:
         """Forget the tile at ``coords`` and give its pages back."""
         self._present[self._full(coords)] = False
+        self._known = None
         start = self.slot_bytes * self.grid.index(coords)
         self._map.madvise(mmap.MADV_DONTNEED, start, self.slot_bytes)
 
@@ -253,6 +260,7 @@ class Bricks:
         """Forget every tile and give every page back."""
         self._present[...] = False
         self._used[...] = False
+        self._known = None
         self._map.madvise(mmap.MADV_DONTNEED, 0, len(self._map))
 
     def retire(self) -> None:
@@ -262,6 +270,7 @@ class Bricks:
         buffer = self._map
         del self._view, self._map, self._rows  # no view of the map stays here
         self._present[...] = False
+        self._known = None
         SPARES.put(buffer, resident)
 
     # -- a region ---------------------------------------------------------------------------
@@ -273,19 +282,21 @@ class Bricks:
         for s, e in zip(sel, self.extents, strict=True):
             if s.step != 1:
                 return 0
-            spans.append(slice(s.start // e, (s.start + s.count - 1) // e + 1))
-        tiles = tuple(spans)
-        present = self._present[tiles]
-        if not present.all():
-            return 0
-        self._used[tiles] = True
+            spans.append((s.start // e, (s.start + s.count - 1) // e + 1))
+        known = tuple(spans)
+        if known != self._known:
+            tiles = tuple([slice(lo, hi) for lo, hi in spans])
+            if not self._present[tiles].all():
+                return 0
+            self._used[tiles] = True
+            self._known = known
         if not self._gather_rows(sel, out):
             blocks = [_segments(s.start, s.start + s.count, e)
                       for s, e in zip(sel, self.extents, strict=True)]
             for combo in product(*blocks):
                 src = self._view[tuple(c[0] for c in combo) + tuple(c[1] for c in combo)]
                 np.copyto(_split(out, combo), src.transpose(self._order))
-        return present.size
+        return math.prod([hi - lo for lo, hi in spans])
 
     def _gather_rows(self, sel: tuple[AxisSel, ...], out: np.ndarray) -> bool:
         """Copy the selection as whole tile rows (a tile's voxels along the first axis, one
@@ -293,20 +304,17 @@ class Bricks:
         single fixed-size copy, where the block copies step through its voxels (a 512² slice
         across 64³ tiles is 4096 rows of 128 bytes). False when the selection does not cover
         whole rows, rows are short, or there are too many (the block copies do it then)."""
-        e0 = self.extents[0]
-        if self._rows is None or sel[0].start % e0 or sel[0].count % e0 \
-                or not out.flags.f_contiguous or out.size // e0 > _MAX_ROWS:
+        e0, s0 = self.extents[0], sel[0]
+        if self._rows is None or s0.start % e0 or s0.count % e0 or out.size // e0 > _MAX_ROWS:
             return False
         # the rows read are ``first + index``: ``first`` is where the selection starts, the
         # index (cached) depends only on where it starts inside its first tiles
-        first, pattern = 0, []
-        for a, s in enumerate(sel):
-            tile, at = divmod(s.start, self.extents[a])
-            first += tile * self._tile_rows[a] + at * self._row_steps[a]
-            if a == 0:
-                pattern.append((0, s.count // e0, 1))
-            else:
-                pattern.append((at, s.count, self.extents[a]) if s.count > 1 else (0, 1, 1))
+        first, pattern = s0.start // e0 * self._tile_rows[0], [(0, s0.count // e0, 1)]
+        for s, e, tile_rows, step in zip(sel[1:], self.extents[1:], self._tile_rows[1:],
+                                         self._row_steps[1:], strict=True):
+            tile, at = divmod(s.start, e)
+            first += tile * tile_rows + at * step
+            pattern.append((at, s.count, e) if s.count > 1 else (0, 1, 1))
         index = _row_index(tuple(pattern), self._tile_rows, self._row_steps)
         flat = np.ndarray((index.size,), self._rows.dtype, buffer=out)
         self._rows[first:].take(index, out=flat, mode="clip")  # every index is in range

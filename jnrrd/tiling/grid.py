@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import product
 from typing import Any, NamedTuple
 
@@ -96,7 +97,7 @@ def _axis_sels(key: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[AxisSel, .
     for axis, (k, n) in enumerate(zip(key, shape, strict=True)):
         if type(k) is slice:  # (slice cannot be subclassed)
             if k.start is None and k.stop is None and k.step is None:
-                out.append(AxisSel(0, 1, n))  # the whole axis: the most common entry
+                out.append(_whole_axis(n))  # the most common entry
                 continue
             start, stop, step = k.indices(n)
             count = len(range(start, stop, step))
@@ -111,6 +112,12 @@ def _axis_sels(key: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[AxisSel, .
             raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
         out.append(AxisSel(i % n, 1, 1, False, True))  # dropped (positional: cheaper)
     return tuple(out)
+
+
+@lru_cache(maxsize=256)
+def _whole_axis(n: int) -> AxisSel:
+    """The selection of a whole axis of length ``n`` (immutable: one per length)."""
+    return AxisSel(0, 1, n)
 
 
 def _as_index(k: object) -> int:
