@@ -573,7 +573,7 @@ def main() -> int:
         order = order[order.index(args.first):] + order[:order.index(args.first)]
         for r in range(args.repeat):
             # rotate which phase goes first (none always pays for another's leftovers)
-            for phase in order[r % 3:] + order[:r % 3]:
+            for phase in order[r % len(order):] + order[:r % len(order)]:
                 res = _child(phase, args, path)
                 runs[phase].append(res)
                 _log(f"{phase} {res['seconds']:.2f} s, peak RSS {_gib(res['hwm'] or 0)}")

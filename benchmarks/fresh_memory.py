@@ -5,9 +5,9 @@ touched by the decoder. On a virtual machine whose host takes freed guest memory
 page reporting), touching memory freed a moment ago and memory freed seconds ago cost very
 different amounts. This script shows both effects on the machine it runs on:
 
-1. ``touch``: allocate a 256 MiB NumPy array and write it, right after the previous one was
-   freed (``pause 0``) or after a pause (``pause 3``), with NumPy's transparent huge pages on
-   (its default) and off.
+1. ``touch``: map 256 MiB of fresh memory and write it, right after the previous map was
+   freed (``pause 0``) or after a pause (``pause 3``), on transparent huge pages (what NumPy
+   asks for its large arrays) and on 4 KiB pages.
 2. ``read``: ``jnrrd.read`` of the 512³ uint16 volume stored untiled (gzip, raw, zstd), after
    the same pauses, with the output populated ahead of the decoder
    (``jnrrd.engine.prefault``, the default) and without (``prefault.supported = False``).
@@ -19,6 +19,7 @@ Medians of ``--repeat`` runs, the two settings interleaved.
 from __future__ import annotations
 
 import argparse
+import mmap
 import statistics
 import tempfile
 import time
@@ -43,22 +44,21 @@ def _median_ms(fn: Callable[[], object], pause: float, repeat: int) -> float:
     return statistics.median(times) * 1e3
 
 
-def _touch(n: int) -> np.ndarray:
-    a = np.empty(n, np.uint8)
-    a.fill(1)
-    return a
+def _touch(n: int, huge: bool) -> mmap.mmap:
+    """A fresh anonymous map of ``n`` bytes on huge pages (what NumPy asks for its large
+    arrays) or on 4 KiB pages, every byte written once."""
+    m = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    m.madvise(mmap.MADV_HUGEPAGE if huge else mmap.MADV_NOHUGEPAGE)
+    np.frombuffer(m, np.uint8).fill(1)
+    return m
 
 
 def touch_table(pause: float, repeat: int) -> None:
-    from numpy._core.multiarray import _set_madvise_hugepage
-
     print(f"touch a fresh 256 MiB array (median of {repeat}, ms)")
-    print(f"{'NumPy huge pages':18s} {'pause 0':>9s} {f'pause {pause:g}':>9s}")
+    print(f"{'huge pages':18s} {'pause 0':>9s} {f'pause {pause:g}':>9s}")
     for huge in (True, False):
-        _set_madvise_hugepage(huge)
-        row = [_median_ms(lambda: _touch(256 << 20), p, repeat) for p in (0.0, pause)]
+        row = [_median_ms(lambda h=huge: _touch(256 << 20, h), p, repeat) for p in (0.0, pause)]
         print(f"{'on' if huge else 'off':18s} {row[0]:9.0f} {row[1]:9.0f}")
-    _set_madvise_hugepage(True)
 
 
 def read_table(workdir: Path, pause: float, repeat: int) -> None:

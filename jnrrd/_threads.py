@@ -160,7 +160,10 @@ def fork_join(first: Callable[[], Any], second: Callable[[], Any]) -> tuple[Any,
 
 
 def background(fn: Callable[[], Any]) -> Future[Any]:
-    """``fn()`` offered to the helper thread; the caller cancels or waits for the future."""
+    """``fn()`` offered to the one helper thread; the caller cancels or waits for the future.
+    While ``fn`` runs, other work offered to the helper (another read's prefault, a
+    ``fork_join`` half) waits or runs on its caller's thread: keep ``fn`` to the length of the
+    caller's own block."""
     return _helper().submit(fn)
 
 

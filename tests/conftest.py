@@ -88,3 +88,14 @@ def s3(_s3_server: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     _s3_server.clear_faults()
     _s3_server.reset()
     return S3Bucket(_s3_server, bucket, _s3_server.storage_options())
+
+
+@pytest.fixture
+def fresh_spares() -> Iterator[None]:
+    """No spare bricks map of an earlier test's volume before or after the test
+    (jnrrd/engine/bricks.py, ``SPARES``)."""
+    from jnrrd.engine.bricks import SPARES
+
+    SPARES.clear()
+    yield
+    SPARES.clear()

@@ -7,10 +7,9 @@ Resident memory is read from ``/proc/self/pagemap``. No timings here (benchmarks
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
+from bricks_support import needs_bricks
 from hypothesis import given
 from hypothesis import strategies as st
 from thread_runner import run_threads
@@ -21,23 +20,10 @@ from jnrrd.engine.bricks import SPARES, Bricks
 from jnrrd.engine.cache import TileCache
 from jnrrd.tiling.grid import AxisSel, TileGrid
 
-# Bricks are used on Linux, where the system grants unreserved maps (not under
-# vm.overcommit_memory=2); elsewhere the cache keeps plain arrays (tests/test_tile_cache.py).
-pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux")
-    or Bricks.create(TileGrid((512,), (0,), (512,), (0,)), np.dtype(np.float64)) is None,
-    reason="this system gives the cache no bricks")
+pytestmark = [needs_bricks, pytest.mark.usefixtures("fresh_spares")]
 
 TILE = 16
 TILE_BYTES = TILE**3 * 2  # 8 KiB: whole pages
-
-
-@pytest.fixture(autouse=True)
-def fresh_maps():
-    """Every bricks here starts on a fresh map (no spare of an earlier test's volume)."""
-    SPARES.clear()
-    yield
-    SPARES.clear()
 
 
 @pytest.fixture(scope="module")

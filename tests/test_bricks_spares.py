@@ -10,30 +10,20 @@ freed bytes from ``/proc/self/smaps``.
 from __future__ import annotations
 
 import resource
-import sys
 
 import numpy as np
 import pytest
+from bricks_support import needs_bricks
 
 import jnrrd
 from jnrrd.engine import bricks as bricks_mod
 from jnrrd.engine.bricks import SPARES, Bricks
 from jnrrd.tiling.grid import TileGrid
 
-pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux")
-    or Bricks.create(TileGrid((512,), (0,), (512,), (0,)), np.dtype(np.float64)) is None,
-    reason="this system gives the cache no bricks")
+pytestmark = [needs_bricks, pytest.mark.usefixtures("fresh_spares")]
 
 TILE = 32
 PAGES_PER_TILE = TILE**3 * 2 // 4096  # 16
-
-
-@pytest.fixture(autouse=True)
-def no_spares():
-    SPARES.clear()
-    yield
-    SPARES.clear()
 
 
 def _volume(tmp_path, name: str, shape: tuple[int, ...], seed: int):
@@ -84,6 +74,26 @@ def test_reopening_reuses_the_map(tmp_path):
         np.testing.assert_array_equal(vol[...], data)  # from the reused map's slots
     # the second read faulted in none of the 1024 pages of its cached tiles again
     assert again <= first - tiles * PAGES_PER_TILE * 3 // 4, (first, again)
+
+
+def test_a_reused_maps_earlier_pages_are_counted(tmp_path):
+    """A map reused by a volume that caches little still holds the earlier volume's lazily
+    freed pages: when it is retired again, they count against the spares' limit."""
+    path, data = _volume(tmp_path, "v", (128, 128, 128), 7)
+    full = 64 * PAGES_PER_TILE * 4096
+    with jnrrd.open(path, cache_bytes=64 << 20) as vol:
+        vol[...]
+    assert SPARES.resident() == full
+    with jnrrd.open(path, cache_bytes=64 << 20) as vol:
+        assert vol[5, 6, 7] == data[5, 6, 7]  # one tile cached in the reused map
+        start = np.frombuffer(_level_map(vol), np.uint8).__array_interface__["data"][0]
+    assert SPARES.resident() == full
+    assert _lazy_free(start) > 60 * PAGES_PER_TILE * 4096  # the earlier tiles' pages
+    with jnrrd.open(path, cache_bytes=64 << 20) as vol:
+        vol[5, 6, 7]
+        vol._cache.clear()  # every page given back (MADV_DONTNEED)
+        vol[5, 6, 7]
+    assert SPARES.resident() == PAGES_PER_TILE * 4096
 
 
 def test_old_contents_never_show(tmp_path):
@@ -148,3 +158,26 @@ def test_a_closed_volume_caches_nothing(tmp_path):
     with pytest.raises(jnrrd.JnrrdError):
         vol[...]
     assert vol.cache_info().tiles == 0 and len(SPARES) == 1
+
+
+def test_spares_given_back_when_the_system_refuses_a_map(tmp_path, monkeypatch):
+    path, data = _volume(tmp_path, "v", (64, 64, 64), 8)
+    with jnrrd.open(path, cache_bytes=64 << 20) as vol:
+        vol[...]
+    assert len(SPARES) == 1
+    real, calls = bricks_mod.mmap.mmap, []
+
+    def refuse_once(*args, **kwargs):
+        calls.append(len(SPARES))
+        if len(calls) == 1 or calls[0] == "refuse every time":
+            raise OSError(12, "Cannot allocate memory")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(bricks_mod.mmap, "mmap", refuse_once)
+    grid = TileGrid((256, 256, 256), (0, 1, 2), (TILE,) * 3, (0, 0, 0))  # larger than the spare
+    assert Bricks.create(grid, np.dtype(np.uint16)) is not None
+    assert calls == [1, 0] and len(SPARES) == 0
+    calls.clear()
+    calls.append("refuse every time")
+    assert Bricks.create(grid, np.dtype(np.uint16)) is None  # no spares left to give back
+    assert calls == ["refuse every time", 0]

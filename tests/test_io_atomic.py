@@ -210,42 +210,40 @@ def test_durable_false_skips_every_fsync_and_writes_the_same_data(kind, tmp_path
 def test_writeback_is_started_while_tiles_are_written(tmp_path, monkeypatch, range_sync):
     """Every few MiB the writer starts the write-back the final fsync needs: with
     sync_file_range on Linux, else an fdatasync on a background thread."""
-    from jnrrd.storage import writeback as sinks
+    from jnrrd.storage import writeback
 
     kicked = []
     if range_sync:
-        monkeypatch.setattr(sinks, "_SYNC_FILE_RANGE", lambda fd, off, n, flags: kicked.append(
+        monkeypatch.setattr(writeback, "_SYNC_FILE_RANGE", lambda fd, off, n, flags: kicked.append(
             flags))
     else:
-        monkeypatch.setattr(sinks, "_SYNC_FILE_RANGE", None)
+        monkeypatch.setattr(writeback, "_SYNC_FILE_RANGE", None)
         real = os.fdatasync
         monkeypatch.setattr(os, "fdatasync", lambda fd: (kicked.append(fd), real(fd)))
-    monkeypatch.setattr(sinks, "_SYNC_EVERY", 1 << 16)
+    monkeypatch.setattr(writeback, "_SYNC_EVERY", 1 << 16)
     a = np.arange(64 * 64 * 64, dtype=np.uint16).reshape(64, 64, 64)
     jnrrd.write(tmp_path / "v.jnrrd", a, tile=(16, 16, 16))
     assert kicked
     if range_sync:
-        assert set(kicked) == {sinks._SYNC_FILE_RANGE_WRITE}
+        assert set(kicked) == {writeback._SYNC_FILE_RANGE_WRITE}
     np.testing.assert_array_equal(jnrrd.read(tmp_path / "v.jnrrd")[0], a)
 
 
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="no posix_fadvise here")
 def test_a_large_write_leaves_the_page_cache(tmp_path, monkeypatch):
     """Past DROP_AFTER bytes a durable write drops what it has sent to disk from the page
     cache (POSIX_FADV_DONTNEED), in order, from the start of the file, two kicks behind."""
-    from jnrrd.storage import writeback as sinks
-
-    if sinks._FADVISE is None:  # pragma: no cover - every POSIX system CI runs on has it
-        pytest.fail("os.posix_fadvise is missing")
+    from jnrrd.storage import writeback
     dropped = []
 
     def fadvise(fd, offset, length, advice):
         dropped.append((offset, length, advice))
-        sinks._FADVISE.__wrapped__(fd, offset, length, advice)
+        writeback._FADVISE.__wrapped__(fd, offset, length, advice)
 
-    fadvise.__wrapped__ = sinks._FADVISE
-    monkeypatch.setattr(sinks, "_FADVISE", fadvise)
-    monkeypatch.setattr(sinks, "_SYNC_EVERY", 1 << 16)
-    monkeypatch.setattr(sinks, "DROP_AFTER", 1 << 20)
+    fadvise.__wrapped__ = writeback._FADVISE
+    monkeypatch.setattr(writeback, "_FADVISE", fadvise)
+    monkeypatch.setattr(writeback, "_SYNC_EVERY", 1 << 16)
+    monkeypatch.setattr(writeback, "DROP_AFTER", 1 << 20)
     a = np.arange(64 * 64 * 512, dtype=np.uint16).reshape(512, 64, 64)  # 4 MiB
     for durable in (False, True):
         dropped.clear()

@@ -288,3 +288,15 @@ def test_tile_cache_unit():
     assert c.get_or_load("e", lambda: np.ones(10, np.uint8)).sum() == 10  # not poisoned
     c.clear()
     assert c.info().tiles == 0 and TileCache(0).get_or_load("x", lambda: a) is a
+
+
+def test_a_closed_cache_keeps_nothing_a_late_loader_hands_it():
+    """A tile whose decode finishes after its volume was closed is returned, not cached."""
+    c = TileCache(100)
+    c.put("a", np.zeros(40, np.uint8))
+    c.clear(close=True)
+    late = c.get_or_load("b", lambda: np.ones(40, np.uint8))
+    assert late.sum() == 40 and c.keys() == [] and c.info().bytes == 0
+    c.clear()
+    c.put("c", np.zeros(40, np.uint8))
+    assert c.keys() == []

@@ -5,13 +5,17 @@ overlap here, when the platform allows it (Linux). The map is laid out as the le
 tile ``coords`` lives in slot ``grid.index(coords)`` (first axis fastest), each slot a whole
 number of pages holding the tile's F-ordered memory. The map reserves address space, not memory
 (``MAP_NORESERVE``): only the pages of cached tiles are resident, and an evicted tile's pages
-are given back at once (``MADV_DONTNEED``), so the cache's byte budget is what it costs.
+are given back at once (``MADV_DONTNEED``), so the cache's byte budget is what it costs (a
+reused map, below, may also hold its earlier tiles' lazily freed pages until the kernel takes
+them; they are counted against the spares' limit).
 
 Why: with every tile at a place that follows from its coordinates, the cached level is one
 strided NumPy array of shape ``grid + tile``. A read whose tiles are all cached is then one
 NumPy copy per block of whole tiles (at most 3 per axis: a partial first tile, whole tiles, a
-partial last tile), not one Python step per tile: a 512² slice across 64 tiles of 64³ is a
-single ``np.copyto`` (docs/performance.md, "The viewer's access pattern", has what it costs).
+partial last tile), not one Python step per tile; a selection of whole tile rows (a tile's
+voxels along the first axis) is one ``np.take`` of rows: a 512² slice across 64 tiles of 64³
+is a single NumPy call whatever its axis (docs/performance.md, "The viewer's access pattern",
+has what it costs).
 
 Maps outlive their bricks: when a volume is closed, its bricks are *retired*: the pages of the
 tiles they held are lazily freed (``MADV_FREE``: the kernel takes them back whenever it needs
@@ -28,10 +32,10 @@ from __future__ import annotations
 
 import math
 import mmap
+import os
 import platform
 import sys
 import threading
-from collections import OrderedDict
 from functools import lru_cache
 from itertools import product
 from typing import Any
@@ -40,7 +44,7 @@ import numpy as np
 
 from ..tiling.grid import AxisSel, TileGrid
 
-__all__ = ["Bricks"]
+__all__ = ["SPARES", "Bricks"]
 
 #: the machines whose Linux MAP_NORESERVE is 0x4000 (for a ``mmap`` module that does not name it)
 _NORESERVE_4000 = {"x86_64", "amd64", "i386", "i686", "aarch64", "arm64", "armv7l",
@@ -78,12 +82,12 @@ class _Spares:
     """The maps of retired bricks, oldest first, kept for the next bricks created."""
 
     def __init__(self) -> None:
-        self._maps: OrderedDict[int, tuple[mmap.mmap, int]] = OrderedDict()  # id → (map, bytes)
+        self._maps: list[tuple[mmap.mmap, int]] = []  # (map, bytes it may hold), oldest first
         self._lock = threading.Lock()
 
     def put(self, buffer: mmap.mmap, resident: int) -> None:
-        """Keep ``buffer``, whose pages in use hold ``resident`` bytes, lazily freed; or give
-        it back (nothing resident, no ``MADV_FREE``)."""
+        """Keep ``buffer``, whose pages in use hold at most ``resident`` bytes, lazily freed;
+        or give it back (nothing resident, no ``MADV_FREE``)."""
         kept = resident > 0 and _MADV_FREE is not None
         if kept:
             try:
@@ -94,35 +98,55 @@ class _Spares:
             _close(buffer)
             return
         with self._lock:
-            self._maps[id(buffer)] = (buffer, resident)
+            self._maps.append((buffer, resident))
             gone = []
-            while len(self._maps) > SPARE_MAPS or self.resident() > SPARE_BYTES:
-                gone.append(self._maps.popitem(last=False)[1][0])
+            while len(self._maps) > SPARE_MAPS or self._held() > SPARE_BYTES:
+                gone.append(self._maps.pop(0)[0])
         for old in gone:
             _close(old)
 
-    def take(self, size: int) -> mmap.mmap | None:
-        """The smallest kept map of at least ``size`` bytes (no longer kept), or None."""
+    def take(self, size: int) -> tuple[mmap.mmap, int] | None:
+        """The smallest kept map of at least ``size`` bytes (no longer kept) with the bytes
+        its earlier pages may still hold, or None."""
         with self._lock:
-            fits = [(len(m), key) for key, (m, _) in self._maps.items() if len(m) >= size]
-            if not fits:
-                return None
-            return self._maps.pop(min(fits)[1])[0]
+            fits = [(len(m), k) for k, (m, _) in enumerate(self._maps) if len(m) >= size]
+            return self._maps.pop(min(fits)[1]) if fits else None
 
     def resident(self) -> int:
         """The bytes the kept maps held when retired (an upper bound: the kernel may have
         taken some back)."""
-        return sum(n for _, n in self._maps.values())
+        with self._lock:
+            return self._held()
+
+    def _held(self) -> int:
+        return sum(n for _, n in self._maps)
 
     def __len__(self) -> int:
-        return len(self._maps)
+        with self._lock:
+            return len(self._maps)
 
     def clear(self) -> None:
         """Give every kept map back."""
         with self._lock:
-            maps, self._maps = self._maps, OrderedDict()
-        for m, _ in maps.values():
+            maps, self._maps = self._maps, []
+        for m, _ in maps:
             _close(m)
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()  # a thread of the parent may have held it
+
+
+def _new_map(size: int) -> mmap.mmap | None:
+    """A fresh unreserved map of ``size`` bytes, or None when the system refuses one even
+    after the spare maps (address space too) are given back."""
+    for attempt in range(2):
+        try:
+            return mmap.mmap(-1, size, flags=_FLAGS, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        except (OSError, ValueError, OverflowError):
+            if attempt or not len(SPARES):
+                return None
+            SPARES.clear()
+    return None
 
 
 def _close(buffer: mmap.mmap) -> None:
@@ -135,13 +159,16 @@ def _close(buffer: mmap.mmap) -> None:
 
 #: the maps of closed volumes' bricks (see the module docstring)
 SPARES = _Spares()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=SPARES._after_fork)
 
 
 class Bricks:
     """The decoded tiles of one stored level in one map (see the module docstring); create
     with :meth:`create`, which says None when this level or platform cannot have one."""
 
-    def __init__(self, grid: TileGrid, dtype: np.dtype, slot: int, buffer: mmap.mmap) -> None:
+    def __init__(self, grid: TileGrid, dtype: np.dtype, slot: int, buffer: mmap.mmap,
+                 inherited: int = 0) -> None:
         nd = len(grid.shape)
         counts = [1] * nd  # untiled axes: one tile holding the whole axis
         for k, a in enumerate(grid.axes):
@@ -155,6 +182,8 @@ class Bricks:
         #: bytes one tile takes in the map (a whole number of pages)
         self.slot_bytes = slot
         self._map = buffer
+        #: bytes of a reused map's earlier pages that may still be resident (lazily freed)
+        self._inherited = inherited
         tile_strides = [slot * math.prod(counts[:a]) for a in range(nd)]
         elem_strides = [dtype.itemsize * math.prod(extents[:a]) for a in range(nd)]
         #: the level as ``grid + tile`` dimensions: ``view[coords]`` is the F-ordered tile
@@ -196,14 +225,11 @@ class Bricks:
         size = slot * grid.ntiles
         if size > MAX_RESERVED:
             return None
-        buffer = SPARES.take(size)
-        if buffer is None:
-            try:
-                buffer = mmap.mmap(-1, size, flags=_FLAGS,
-                                   prot=mmap.PROT_READ | mmap.PROT_WRITE)
-            except (OSError, ValueError, OverflowError):
-                return None
-        return cls(grid, dtype, slot, buffer)
+        spare = SPARES.take(size)
+        if spare is not None:
+            return cls(grid, dtype, slot, *spare)
+        buffer = _new_map(size)
+        return None if buffer is None else cls(grid, dtype, slot, buffer)
 
     # -- one tile ---------------------------------------------------------------------------
     def _full(self, coords: tuple[int, ...]) -> tuple[int, ...]:
@@ -261,13 +287,14 @@ class Bricks:
         self._present[...] = False
         self._used[...] = False
         self._known = None
+        self._inherited = 0
         self._map.madvise(mmap.MADV_DONTNEED, 0, len(self._map))
 
     def retire(self) -> None:
         """Forget every tile and hand the map to :data:`SPARES` (module docstring); these
         bricks are not used again."""
-        resident = int(self._present.sum()) * self.slot_bytes
         buffer = self._map
+        resident = min(len(buffer), self._inherited + int(self._present.sum()) * self.slot_bytes)
         del self._view, self._map, self._rows  # no view of the map stays here
         self._present[...] = False
         self._known = None

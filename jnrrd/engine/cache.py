@@ -115,6 +115,7 @@ class TileCache:
         self._bytes = 0
         self._hits = self._misses = self._evictions = 0
         self._layouts = dict(levels or {})
+        self._closed = False
         self._bricks: dict[Hashable, Bricks | None] = {}
 
     @property
@@ -210,6 +211,8 @@ class TileCache:
         caller's array is left alone)."""
         value = _read_only(value)
         with self._lock:
+            if self._closed:  # a loader that finished after the volume was closed
+                return value
             bricks = self._bricks_for(key)
             if bricks is not None and bricks.fits(key[1], value):  # type: ignore[index]
                 size = bricks.slot_bytes
@@ -267,14 +270,10 @@ class TileCache:
             self._bytes = 0
             bricks = self._bricks
             if close:
-                self._layouts, self._bricks = {}, {}
+                self._layouts, self._bricks, self._closed = {}, {}, True
             for b in bricks.values():
-                if b is None:
-                    continue
-                if close:
-                    b.retire()
-                else:
-                    b.clear()
+                if b is not None:
+                    b.retire() if close else b.clear()
 
     def keys(self) -> list[Hashable]:
         """The cached keys, least recently used first."""
