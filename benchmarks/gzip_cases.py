@@ -5,11 +5,11 @@
   libdeflate decode of the same bytes jnrrd reads (file read + ``deflate.gzip_decompress``).
 - ``gzip-tiles/read``: a full read of 64³ gzip tiles, libdeflate against the zlib path (the
   same file, with ``jnrrd.codecs.gzip_fast.available`` switched off for the second), and the
-  bare two-thread loops (``peers.BareLoop``) inflating the same libdeflate-6 tiles with
-  libdeflate and with zlib: the ceiling of the jnrrd ratio.
-- ``gzip-write/time`` and ``gzip-write/size``: jnrrd's untiled gzip write (libdeflate level 6)
-  against pynrrd ``nrrd.write`` (zlib level 6; time, then output bytes), and jnrrd's own zlib
-  path for reference.
+  bare two-thread loops (``peers.BareLoop``) inflating the same members (gzip level 6:
+  libdeflate level 8) with libdeflate and with zlib: the ceiling of the jnrrd ratio.
+- ``gzip-write/time`` and ``gzip-write/size``: jnrrd's untiled gzip write (level 6: libdeflate
+  level 8) against pynrrd ``nrrd.write`` (zlib level 6; time, then output bytes), and
+  jnrrd's own zlib path for reference.
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
 """zlib against libdeflate (``deflate``) and ISA-L (``isal``): bare one-shot inflate with the
-output size known, and level-6-class deflate (time and size), on the same bytes, interleaved.
+output size known, and level-6-class deflate (time and size), on the same bytes, interleaved;
+then the inflate of every 64³ tile of the volume as jnrrd writes gzip tiles (one member each),
+on one thread with nothing else: the decoders' own ratio on tiles, the ceiling of the
+``gzip-tiles/read`` case of ``run_all.py``.
 
-    python benchmarks/gzip_engines.py [--size 256] [--repeat 7]
+    python benchmarks/gzip_engines.py [--size 256] [--repeat 7] [--tiles-only]
 
 The numbers chose libdeflate for jnrrd's gzip (docs/performance.md, "gzip (libdeflate)").
 """
@@ -77,11 +80,60 @@ def deflaters(raw: bytes) -> dict[str, Callable[[], bytes]]:
     return out
 
 
+def tile_inflaters(members: list[bytes], n: int) -> dict[str, Callable[[], object]]:
+    """Decoders of every tile member in turn (``n`` bytes each), one thread."""
+    out: dict[str, Callable[[], object]] = {
+        "zlib": lambda: [zlib.decompress(g, 31, n) for g in members]}
+    try:
+        import deflate
+
+        import jnrrd.codecs.gzip_fast as fast
+
+        out["libdeflate"] = lambda: [deflate.gzip_decompress(g, n) for g in members]
+        scratch = memoryview(bytearray(n))
+        if fast.available:  # what jnrrd's tile decoder calls: into a reused buffer
+            out["libdeflate, into a buffer"] = lambda: [fast.inflate_into(g, scratch)
+                                                        for g in members]
+    except ImportError:
+        pass
+    try:
+        from isal import isal_zlib
+
+        out["isal"] = lambda: [isal_zlib.decompress(g, 31, n) for g in members]
+    except ImportError:
+        pass
+    return out
+
+
+def tiles(size: int, repeat: int) -> None:
+    """The tile table (module docstring)."""
+    from jnrrd.codecs.gzip_fast import gzip_compress
+
+    arr = _volume.ct_volume(size)
+    t = 64
+    raws = [arr[z:z + t, y:y + t, x:x + t].tobytes() for z in range(0, size, t)
+            for y in range(0, size, t) for x in range(0, size, t)]
+    n = len(raws[0])
+    members = [gzip_compress(r, 6) or _zlib_gzip(r, 6) for r in raws]  # jnrrd's level 6
+    inf = tile_inflaters(members, n)
+    assert [bytes(b) for b in inf["zlib"]()] == raws
+    times = _interleaved(inf, repeat)
+    print(f"inflate {len(raws)} tiles of 64³ uint16 ({n >> 10} KiB each, stored at "
+          f"{sum(map(len, members)) / (n * len(raws)):.3f} of raw, as jnrrd writes gzip level "
+          f"6), one thread; medians of {repeat}, interleaved")
+    for k, v in times.items():
+        print(f"  {k:26s} {v * 1e3:8.1f} ms   {times['zlib'] / v:5.2f}× zlib")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--size", type=int, default=256)
     p.add_argument("--repeat", type=int, default=7)
+    p.add_argument("--tiles-only", action="store_true", help="only the tile table")
     args = p.parse_args()
+    if args.tiles_only:
+        tiles(args.size, args.repeat)
+        return 0
     raw = _volume.ct_volume(args.size).tobytes()
     g = _zlib_gzip(raw, 6)
     inf = inflaters(g, len(raw))
@@ -99,6 +151,7 @@ def main() -> int:
     for k, v in t.items():
         print(f"  {k:12s} {v * 1e3:9.1f} ms   {t['zlib 6'] / v:5.2f}× zlib 6   size "
               f"{sizes[k] / sizes['zlib 6']:.4f}× zlib 6")
+    tiles(args.size, args.repeat)
     return 0
 
 

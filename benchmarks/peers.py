@@ -308,8 +308,8 @@ class BareLoop(System):
     memory; decoding preads each tile and copies it into a preallocated output array.
     """
 
-    #: ``gzip``: libdeflate (the ``deflate`` package) both ways; ``gzip-zlib``: the same
-    #: libdeflate-written members inflated by zlib (the decoder is the only difference)
+    #: ``gzip``: libdeflate (the ``deflate`` package) both ways, members as jnrrd writes them;
+    #: ``gzip-zlib``: the same members inflated by zlib (the decoder is the only difference)
     codecs = ("zstd", "lz4", "gzip", "gzip-zlib")
     NAMES = {"gzip": "bare libdeflate loop", "gzip-zlib": "bare zlib loop"}
     THREADS = 2
@@ -328,7 +328,9 @@ class BareLoop(System):
         if self.codec == "lz4":
             return self.lib.compress(data)
         if self.codec.startswith("gzip"):
-            return self.lib.gzip_compress(data, 6)  # jnrrd's gzip tiles: libdeflate level 6
+            from jnrrd.codecs.gzip_fast import gzip_compress
+
+            return gzip_compress(data, 6)  # the members jnrrd writes for gzip level 6
         ctx = getattr(self.local, "c", None)
         if ctx is None:
             ctx = self.local.c = self.lib.ZstdCompressor(level=3)
