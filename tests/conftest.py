@@ -93,8 +93,8 @@ def s3(_s3_server: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
 @pytest.fixture
 def fresh_spares() -> Iterator[None]:
     """No spare bricks map of an earlier test's volume before or after the test
-    (jnrrd/engine/bricks.py, ``SPARES``)."""
-    from jnrrd.engine.bricks import SPARES
+    (jnrrd/engine/spare_maps.py, ``SPARES``)."""
+    from jnrrd.engine.spare_maps import SPARES
 
     SPARES.clear()
     yield

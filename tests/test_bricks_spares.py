@@ -16,7 +16,7 @@ import pytest
 from bricks_support import needs_bricks
 
 import jnrrd
-from jnrrd.engine import bricks as bricks_mod
+from jnrrd.engine import spare_maps
 from jnrrd.engine.bricks import SPARES, Bricks
 from jnrrd.tiling.grid import TileGrid
 
@@ -116,7 +116,7 @@ def test_old_contents_never_show(tmp_path):
 def test_spares_are_bounded(tmp_path, monkeypatch):
     path, data = _volume(tmp_path, "v", (64, 64, 64), 4)
     tile_bytes = PAGES_PER_TILE * 4096
-    monkeypatch.setattr(bricks_mod, "SPARE_BYTES", 20 * tile_bytes)
+    monkeypatch.setattr(spare_maps, "SPARE_BYTES", 20 * tile_bytes)
     vols = [jnrrd.open(path, cache_bytes=64 << 20) for _ in range(12)]
     maps = []
     for vol in vols:
@@ -127,20 +127,20 @@ def test_spares_are_bounded(tmp_path, monkeypatch):
     # 20 tiles' worth: the two newest maps; the older ten were unmapped
     assert len(SPARES) == 2 and SPARES.resident() == 16 * tile_bytes
     assert [m.closed for m in maps] == [True] * 10 + [False] * 2
-    monkeypatch.setattr(bricks_mod, "SPARE_BYTES", 1 << 40)
-    vols = [jnrrd.open(path, cache_bytes=64 << 20) for _ in range(bricks_mod.SPARE_MAPS + 3)]
+    monkeypatch.setattr(spare_maps, "SPARE_BYTES", 1 << 40)
+    vols = [jnrrd.open(path, cache_bytes=64 << 20) for _ in range(spare_maps.SPARE_MAPS + 3)]
     for vol in vols:
         vol[0, 0, 0]
     for vol in vols:
         vol.close()
-    assert len(SPARES) == bricks_mod.SPARE_MAPS
+    assert len(SPARES) == spare_maps.SPARE_MAPS
 
 
 @pytest.mark.parametrize("why", ["no MADV_FREE", "nothing cached"])
 def test_maps_given_back(tmp_path, monkeypatch, why):
     path, data = _volume(tmp_path, "v", (64, 64, 64), 5)
     if why == "no MADV_FREE":
-        monkeypatch.setattr(bricks_mod, "_MADV_FREE", None)
+        monkeypatch.setattr(spare_maps, "_MADV_FREE", None)
     with jnrrd.open(path, cache_bytes=64 << 20) as vol:
         np.testing.assert_array_equal(vol[...], data)
         kept = _level_map(vol)
@@ -165,7 +165,7 @@ def test_spares_given_back_when_the_system_refuses_a_map(tmp_path, monkeypatch):
     with jnrrd.open(path, cache_bytes=64 << 20) as vol:
         vol[...]
     assert len(SPARES) == 1
-    real, calls = bricks_mod.mmap.mmap, []
+    real, calls = spare_maps.mmap.mmap, []
 
     def refuse_once(*args, **kwargs):
         calls.append(len(SPARES))
@@ -173,7 +173,7 @@ def test_spares_given_back_when_the_system_refuses_a_map(tmp_path, monkeypatch):
             raise OSError(12, "Cannot allocate memory")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(bricks_mod.mmap, "mmap", refuse_once)
+    monkeypatch.setattr(spare_maps.mmap, "mmap", refuse_once)
     grid = TileGrid((256, 256, 256), (0, 1, 2), (TILE,) * 3, (0, 0, 0))  # larger than the spare
     assert Bricks.create(grid, np.dtype(np.uint16)) is not None
     assert calls == [1, 0] and len(SPARES) == 0

@@ -17,12 +17,11 @@ voxels along the first axis) is one ``np.take`` of rows: a 512² slice across 64
 is a single NumPy call whatever its axis (docs/performance.md, "The viewer's access pattern",
 has what it costs).
 
-Maps outlive their bricks: when a volume is closed, its bricks are *retired*: the pages of the
-tiles they held are lazily freed (``MADV_FREE``: the kernel takes them back whenever it needs
-memory, otherwise they stay) and the map waits, with a few others, for the next bricks of at
-most its size, as ``malloc`` reuses freed memory. Reopening a volume then costs no fresh pages
-(a page fault each, and on a virtual machine that hands freed memory back to its host, a fault
-on the host too). Where the kernel has no ``MADV_FREE`` the map is given back at once.
+Maps outlive their bricks: when a volume is closed, its bricks are *retired*: the map goes to
+the kept maps of :mod:`jnrrd.engine.spare_maps` (its pages lazily freed), from which the next
+bricks of at most its size take it, as ``malloc`` reuses freed memory. Reopening a volume then
+costs no fresh pages (a page fault each, and on a virtual machine that hands freed memory
+back to its host, a fault on the host too).
 
 Not thread-safe on its own: the cache calls every method under its lock, and no view of the
 map leaves it (an evicted slot reads as zeros).
@@ -32,10 +31,8 @@ from __future__ import annotations
 
 import math
 import mmap
-import os
 import platform
 import sys
-import threading
 from functools import lru_cache
 from itertools import product
 from typing import Any
@@ -43,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from ..tiling.grid import AxisSel, TileGrid
+from .spare_maps import SPARES, new_map
 
 __all__ = ["SPARES", "Bricks"]
 
@@ -55,10 +53,6 @@ MAX_RESERVED = 1 << 46
 MAX_TILES = 1 << 24
 #: slots are padded to whole pages: at most this share of a slot may be padding
 _MAX_PADDING = 1 / 8
-#: retired maps kept for reuse: at most this many, holding at most this many lazily freed bytes
-SPARE_MAPS = 8
-SPARE_BYTES = 512 << 20
-_MADV_FREE = getattr(mmap, "MADV_FREE", None)
 #: whole tile rows are gathered with ``np.take`` when at least this long, and at most this many
 _MIN_ROW = 64
 _MAX_ROWS = 1 << 16
@@ -76,91 +70,6 @@ def _map_flags() -> int | None:
 
 
 _FLAGS = _map_flags()
-
-
-class _Spares:
-    """The maps of retired bricks, oldest first, kept for the next bricks created."""
-
-    def __init__(self) -> None:
-        self._maps: list[tuple[mmap.mmap, int]] = []  # (map, bytes it may hold), oldest first
-        self._lock = threading.Lock()
-
-    def put(self, buffer: mmap.mmap, resident: int) -> None:
-        """Keep ``buffer``, whose pages in use hold at most ``resident`` bytes, lazily freed;
-        or give it back (nothing resident, no ``MADV_FREE``)."""
-        kept = resident > 0 and _MADV_FREE is not None
-        if kept:
-            try:
-                buffer.madvise(_MADV_FREE, 0, len(buffer))
-            except OSError:  # a kernel without it
-                kept = False
-        if not kept:
-            _close(buffer)
-            return
-        with self._lock:
-            self._maps.append((buffer, resident))
-            gone = []
-            while len(self._maps) > SPARE_MAPS or self._held() > SPARE_BYTES:
-                gone.append(self._maps.pop(0)[0])
-        for old in gone:
-            _close(old)
-
-    def take(self, size: int) -> tuple[mmap.mmap, int] | None:
-        """The smallest kept map of at least ``size`` bytes (no longer kept) with the bytes
-        its earlier pages may still hold, or None."""
-        with self._lock:
-            fits = [(len(m), k) for k, (m, _) in enumerate(self._maps) if len(m) >= size]
-            return self._maps.pop(min(fits)[1]) if fits else None
-
-    def resident(self) -> int:
-        """The bytes the kept maps held when retired (an upper bound: the kernel may have
-        taken some back)."""
-        with self._lock:
-            return self._held()
-
-    def _held(self) -> int:
-        return sum(n for _, n in self._maps)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._maps)
-
-    def clear(self) -> None:
-        """Give every kept map back."""
-        with self._lock:
-            maps, self._maps = self._maps, []
-        for m, _ in maps:
-            _close(m)
-
-    def _after_fork(self) -> None:
-        self._lock = threading.Lock()  # a thread of the parent may have held it
-
-
-def _new_map(size: int) -> mmap.mmap | None:
-    """A fresh unreserved map of ``size`` bytes, or None when the system refuses one even
-    after the spare maps (address space too) are given back."""
-    for attempt in range(2):
-        try:
-            return mmap.mmap(-1, size, flags=_FLAGS, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-        except (OSError, ValueError, OverflowError):
-            if attempt or not len(SPARES):
-                return None
-            SPARES.clear()
-    return None
-
-
-def _close(buffer: mmap.mmap) -> None:
-    """Unmap ``buffer`` now, or when the last view of it goes (a view still exported)."""
-    try:
-        buffer.close()
-    except BufferError:
-        pass
-
-
-#: the maps of closed volumes' bricks (see the module docstring)
-SPARES = _Spares()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=SPARES._after_fork)
 
 
 class Bricks:
@@ -228,7 +137,7 @@ class Bricks:
         spare = SPARES.take(size)
         if spare is not None:
             return cls(grid, dtype, slot, *spare)
-        buffer = _new_map(size)
+        buffer = new_map(size, _FLAGS)
         return None if buffer is None else cls(grid, dtype, slot, buffer)
 
     # -- one tile ---------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import numpy as np
 
 from .._threads import run_parallel
 from ..tiling.grid import AxisSel, is_bool_scalar
+from .spare_maps import empty
 
 __all__ = ["OIndex", "finish_basic", "has_array_index", "numpy_getitem", "orthogonal_getitem",
            "planes_read"]
@@ -295,7 +296,7 @@ def _runs(s: np.ndarray, size: int) -> list[tuple[int, int, int]]:
 def _tiled_block(vol: Any, level: Any, sets: list[np.ndarray]) -> np.ndarray:
     counts = [len(s) for s in sets]
     vol._policy.check_bytes(math.prod(counts) * vol.dtype.itemsize, "the selection", vol.name)
-    out = np.empty(counts, dtype=vol.dtype, order="F")
+    out = empty(counts, vol.dtype, order="F")
     if out.size == 0:
         return out
     grid = level.grid

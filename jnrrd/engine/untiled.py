@@ -30,6 +30,7 @@ from ..policy import Policy
 from ..storage.local import LocalStore, is_url, open_resolved
 from ..tiling.grid import AxisSel
 from .prefault import populating
+from .spare_maps import empty
 
 __all__ = ["UntiledData", "data_paths", "read_untiled"]
 
@@ -172,7 +173,7 @@ def read_untiled(core: Any, f: IO[bytes] | None, paths: list[str] | None, policy
             parts.append(part)
         grown = [_grow(part, per * st.itemsize) if not _eager(part, per * st.itemsize)
                  else None for part in parts]
-        flat = np.empty(n, dtype=st)
+        flat = empty(n, st)
         with populating(flat):  # the other core takes the fresh output's page faults
             for j, part in enumerate(parts):
                 if grown[j] is not None:
@@ -384,7 +385,7 @@ class UntiledData:
                 return read_untiled(self.core, self._held, None, self.policy,
                                     source=self.source)
         if self._map is not None:
-            flat = np.empty(self._map.shape, self._map.dtype)
+            flat = empty(self._map.shape, self._map.dtype)
             with populating(flat):
                 np.copyto(flat, self._map)
             if self.core.type_name != "bfloat16" and not flat.dtype.isnative \
@@ -416,7 +417,7 @@ class UntiledData:
                     for s in sel)
         if self._map is not None:
             view = self._map.reshape(self.shape, order="F")[key]
-            out = np.empty(view.shape, dtype=self._dtype, order="F")
+            out = empty(view.shape, self._dtype, order="F")
             with populating(out):
                 if self.core.type_name == "bfloat16":
                     out[...] = to_user(np.asarray(view), "bfloat16", self.policy.bfloat16)

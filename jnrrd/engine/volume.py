@@ -29,6 +29,7 @@ from .indexing import OIndex, finish_basic, has_array_index, numpy_getitem, plan
 from .locations import TileLocation, tile_locations
 from .pickling import reduce_view
 from .sources import ExternalSource, InternalSource
+from .spare_maps import empty
 from .tiles import TileDecoder
 
 __all__ = ["LevelView", "Volume"]
@@ -353,7 +354,7 @@ class Volume(LevelView):
             return self._untiled.read(sel)
         self._policy.check_bytes(math.prod(counts) * self.dtype.itemsize, "the selection",
                                  self.name)
-        out = np.empty(counts, dtype=self.dtype, order="F")
+        out = empty(counts, self.dtype, order="F")
         if out.size == 0 or (self._use_cache and self._cache.copy_region(level.index, sel, out)):
             return out  # every tile cached in the level's bricks: a few block copies
         if not level.stored:

@@ -1,0 +1,179 @@
+"""Anonymous memory maps kept for reuse: retired bricks' maps and large read outputs.
+
+Fresh memory is not free: the kernel zeroes every page on its first touch, and in a virtual
+machine that hands freed memory back to its host (free page reporting) the host faults it in
+again too. A 256 MiB read output costs 30 ms to touch when its memory was freed a moment ago
+and about 300 ms once the host has taken it back; a raw read of that size is otherwise a
+40 ms copy (docs/performance.md, "Fresh output memory").
+
+So large anonymous maps are kept, as ``malloc`` keeps freed memory, in :data:`SPARES`:
+
+- a closed volume's bricks (:mod:`jnrrd.engine.bricks`) hand their map here;
+- a read's output of :data:`MIN_OUTPUT` bytes or more is made by :func:`empty` on a map of
+  its own, which comes back here when the last array using it is gone.
+
+A kept map's pages are lazily freed (``MADV_FREE``): the kernel takes them back whenever it
+needs memory and otherwise leaves them in place, so the next user writes them without a
+fault. At most :data:`SPARE_MAPS` maps holding at most :data:`SPARE_BYTES` bytes are kept (the
+oldest go first); :meth:`SPARES.clear() <_Spares.clear>` gives every one back at once. A map
+is handed out only when nothing uses it any more, and its old contents never show through: a
+read writes every byte of its output, and bricks read only the slots they filled.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+__all__ = ["MIN_OUTPUT", "SPARE_BYTES", "SPARE_MAPS", "SPARES", "empty"]
+
+
+def _spare_bytes() -> int:
+    """2 GiB, or an eighth of the machine's memory when that is less."""
+    try:
+        ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        ram = 8 << 30
+    return min(2 << 30, max(ram // 8, 256 << 20))
+
+
+#: the most maps kept, and the most bytes they may hold (lazily freed)
+SPARE_MAPS = 8
+SPARE_BYTES = _spare_bytes()
+#: read outputs of at least this many bytes get a map of their own (smaller ones: NumPy's)
+MIN_OUTPUT = 32 << 20
+_MADV_FREE = getattr(mmap, "MADV_FREE", None)
+_OUTPUT_FLAGS = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
+_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)
+
+
+class _Spares:
+    """The kept maps, oldest first (module docstring)."""
+
+    def __init__(self) -> None:
+        self._maps: list[tuple[mmap.mmap, int]] = []  # (map, bytes it may hold), oldest first
+        self._lock = threading.Lock()
+
+    def put(self, buffer: mmap.mmap, resident: int) -> None:
+        """Keep ``buffer``, whose pages in use hold at most ``resident`` bytes, lazily freed;
+        or give it back (nothing resident, no ``MADV_FREE``)."""
+        kept = resident > 0 and _MADV_FREE is not None
+        if kept:
+            try:
+                buffer.madvise(_MADV_FREE, 0, len(buffer))
+            except (OSError, ValueError):  # a kernel without it, or a closed map
+                kept = False
+        if not kept:
+            close(buffer)
+            return
+        with self._lock:
+            self._maps.append((buffer, min(resident, len(buffer))))
+            gone = []
+            while len(self._maps) > SPARE_MAPS or self._held() > SPARE_BYTES:
+                gone.append(self._maps.pop(0)[0])
+        for old in gone:
+            close(old)
+
+    def take(self, size: int, most: int | None = None) -> tuple[mmap.mmap, int] | None:
+        """The smallest kept map of at least ``size`` bytes (and at most ``most``), no longer
+        kept, with the bytes its earlier pages may still hold; or None."""
+        with self._lock:
+            fits = [(len(m), k) for k, (m, _) in enumerate(self._maps)
+                    if size <= len(m) <= (most or len(m))]
+            return self._maps.pop(min(fits)[1]) if fits else None
+
+    def resident(self) -> int:
+        """The bytes the kept maps held when kept (an upper bound: the kernel may have taken
+        some back)."""
+        with self._lock:
+            return self._held()
+
+    def _held(self) -> int:
+        return sum(n for _, n in self._maps)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._maps)
+
+    def clear(self) -> None:
+        """Give every kept map back."""
+        with self._lock:
+            maps, self._maps = self._maps, []
+        for m, _ in maps:
+            close(m)
+
+    def _after_fork(self) -> None:
+        self._lock = threading.Lock()  # a thread of the parent may have held it
+
+
+#: the kept maps (module docstring)
+SPARES = _Spares()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=SPARES._after_fork)
+
+
+def new_map(size: int, flags: int) -> mmap.mmap | None:
+    """A fresh anonymous map of ``size`` bytes, or None when the system refuses one even
+    after the kept maps (address space too) are given back."""
+    for attempt in range(2):
+        try:
+            return mmap.mmap(-1, size, flags=flags, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        except (OSError, ValueError, OverflowError):
+            if attempt or not len(SPARES):
+                return None
+            SPARES.clear()
+    return None
+
+
+def close(buffer: mmap.mmap) -> None:
+    """Unmap ``buffer`` now, or when the last view of it goes (a view still exported)."""
+    try:
+        buffer.close()
+    except BufferError:
+        pass
+
+
+class _Lease:
+    """The base of an array :func:`empty` made on a map: NumPy reaches the memory through
+    ``__array_interface__`` (no export of the map), and when the last array using it is
+    gone, the map goes back to :data:`SPARES`."""
+
+    def __init__(self, buffer: mmap.mmap, nbytes: int) -> None:
+        self._map = buffer
+        pointer = ctypes.c_char.from_buffer(buffer)
+        address = ctypes.addressof(pointer)
+        del pointer  # (an export of the map: it could not be closed while one lived)
+        self.__array_interface__ = {"shape": (nbytes,), "typestr": "|u1",
+                                    "data": (address, False), "version": 3}
+
+    def __del__(self) -> None:
+        try:
+            SPARES.put(self._map, len(self._map))
+        except Exception:  # interpreter shutdown: the map just goes
+            pass
+
+
+def empty(shape: Any, dtype: Any, order: str = "C") -> np.ndarray:
+    """``np.empty(shape, dtype, order=order)``; one of :data:`MIN_OUTPUT` bytes or more lies on
+    a map of its own, a kept one when there is one of a fitting size (module docstring)."""
+    dt = np.dtype(dtype)
+    shape = tuple(int(n) for n in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    nbytes = dt.itemsize * int(np.prod(shape, dtype=np.int64))
+    if nbytes < MIN_OUTPUT or dt.hasobject or _MADV_FREE is None or not _OUTPUT_FLAGS:
+        return np.empty(shape, dt, order=order)
+    spare = SPARES.take(nbytes, 2 * nbytes)
+    buffer = spare[0] if spare is not None else new_map(nbytes, _OUTPUT_FLAGS)
+    if buffer is None:
+        return np.empty(shape, dt, order=order)  # NumPy's MemoryError, if it comes to that
+    if spare is None and _HUGEPAGE is not None:
+        try:
+            buffer.madvise(_HUGEPAGE)  # as NumPy asks for its large arrays
+        except OSError:
+            pass
+    flat = np.asarray(_Lease(buffer, nbytes))
+    return flat.view(dt).reshape(shape, order="F" if order == "F" else "C")

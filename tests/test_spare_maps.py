@@ -1,0 +1,190 @@
+"""Large read outputs on kept maps (jnrrd/engine/spare_maps.py): an output of MIN_OUTPUT bytes
+or more lies on a map of its own, which goes back to SPARES when the last array using it is
+gone, and the next large read writes into it without page faults. A map in use is never
+handed out, old contents never show, and every fallback is a plain NumPy array.
+
+MIN_OUTPUT is lowered to 1 MiB here so that small files take the path; page faults come from
+``getrusage``. (tests/test_bricks_spares.py covers the bricks' side of SPARES.)
+"""
+
+from __future__ import annotations
+
+import gc
+import pickle
+import resource
+
+import numpy as np
+import pytest
+
+import jnrrd
+from jnrrd.engine import spare_maps
+from jnrrd.engine.spare_maps import SPARES
+
+MIB = 1 << 20
+pytestmark = [
+    pytest.mark.skipif(spare_maps._MADV_FREE is None, reason="no MADV_FREE: NumPy's outputs"),
+    pytest.mark.usefixtures("fresh_spares")]
+
+
+@pytest.fixture(autouse=True)
+def small_outputs(monkeypatch):
+    monkeypatch.setattr(spare_maps, "MIN_OUTPUT", MIB)
+
+
+def _data(seed: int, shape=(64, 64, 128)) -> np.ndarray:  # 1 MiB of uint16
+    rng = np.random.default_rng(seed)
+    return np.asfortranarray(rng.integers(0, 60000, size=shape, dtype=np.uint16))
+
+
+@pytest.fixture(scope="module", params=["tiled", "untiled", "untiled-gzip"])
+def files(request, tmp_path_factory):
+    """Two files of the same shape, with different contents."""
+    out = []
+    for seed in (1, 2):
+        data = _data(seed)
+        path = tmp_path_factory.mktemp("spare") / f"{request.param}-{seed}.jnrrd"
+        if request.param == "tiled":
+            jnrrd.write(path, data, tile=32, compression="zstd")
+        else:
+            jnrrd.write(path, data, encoding="gzip" if "gzip" in request.param else "raw")
+        out.append((path, data))
+    return out
+
+
+def _lease(arr: np.ndarray) -> spare_maps._Lease | None:
+    """The kept-map lease under ``arr`` (through its views), or None."""
+    while isinstance(arr.base, np.ndarray):
+        arr = arr.base
+    return arr.base if isinstance(arr.base, spare_maps._Lease) else None
+
+
+def _leased(arr: np.ndarray) -> bool:
+    return _lease(arr) is not None
+
+
+def test_an_output_goes_back_and_is_reused(files):
+    (a, data_a), (b, data_b) = files
+    out = jnrrd.read(a)[0]
+    np.testing.assert_array_equal(out, data_a)
+    assert _leased(out) and out.flags.writeable and out.flags.f_contiguous
+    address = out.ctypes.data
+    del out
+    assert len(SPARES) == 1
+    again = jnrrd.read(b)[0]
+    assert again.ctypes.data == address and len(SPARES) == 0
+    np.testing.assert_array_equal(again, data_b)  # nothing of the first file shows
+
+
+def test_a_map_in_use_is_never_handed_out(files):
+    (a, data_a), (b, data_b) = files
+    first = jnrrd.read(a)[0]
+    view = first[:, 5, :]  # keeps the map in use after ``first`` is gone
+    del first
+    gc.collect()
+    assert len(SPARES) == 0
+    second = jnrrd.read(b)[0]
+    assert not np.shares_memory(second, view)
+    np.testing.assert_array_equal(view, data_a[:, 5, :])
+    np.testing.assert_array_equal(second, data_b)
+    del view
+    assert len(SPARES) == 1
+    del second
+    assert len(SPARES) == 2
+
+
+def test_opened_volumes_and_regions_use_it_too(files):
+    (a, data_a), _ = files
+    with jnrrd.open(a) as vol:
+        whole = vol[...]
+        np.testing.assert_array_equal(whole, data_a)
+        assert _leased(whole)
+        small = vol[:8, :8, :8]
+        assert not _leased(small)  # under MIN_OUTPUT: NumPy's memory
+
+
+def test_outputs_behave_like_numpy_arrays(files):
+    (a, data_a), _ = files
+    out = jnrrd.read(a)[0]
+    assert np.array_equal(pickle.loads(pickle.dumps(out)), data_a)
+    out += 1
+    np.testing.assert_array_equal(out, data_a + 1)
+    out.byteswap(inplace=True)
+    np.testing.assert_array_equal(out.byteswap(), data_a + 1)
+    assert np.shares_memory(out.copy(order="K"), out) is False
+
+
+def test_the_second_read_faults_in_no_fresh_pages(files, monkeypatch):
+    (a, data_a), _ = files
+    monkeypatch.setattr(spare_maps, "_HUGEPAGE", None)  # 4 KiB pages: one fault each
+
+    def faults() -> int:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        out = jnrrd.read(a)[0]
+        n = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+        np.testing.assert_array_equal(out, data_a)
+        return n
+
+    fresh = faults()
+    reused = faults()
+    assert fresh - reused >= MIB // 4096 * 3 // 4, (fresh, reused)
+
+
+def test_kept_maps_are_bounded(files, monkeypatch):
+    (a, _), _ = files
+    monkeypatch.setattr(spare_maps, "SPARE_BYTES", 2 * MIB)
+    outs = [jnrrd.read(a)[0] for _ in range(4)]
+    maps = [_lease(o)._map for o in outs]
+    for i in range(4):  # given back in this order: the oldest kept go first
+        outs[i] = None
+    assert len(SPARES) == 2 and SPARES.resident() == 2 * MIB
+    assert [m.closed for m in maps] == [True, True, False, False]
+
+
+def test_a_map_far_larger_than_the_output_is_not_taken(files):
+    (a, data_a), _ = files
+    big = spare_maps.empty((8 * MIB,), np.uint8)
+    del big
+    assert len(SPARES) == 1
+    out = jnrrd.read(a)[0]  # 1 MiB: an 8 MiB map is more than twice that
+    assert len(SPARES) == 1
+    np.testing.assert_array_equal(out, data_a)
+
+
+@pytest.mark.parametrize("why", ["refused", "object dtype", "no MADV_FREE"])
+def test_fallbacks_are_numpy_arrays(monkeypatch, why):
+    if why == "refused":
+        monkeypatch.setattr(spare_maps, "new_map", lambda size, flags: None)
+        dtype = np.float64
+    elif why == "object dtype":
+        dtype = object
+    else:
+        monkeypatch.setattr(spare_maps, "_MADV_FREE", None)
+        dtype = np.float64
+    arr = spare_maps.empty((256, 1024), dtype, order="F")
+    assert arr.shape == (256, 1024) and arr.dtype == dtype and arr.flags.f_contiguous
+    assert not _leased(arr) and arr.flags.owndata
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "record", ">u2"])
+def test_every_dtype_keeps_its_type(tmp_path, dtype):
+    """The map is bytes viewed as the result's dtype: extension types (ml_dtypes'
+    bfloat16), records and byte orders come out as NumPy would make them."""
+    import ml_dtypes
+
+    if dtype == "bfloat16":
+        dt = np.dtype(ml_dtypes.bfloat16)
+    elif dtype == "record":
+        dt = np.dtype([("a", "<f4"), ("b", ">i2")])
+    else:
+        dt = np.dtype(dtype)
+    arr = spare_maps.empty((512, 1024), dt, order="F")
+    assert _leased(arr) and arr.dtype == dt and arr.flags.f_contiguous
+    data = np.asfortranarray(np.arange(512 * 1024).reshape(512, 1024) % 200).astype(dt)
+    arr[...] = data
+    assert arr.tobytes() == data.tobytes()
+    path = tmp_path / "bf16.jnrrd"
+    if dtype == "bfloat16":
+        jnrrd.write(path, data, tile=128, compression="zstd")
+        out = jnrrd.read(path)[0]
+        assert _leased(out) and out.dtype == dt
+        np.testing.assert_array_equal(out, data)
