@@ -188,3 +188,16 @@ def test_every_dtype_keeps_its_type(tmp_path, dtype):
         out = jnrrd.read(path)[0]
         assert _leased(out) and out.dtype == dt
         np.testing.assert_array_equal(out, data)
+
+
+def test_a_result_dropped_while_the_kept_maps_are_busy_is_given_back():
+    """A result may be freed anywhere, even by a garbage collection inside SPARES's own lock:
+    its map is then unmapped at once instead of waiting for that lock (no deadlock)."""
+    arr = spare_maps.empty((2 * MIB,), np.uint8)
+    kept = _lease(arr)._map
+    with SPARES._lock:  # as a collection inside put() would be
+        del arr
+    assert kept.closed and len(SPARES) == 0
+    again = spare_maps.empty((2 * MIB,), np.uint8)
+    del again
+    assert len(SPARES) == 1  # not busy: kept

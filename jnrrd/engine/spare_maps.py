@@ -61,21 +61,25 @@ class _Spares:
 
     def put(self, buffer: mmap.mmap, resident: int) -> None:
         """Keep ``buffer``, whose pages in use hold at most ``resident`` bytes, lazily freed;
-        or give it back (nothing resident, no ``MADV_FREE``)."""
+        or give it back: nothing resident, no ``MADV_FREE``, or the kept maps busy this very
+        moment (``put`` runs from finalizers and collections, which must not wait for a lock
+        their own thread may hold)."""
         kept = resident > 0 and _MADV_FREE is not None
         if kept:
             try:
                 buffer.madvise(_MADV_FREE, 0, len(buffer))
             except (OSError, ValueError):  # a kernel without it, or a closed map
                 kept = False
-        if not kept:
+        if not kept or not self._lock.acquire(blocking=False):
             close(buffer)
             return
-        with self._lock:
+        try:
             self._maps.append((buffer, min(resident, len(buffer))))
             gone = []
             while len(self._maps) > SPARE_MAPS or self._held() > SPARE_BYTES:
                 gone.append(self._maps.pop(0)[0])
+        finally:
+            self._lock.release()
         for old in gone:
             close(old)
 
