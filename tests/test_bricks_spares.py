@@ -99,8 +99,8 @@ def test_a_reused_maps_earlier_pages_are_counted(tmp_path):
 def test_old_contents_never_show(tmp_path):
     """A smaller volume in a larger volume's old map: its uncached tiles are decoded, never
     read from the slots the old volume filled."""
-    big, _ = _volume(tmp_path, "big", (128, 128, 96), 2)
-    small, data = _volume(tmp_path, "small", (96, 64, 64), 3)
+    big, _ = _volume(tmp_path, "big", (128, 128, 64), 2)
+    small, data = _volume(tmp_path, "small", (96, 64, 96), 3)
     with jnrrd.open(big, cache_bytes=64 << 20) as vol:
         vol[...]
         kept = _level_map(vol)

@@ -134,7 +134,7 @@ class Bricks:
         size = slot * grid.ntiles
         if size > MAX_RESERVED:
             return None
-        spare = SPARES.take(size)
+        spare = SPARES.take(size, 2 * size)
         if spare is not None:
             return cls(grid, dtype, slot, *spare)
         buffer = new_map(size, _FLAGS)

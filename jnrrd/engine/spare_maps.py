@@ -23,6 +23,7 @@ read writes every byte of its output, and bricks read only the slots they filled
 from __future__ import annotations
 
 import ctypes
+import math
 import mmap
 import os
 import threading
@@ -34,12 +35,19 @@ __all__ = ["MIN_OUTPUT", "SPARE_BYTES", "SPARE_MAPS", "SPARES", "empty"]
 
 
 def _spare_bytes() -> int:
-    """2 GiB, or an eighth of the machine's memory when that is less."""
+    """2 GiB, or an eighth of the memory this process may use when that is less (the
+    machine's, or its cgroup's limit when it has one)."""
     try:
         ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, ValueError, OSError):
         ram = 8 << 30
-    return min(2 << 30, max(ram // 8, 256 << 20))
+    for limit in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(limit) as f:
+                ram = min(ram, int(f.read().strip()))
+        except (OSError, ValueError):  # none, or "max"
+            pass
+    return min(2 << 30, max(ram // 8, 64 << 20))
 
 
 #: the most maps kept, and the most bytes they may hold (lazily freed)
@@ -53,7 +61,11 @@ _HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)
 
 
 class _Spares:
-    """The kept maps, oldest first (module docstring)."""
+    """The kept maps, oldest first (module docstring).
+
+    The locked sections create no container objects (no tuples, lists or generators): a
+    garbage collection, and the finalizers it runs, can then not start inside them.
+    """
 
     def __init__(self) -> None:
         self._maps: list[tuple[mmap.mmap, int]] = []  # (map, bytes it may hold), oldest first
@@ -61,10 +73,11 @@ class _Spares:
 
     def put(self, buffer: mmap.mmap, resident: int) -> None:
         """Keep ``buffer``, whose pages in use hold at most ``resident`` bytes, lazily freed;
-        or give it back: nothing resident, no ``MADV_FREE``, or the kept maps busy this very
-        moment (``put`` runs from finalizers and collections, which must not wait for a lock
-        their own thread may hold)."""
-        kept = resident > 0 and _MADV_FREE is not None
+        or give it back: nothing resident, more than :data:`SPARE_BYTES`, no ``MADV_FREE``,
+        or the kept maps busy this very moment (``put`` runs from finalizers, which must not
+        wait for a lock their own thread may hold)."""
+        entry = (buffer, min(resident, len(buffer)))
+        kept = 0 < entry[1] <= SPARE_BYTES and _MADV_FREE is not None
         if kept:
             try:
                 buffer.madvise(_MADV_FREE, 0, len(buffer))
@@ -73,9 +86,9 @@ class _Spares:
         if not kept or not self._lock.acquire(blocking=False):
             close(buffer)
             return
+        gone: list[mmap.mmap] = []
         try:
-            self._maps.append((buffer, min(resident, len(buffer))))
-            gone = []
+            self._maps.append(entry)
             while len(self._maps) > SPARE_MAPS or self._held() > SPARE_BYTES:
                 gone.append(self._maps.pop(0)[0])
         finally:
@@ -83,13 +96,16 @@ class _Spares:
         for old in gone:
             close(old)
 
-    def take(self, size: int, most: int | None = None) -> tuple[mmap.mmap, int] | None:
-        """The smallest kept map of at least ``size`` bytes (and at most ``most``), no longer
-        kept, with the bytes its earlier pages may still hold; or None."""
+    def take(self, size: int, most: int) -> tuple[mmap.mmap, int] | None:
+        """The smallest kept map of ``size`` to ``most`` bytes (no longer kept) with the
+        bytes its earlier pages may still hold; or None."""
         with self._lock:
-            fits = [(len(m), k) for k, (m, _) in enumerate(self._maps)
-                    if size <= len(m) <= (most or len(m))]
-            return self._maps.pop(min(fits)[1]) if fits else None
+            best, best_len = -1, 0
+            for k in range(len(self._maps)):
+                n = len(self._maps[k][0])
+                if size <= n <= most and (best < 0 or n < best_len):
+                    best, best_len = k, n
+            return self._maps.pop(best) if best >= 0 else None
 
     def resident(self) -> int:
         """The bytes the kept maps held when kept (an upper bound: the kernel may have taken
@@ -98,16 +114,21 @@ class _Spares:
             return self._held()
 
     def _held(self) -> int:
-        return sum(n for _, n in self._maps)
+        total = 0
+        for k in range(len(self._maps)):
+            total += self._maps[k][1]
+        return total
 
     def __len__(self) -> int:
         with self._lock:
             return len(self._maps)
 
     def clear(self) -> None:
-        """Give every kept map back."""
+        """Give every kept map back (results still in use keep theirs)."""
+        fresh: list[tuple[mmap.mmap, int]] = []
         with self._lock:
-            maps, self._maps = self._maps, []
+            maps = self._maps
+            self._maps = fresh
         for m, _ in maps:
             close(m)
 
@@ -164,11 +185,16 @@ class _Lease:
 
 def empty(shape: Any, dtype: Any, order: str = "C") -> np.ndarray:
     """``np.empty(shape, dtype, order=order)``; one of :data:`MIN_OUTPUT` bytes or more lies on
-    a map of its own, a kept one when there is one of a fitting size (module docstring)."""
+    a map of its own, a kept one when there is one of a fitting size (module docstring).
+
+    The caller writes every byte before handing the array out: bytes of a kept map that are
+    not written may read as zeros or as old contents, and may change from one read to the
+    next. The array does not own its memory (``owndata`` is False, ``resize`` refuses)."""
     dt = np.dtype(dtype)
     shape = tuple(int(n) for n in (shape if isinstance(shape, (tuple, list)) else (shape,)))
-    nbytes = dt.itemsize * int(np.prod(shape, dtype=np.int64))
-    if nbytes < MIN_OUTPUT or dt.hasobject or _MADV_FREE is None or not _OUTPUT_FLAGS:
+    nbytes = dt.itemsize * math.prod(shape)
+    if nbytes < max(MIN_OUTPUT, 1) or dt.hasobject or dt.subdtype is not None \
+            or _MADV_FREE is None or not _OUTPUT_FLAGS:
         return np.empty(shape, dt, order=order)
     spare = SPARES.take(nbytes, 2 * nbytes)
     buffer = spare[0] if spare is not None else new_map(nbytes, _OUTPUT_FLAGS)
