@@ -190,12 +190,13 @@ def empty(shape: Any, dtype: Any, order: str = "C") -> np.ndarray:
     The caller writes every byte before handing the array out: bytes of a kept map that are
     not written may read as zeros or as old contents, and may change from one read to the
     next. The array does not own its memory (``owndata`` is False, ``resize`` refuses)."""
-    dt = np.dtype(dtype)
-    shape = tuple(int(n) for n in (shape if isinstance(shape, (tuple, list)) else (shape,)))
-    nbytes = dt.itemsize * math.prod(shape)
-    if nbytes < max(MIN_OUTPUT, 1) or dt.hasobject or dt.subdtype is not None \
+    dt = dtype if type(dtype) is np.dtype else np.dtype(dtype)
+    nbytes = dt.itemsize * (math.prod(shape) if type(shape) is tuple or type(shape) is list
+                            else int(shape))
+    if nbytes < MIN_OUTPUT or nbytes <= 0 or dt.hasobject or dt.subdtype is not None \
             or _MADV_FREE is None or not _OUTPUT_FLAGS:
-        return np.empty(shape, dt, order=order)
+        return np.empty(shape, dt, order=order)  # (the common case: a few hundred ns here)
+    shape = tuple(int(n) for n in (shape if isinstance(shape, (tuple, list)) else (shape,)))
     spare = SPARES.take(nbytes, 2 * nbytes)
     buffer = spare[0] if spare is not None else new_map(nbytes, _OUTPUT_FLAGS)
     if buffer is None:
