@@ -110,12 +110,16 @@ class Bricks:
         #: rows from one tile to the next along each axis; rows per step inside a tile
         self._tile_rows = tuple(slot_rows * math.prod(counts[:a]) for a in range(nd))
         self._row_steps = (0,) + tuple(math.prod(extents[1:a]) for a in range(1, nd))
+        #: per axis (tile extent, rows from one tile to the next, rows per in-tile step); the
+        #: first axis has no in-tile step (a selection there starts on a whole row)
+        self._axis_rows = tuple(zip(self.extents, self._tile_rows, self._row_steps, strict=True))
         self._present = np.zeros(self.counts, bool)
         #: tiles used through :meth:`copy_region` since the cache last looked (second chance)
         self._used = np.zeros(self.counts, bool)
         #: the tile spans of the last region found present and marked used, until a tile is
         #: released or a mark taken: consecutive slices through the same tiles skip the check
         self._known: tuple[tuple[int, int], ...] | None = None
+        self._known_tiles = 0
 
     @classmethod
     def create(cls, grid: TileGrid, dtype: np.dtype) -> Bricks | None:
@@ -214,43 +218,47 @@ class Bricks:
         """Copy a step-1 selection into ``out`` (a fresh F-ordered array of its shape) when
         every tile it touches is present; returns how many tiles that was (0: a step, or some
         tile is missing; nothing was copied)."""
-        spans = []
-        for s, e in zip(sel, self.extents, strict=True):
+        # one pass over the axes: the tile spans, and where the selection's first tile row
+        # lies and its pattern (for :meth:`_gather_rows`)
+        spans, pattern, first = [], [], 0
+        for s, (e, tile_rows, step) in zip(sel, self._axis_rows, strict=True):
             if s.step != 1:
                 return 0
-            spans.append((s.start // e, (s.start + s.count - 1) // e + 1))
+            tile, at = divmod(s.start, e)
+            spans.append((tile, (s.start + s.count - 1) // e + 1))
+            first += tile * tile_rows + at * step
+            pattern.append((at, s.count, e) if s.count > 1 else (0, 1, 1))
         known = tuple(spans)
         if known != self._known:
             tiles = tuple([slice(lo, hi) for lo, hi in spans])
             if not self._present[tiles].all():
                 return 0
             self._used[tiles] = True
-            self._known = known
-        if not self._gather_rows(sel, out):
+            self._known, self._known_tiles = known, math.prod([hi - lo for lo, hi in spans])
+        if not self._gather_rows(sel[0], first, pattern, out):
             blocks = [_segments(s.start, s.start + s.count, e)
                       for s, e in zip(sel, self.extents, strict=True)]
             for combo in product(*blocks):
                 src = self._view[tuple(c[0] for c in combo) + tuple(c[1] for c in combo)]
                 np.copyto(_split(out, combo), src.transpose(self._order))
-        return math.prod([hi - lo for lo, hi in spans])
+        return self._known_tiles
 
-    def _gather_rows(self, sel: tuple[AxisSel, ...], out: np.ndarray) -> bool:
+    def _gather_rows(self, s0: AxisSel, first: int, pattern: list[tuple[int, int, int]],
+                     out: np.ndarray) -> bool:
         """Copy the selection as whole tile rows (a tile's voxels along the first axis, one
         run of memory in the slot and in ``out``) with one ``np.take``: each row is then a
         single fixed-size copy, where the block copies step through its voxels (a 512² slice
-        across 64³ tiles is 4096 rows of 128 bytes). False when the selection does not cover
-        whole rows, rows are short, or there are too many (the block copies do it then)."""
-        e0, s0 = self.extents[0], sel[0]
+        across 64³ tiles is 4096 rows of 128 bytes). ``s0`` is the selection's first axis,
+        ``first`` its first row, ``pattern`` per axis (start inside the first tile, count,
+        tile extent). False when the
+        selection does not cover whole rows, rows are short, or there are too many (the block
+        copies do it then)."""
+        e0 = self.extents[0]
         if self._rows is None or s0.start % e0 or s0.count % e0 or out.size // e0 > _MAX_ROWS:
             return False
-        # the rows read are ``first + index``: ``first`` is where the selection starts, the
-        # index (cached) depends only on where it starts inside its first tiles
-        first, pattern = s0.start // e0 * self._tile_rows[0], [(0, s0.count // e0, 1)]
-        for s, e, tile_rows, step in zip(sel[1:], self.extents[1:], self._tile_rows[1:],
-                                         self._row_steps[1:], strict=True):
-            tile, at = divmod(s.start, e)
-            first += tile * tile_rows + at * step
-            pattern.append((at, s.count, e) if s.count > 1 else (0, 1, 1))
+        # the rows read are ``first + index``; the index (cached) depends only on where the
+        # selection starts inside its first tiles, so consecutive slices share it
+        pattern[0] = (0, s0.count // e0, 1)  # the first axis counted in whole rows
         index = _row_index(tuple(pattern), self._tile_rows, self._row_steps)
         flat = np.ndarray((index.size,), self._rows.dtype, buffer=out)
         self._rows[first:].take(index, out=flat, mode="clip")  # every index is in range

@@ -352,9 +352,9 @@ class Volume(LevelView):
         counts = tuple([s.count for s in sel])
         if self._tiling is None:
             return self._untiled.read(sel)
-        self._policy.check_bytes(math.prod(counts) * self.dtype.itemsize, "the selection",
-                                 self.name)
-        out = empty(counts, self.dtype, order="F")
+        nbytes = math.prod(counts) * self._dtype.itemsize
+        self._policy.check_bytes(nbytes, "the selection", self.name)
+        out = empty(counts, self._dtype, order="F")
         if out.size == 0 or (self._use_cache and self._cache.copy_region(level.index, sel, out)):
             return out  # every tile cached in the level's bricks: a few block copies
         if not level.stored:

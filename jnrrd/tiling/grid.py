@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+_new_tuple = tuple.__new__
 #: selections whose tile range along an axis is at most this long precompute its pieces
 _CACHED_AXIS_TILES = 1 << 16
 
@@ -94,7 +95,8 @@ def plain_selection(key: object, shape: tuple[int, ...]) -> tuple[AxisSel, ...]:
 def _axis_sels(key: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[AxisSel, ...]:
     """One AxisSel per entry of an expanded key (see :func:`normalize_selection`)."""
     out = []
-    for axis, (k, n) in enumerate(zip(key, shape, strict=True)):
+    for axis in range(len(shape)):  # (as long as the key: the callers expanded it)
+        k, n = key[axis], shape[axis]
         if type(k) is slice:  # (slice cannot be subclassed)
             if k.start is None and k.stop is None and k.step is None:
                 out.append(_whole_axis(n))  # the most common entry
@@ -110,7 +112,7 @@ def _axis_sels(key: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[AxisSel, .
         i = k if type(k) is int else _as_index(k)
         if not -n <= i < n:
             raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
-        out.append(AxisSel(i % n, 1, 1, False, True))  # dropped (positional: cheaper)
+        out.append(_new_tuple(AxisSel, (i % n, 1, 1, False, True)))  # dropped (no __new__)
     return tuple(out)
 
 
