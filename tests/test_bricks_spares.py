@@ -4,7 +4,8 @@ Closing a volume hands its bricks' maps to the spares with their pages lazily fr
 (``MADV_FREE``); the next volume opened takes one instead of a fresh map, so its cached tiles
 land on pages already in memory. Every read is compared with the array that was written: a
 reused map's old contents never show through. Page faults come from ``getrusage``, lazily
-freed bytes from ``/proc/self/smaps``.
+freed bytes from ``/proc/self/smaps``. (Maps under ``LAZY_FREE`` are kept resident instead:
+tests/test_spare_maps_resident.py.)
 """
 
 from __future__ import annotations
@@ -23,6 +24,16 @@ from jnrrd.tiling.grid import TileGrid
 pytestmark = [needs_bricks, pytest.mark.usefixtures("fresh_spares")]
 
 TILE = 32
+
+
+@pytest.fixture(autouse=True)
+def large_maps_only(monkeypatch):
+    """These small volumes' maps kept as a large volume's are (lazily freed), and their read
+    results on NumPy's memory: the spares hold only the bricks' maps here."""
+    monkeypatch.setattr(spare_maps, "LAZY_FREE", 0)
+    monkeypatch.setattr(spare_maps, "MIN_OUTPUT", 1 << 62)
+
+
 PAGES_PER_TILE = TILE**3 * 2 // 4096  # 16
 
 

@@ -3,8 +3,9 @@ or more lies on a map of its own, which goes back to SPARES when the last array 
 gone, and the next large read writes into it without page faults. A map in use is never
 handed out, old contents never show, and every fallback is a plain NumPy array.
 
-MIN_OUTPUT is lowered to 1 MiB here so that small files take the path; page faults come from
-``getrusage``. (tests/test_bricks_spares.py covers the bricks' side of SPARES.)
+MIN_OUTPUT and LAZY_FREE are lowered to 1 MiB here so that small files take the path of large
+ones (tests/test_spare_maps_resident.py has the smaller maps kept resident); page faults come
+from ``getrusage``. (tests/test_bricks_spares.py covers the bricks' side of SPARES.)
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ pytestmark = [
 @pytest.fixture(autouse=True)
 def small_outputs(monkeypatch):
     monkeypatch.setattr(spare_maps, "MIN_OUTPUT", MIB)
+    monkeypatch.setattr(spare_maps, "LAZY_FREE", MIB)  # kept lazily freed, as large ones are
 
 
 def _data(seed: int, shape=(64, 64, 128)) -> np.ndarray:  # 1 MiB of uint16

@@ -6,18 +6,22 @@ again too. A 256 MiB read output costs 30 ms to touch when its memory was freed 
 and about 300 ms once the host has taken it back; a raw read of that size is otherwise a
 40 ms copy (docs/performance.md, "Fresh output memory").
 
-So large anonymous maps are kept, as ``malloc`` keeps freed memory, in :data:`SPARES`:
+So anonymous maps are kept, as ``malloc`` keeps freed memory, in :data:`SPARES`:
 
 - a closed volume's bricks (:mod:`jnrrd.engine.bricks`) hand their map here;
 - a read's output of :data:`MIN_OUTPUT` bytes or more is made by :func:`empty` on a map of
   its own, which comes back here when the last array using it is gone.
 
-A kept map's pages are lazily freed (``MADV_FREE``): the kernel takes them back whenever it
-needs memory and otherwise leaves them in place, so the next user writes them without a
-fault. At most :data:`SPARE_MAPS` maps holding at most :data:`SPARE_BYTES` bytes are kept (the
-oldest go first); :meth:`SPARES.clear() <_Spares.clear>` gives every one back at once. A map
-is handed out only when nothing uses it any more, and its old contents never show through: a
-read writes every byte of its output, and bricks read only the slots they filled.
+A kept map of :data:`LAZY_FREE` bytes or more has its pages lazily freed (``MADV_FREE``): the
+kernel takes them back whenever it needs memory and otherwise leaves them in place, so the
+next user writes them without a fault. At most :data:`SPARE_MAPS` such maps holding at most
+:data:`SPARE_BYTES` bytes are kept (the oldest go first). Smaller maps (results of a few MiB:
+regions, slices, patches) are kept as they are, resident, as ``malloc`` keeps its heap: for
+them ``MADV_FREE`` and the first write after it cost about as much as the faults they save.
+At most :data:`RESIDENT_MAPS` of those, holding at most :data:`RESIDENT_BYTES`, are kept.
+:meth:`SPARES.clear() <_Spares.clear>` gives every kept map back at once. A map is handed out
+only when nothing uses it any more, and its old contents never show through: a read writes
+every byte of its output, and bricks read only the slots they filled.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MIN_OUTPUT", "SPARE_BYTES", "SPARE_MAPS", "SPARES", "empty"]
+__all__ = ["LAZY_FREE", "MIN_OUTPUT", "RESIDENT_BYTES", "RESIDENT_MAPS", "SPARE_BYTES",
+           "SPARE_MAPS", "SPARES", "empty"]
 
 
 def _spare_bytes() -> int:
@@ -50,37 +55,47 @@ def _spare_bytes() -> int:
     return min(2 << 30, max(ram // 8, 64 << 20))
 
 
-#: the most maps kept, and the most bytes they may hold (lazily freed)
+#: maps of at least this many bytes are kept lazily freed; the most kept, and their bytes
+LAZY_FREE = 32 << 20
 SPARE_MAPS = 8
 SPARE_BYTES = _spare_bytes()
+#: smaller maps are kept resident: the most kept, and their bytes
+RESIDENT_MAPS = 16
+RESIDENT_BYTES = 64 << 20
 #: read outputs of at least this many bytes get a map of their own (smaller ones: NumPy's)
-MIN_OUTPUT = 32 << 20
+MIN_OUTPUT = 4 << 20
 _MADV_FREE = getattr(mmap, "MADV_FREE", None)
 _OUTPUT_FLAGS = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
 _HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)
 
 
 class _Spares:
-    """The kept maps, oldest first (module docstring).
+    """The kept maps, oldest first, lazily freed ones and resident ones apart (module
+    docstring).
 
     The locked sections create no container objects (no tuples, lists or generators): a
     garbage collection, and the finalizers it runs, can then not start inside them.
     """
 
     def __init__(self) -> None:
-        self._maps: list[tuple[mmap.mmap, int]] = []  # (map, bytes it may hold), oldest first
+        # (map, bytes it may hold), oldest first: maps of LAZY_FREE bytes or more, and smaller
+        self._maps: list[tuple[mmap.mmap, int]] = []
+        self._small: list[tuple[mmap.mmap, int]] = []
         self._lock = threading.Lock()
 
     def put(self, buffer: mmap.mmap, resident: int) -> None:
-        """Keep ``buffer``, whose pages in use hold at most ``resident`` bytes, lazily freed;
-        or give it back: nothing resident, more than :data:`SPARE_BYTES`, no ``MADV_FREE``,
-        or the kept maps busy this very moment (``put`` runs from finalizers, which must not
-        wait for a lock their own thread may hold)."""
-        entry = (buffer, min(resident, len(buffer)))
-        kept = 0 < entry[1] <= SPARE_BYTES and _MADV_FREE is not None
-        if kept:
+        """Keep ``buffer``, whose pages in use hold at most ``resident`` bytes (lazily freed
+        when it is large); or give it back: nothing resident, over the limit of its kind, no
+        ``MADV_FREE``, or the kept maps busy this very moment (``put`` runs from finalizers,
+        which must not wait for a lock their own thread may hold)."""
+        size = len(buffer)
+        lazy = size >= LAZY_FREE
+        entry = (buffer, min(resident, size))
+        kept = 0 < entry[1] <= (SPARE_BYTES if lazy else RESIDENT_BYTES) \
+            and _MADV_FREE is not None
+        if kept and lazy:
             try:
-                buffer.madvise(_MADV_FREE, 0, len(buffer))
+                buffer.madvise(_MADV_FREE, 0, size)
             except (OSError, ValueError):  # a kernel without it, or a closed map
                 kept = False
         if not kept or not self._lock.acquire(blocking=False):
@@ -88,9 +103,11 @@ class _Spares:
             return
         gone: list[mmap.mmap] = []
         try:
-            self._maps.append(entry)
-            while len(self._maps) > SPARE_MAPS or self._held() > SPARE_BYTES:
-                gone.append(self._maps.pop(0)[0])
+            maps, most, limit = (self._maps, SPARE_MAPS, SPARE_BYTES) if lazy \
+                else (self._small, RESIDENT_MAPS, RESIDENT_BYTES)
+            maps.append(entry)
+            while len(maps) > most or _held(maps) > limit:
+                gone.append(maps.pop(0)[0])
         finally:
             self._lock.release()
         for old in gone:
@@ -100,40 +117,51 @@ class _Spares:
         """The smallest kept map of ``size`` to ``most`` bytes (no longer kept) with the
         bytes its earlier pages may still hold; or None."""
         with self._lock:
-            best, best_len = -1, 0
-            for k in range(len(self._maps)):
-                n = len(self._maps[k][0])
-                if size <= n <= most and (best < 0 or n < best_len):
-                    best, best_len = k, n
-            return self._maps.pop(best) if best >= 0 else None
+            small = _smallest(self._small, size, most)
+            if small >= 0:
+                return self._small.pop(small)
+            large = _smallest(self._maps, size, most)
+            return self._maps.pop(large) if large >= 0 else None
 
     def resident(self) -> int:
         """The bytes the kept maps held when kept (an upper bound: the kernel may have taken
-        some back)."""
+        some of the lazily freed ones back)."""
         with self._lock:
-            return self._held()
-
-    def _held(self) -> int:
-        total = 0
-        for k in range(len(self._maps)):
-            total += self._maps[k][1]
-        return total
+            return _held(self._maps) + _held(self._small)
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._maps)
+            return len(self._maps) + len(self._small)
 
     def clear(self) -> None:
         """Give every kept map back (results still in use keep theirs)."""
         fresh: list[tuple[mmap.mmap, int]] = []
+        fresh_small: list[tuple[mmap.mmap, int]] = []
         with self._lock:
-            maps = self._maps
-            self._maps = fresh
-        for m, _ in maps:
+            maps, small = self._maps, self._small
+            self._maps, self._small = fresh, fresh_small
+        for m, _ in maps + small:
             close(m)
 
     def _after_fork(self) -> None:
         self._lock = threading.Lock()  # a thread of the parent may have held it
+
+
+def _held(maps: list[tuple[mmap.mmap, int]]) -> int:
+    total = 0
+    for k in range(len(maps)):
+        total += maps[k][1]
+    return total
+
+
+def _smallest(maps: list[tuple[mmap.mmap, int]], size: int, most: int) -> int:
+    """The position of the smallest map of ``size`` to ``most`` bytes in ``maps``, or -1."""
+    best, best_len = -1, 0
+    for k in range(len(maps)):
+        n = len(maps[k][0])
+        if size <= n <= most and (best < 0 or n < best_len):
+            best, best_len = k, n
+    return best
 
 
 #: the kept maps (module docstring)
