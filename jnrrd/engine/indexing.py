@@ -30,6 +30,7 @@ __all__ = ["OIndex", "finish_basic", "has_array_index", "numpy_getitem", "orthog
            "planes_read"]
 
 _ARRAYLIKE = (list, tuple, range, np.ndarray)
+_ALL = slice(None)
 #: raw blocks up to this size are gathered in the calling thread
 _INLINE_RAW_BYTES = 8 << 20
 _TASK_BATCH = 4096
@@ -77,15 +78,15 @@ def finish_basic(out: np.ndarray, sel: tuple[AxisSel, ...], c_order: bool) -> np
     it: reversed axes flipped, the caller's axis order, integer-indexed axes dropped."""
     flip = drop = False
     for s in sel:
-        flip |= s.reverse
-        drop |= s.drop
+        if s.reverse:
+            flip = True
+        if s.drop:
+            drop = True
     if flip:
         out = out[tuple(slice(None, None, -1) if s.reverse else slice(None) for s in sel)]
-    if c_order:
-        out = out.T
-    if drop:
-        out = out[tuple(0 if s.drop else slice(None) for s in (sel[::-1] if c_order else sel))]
-    return out
+    if drop:  # (in header order: the dropped axes are single)
+        out = out[tuple([0 if s.drop else _ALL for s in sel])]
+    return out.T if c_order else out
 
 
 def has_array_index(key: Any) -> bool:

@@ -111,7 +111,8 @@ class LevelView:
 
     def __getitem__(self, key: Any) -> np.ndarray:
         if plain_key(key):
-            sel, rest = plain_selection(key, self.shape), None
+            shape = self._level.shape
+            sel, rest = plain_selection(key, shape[::-1] if self.c_order else shape), None
         elif has_array_index(key):
             return numpy_getitem(self, key)  # one list/array index, NumPy's semantics
         else:
@@ -348,12 +349,14 @@ class Volume(LevelView):
                              "to read it")
 
     def _read(self, level: Level, sel: tuple[AxisSel, ...]) -> np.ndarray:
-        self._check_open()
+        if self._closed:
+            self._check_open()
         counts = tuple([s.count for s in sel])
         if self._tiling is None:
             return self._untiled.read(sel)
         nbytes = math.prod(counts) * self._dtype.itemsize
-        self._policy.check_bytes(nbytes, "the selection", self.name)
+        if nbytes > self._policy.max_bytes:
+            self._policy.check_bytes(nbytes, "the selection", self.name)
         out = empty(counts, self._dtype, order="F")
         if out.size == 0 or (self._use_cache and self._cache.copy_region(level.index, sel, out)):
             return out  # every tile cached in the level's bricks: a few block copies
