@@ -15,6 +15,7 @@ import resource
 import numpy as np
 import pytest
 from bricks_support import needs_bricks
+from spare_maps_support import lazy_free as _lazy_free
 
 import jnrrd
 from jnrrd.engine import spare_maps
@@ -47,19 +48,6 @@ def _volume(tmp_path, name: str, shape: tuple[int, ...], seed: int):
 
 def _level_map(vol):
     return vol._cache._bricks[0]._map
-
-
-def _lazy_free(start: int) -> int:
-    """The ``LazyFree`` bytes of this process's mapping that starts at ``start``."""
-    with open("/proc/self/smaps") as f:
-        inside = False
-        for line in f:
-            head = line.split(None, 1)[0]
-            if "-" in head and ":" not in head:
-                inside = int(head.split("-")[0], 16) == start
-            elif inside and head == "LazyFree:":
-                return int(line.split()[1]) * 1024
-    raise AssertionError(f"no mapping at {start:#x}")
 
 
 def _faults(read) -> int:

@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 import pytest
+from spare_maps_support import lease as _lease
 
 import jnrrd
 from jnrrd.engine import spare_maps
@@ -52,13 +53,6 @@ def files(request, tmp_path_factory):
             jnrrd.write(path, data, encoding="gzip" if "gzip" in request.param else "raw")
         out.append((path, data))
     return out
-
-
-def _lease(arr: np.ndarray) -> spare_maps._Lease | None:
-    """The kept-map lease under ``arr`` (through its views), or None."""
-    while isinstance(arr.base, np.ndarray):
-        arr = arr.base
-    return arr.base if isinstance(arr.base, spare_maps._Lease) else None
 
 
 def _leased(arr: np.ndarray) -> bool:

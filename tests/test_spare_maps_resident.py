@@ -12,6 +12,8 @@ import resource
 
 import numpy as np
 import pytest
+from spare_maps_support import lazy_free as _lazy_free
+from spare_maps_support import lease as _lease
 
 import jnrrd
 from jnrrd.engine import spare_maps
@@ -21,25 +23,6 @@ MIB = 1 << 20
 pytestmark = [
     pytest.mark.skipif(spare_maps._MADV_FREE is None, reason="no MADV_FREE: NumPy's outputs"),
     pytest.mark.usefixtures("fresh_spares")]
-
-
-def _lease(arr: np.ndarray) -> spare_maps._Lease | None:
-    while isinstance(arr.base, np.ndarray):
-        arr = arr.base
-    return arr.base if isinstance(arr.base, spare_maps._Lease) else None
-
-
-def _lazy_free(address: int) -> int:
-    """The ``LazyFree`` bytes of this process's mapping that starts at ``address``."""
-    with open("/proc/self/smaps") as f:
-        inside = False
-        for line in f:
-            head = line.split(None, 1)[0]
-            if "-" in head and ":" not in head:
-                inside = int(head.split("-")[0], 16) == address
-            elif inside and head == "LazyFree:":
-                return int(line.split()[1]) * 1024
-    raise AssertionError(f"no mapping at {address:#x}")
 
 
 @pytest.fixture(scope="module")
