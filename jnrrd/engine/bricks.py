@@ -250,9 +250,8 @@ class Bricks:
         single fixed-size copy, where the block copies step through its voxels (a 512² slice
         across 64³ tiles is 4096 rows of 128 bytes). ``s0`` is the selection's first axis,
         ``first`` its first row, ``pattern`` per axis (start inside the first tile, count,
-        tile extent). False when the
-        selection does not cover whole rows, rows are short, or there are too many (the block
-        copies do it then)."""
+        tile extent). False when the selection does not cover whole rows, rows are short, or
+        there are too many (the block copies do it then)."""
         e0 = self.extents[0]
         if self._rows is None or s0.start % e0 or s0.count % e0 or out.size // e0 > _MAX_ROWS:
             return False

@@ -98,13 +98,13 @@ class _Spares:
                 buffer.madvise(_MADV_FREE, 0, size)
             except (OSError, ValueError):  # a kernel without it, or a closed map
                 kept = False
+        most, limit = (SPARE_MAPS, SPARE_BYTES) if lazy else (RESIDENT_MAPS, RESIDENT_BYTES)
+        gone: list[mmap.mmap] = []
         if not kept or not self._lock.acquire(blocking=False):
             close(buffer)
             return
-        gone: list[mmap.mmap] = []
         try:
-            maps, most, limit = (self._maps, SPARE_MAPS, SPARE_BYTES) if lazy \
-                else (self._small, RESIDENT_MAPS, RESIDENT_BYTES)
+            maps = self._maps if lazy else self._small
             maps.append(entry)
             while len(maps) > most or _held(maps) > limit:
                 gone.append(maps.pop(0)[0])
@@ -148,6 +148,7 @@ class _Spares:
 
 
 def _held(maps: list[tuple[mmap.mmap, int]]) -> int:
+    """The bytes ``maps`` held when kept (no container is made: called under the lock)."""
     total = 0
     for k in range(len(maps)):
         total += maps[k][1]
