@@ -29,8 +29,6 @@ from ..errors import DataError, HeaderError, UnsupportedError, where
 from ..policy import Policy
 from ..storage.local import LocalStore, is_url, open_resolved
 from ..tiling.grid import AxisSel
-from .prefault import populating
-from .spare_maps import empty
 
 __all__ = ["UntiledData", "data_paths", "read_untiled"]
 
@@ -145,8 +143,10 @@ def _skip_bytes(f: IO[bytes], n: int, what: str) -> None:
 
 
 def read_untiled(core: Any, f: IO[bytes] | None, paths: list[str] | None, policy: Policy,
-                 *, source: Any = None) -> np.ndarray:
-    """Read the whole data section; returns the user-dtype array of shape ``sizes`` (F order)."""
+                 *, source: Any = None, out: np.ndarray | None = None) -> np.ndarray:
+    """Read the whole data section; returns the user-dtype array of shape ``sizes`` (F order),
+    or ``out`` (that shape and dtype, checked by the caller) filled with it: decoded straight
+    into it when it is F-contiguous and the stored elements are its own (:func:`_into`)."""
     st = storage_dtype(core.type_name, core.endian or "little", core.block_size)
     n = math.prod(core.sizes)
     policy.check_bytes(n * st.itemsize, "the data", source)
@@ -173,21 +173,50 @@ def read_untiled(core: Any, f: IO[bytes] | None, paths: list[str] | None, policy
             parts.append(part)
         grown = [_grow(part, per * st.itemsize) if not _eager(part, per * st.itemsize)
                  else None for part in parts]
-        flat = empty(n, st)
-        with populating(flat):  # the other core takes the fresh output's page faults
-            for j, part in enumerate(parts):
-                if grown[j] is not None:
-                    grown[j].move_into(memoryview(flat[j * per : (j + 1) * per]).cast("B"))
-                else:
-                    _fill(part, flat[j * per : (j + 1) * per], st, policy)
+        flat = _into(out, st, core.type_name)
+        direct = flat is not None
+        if flat is None:
+            flat = np.empty(n, st)
+        for j, part in enumerate(parts):
+            if grown[j] is not None:
+                grown[j].move_into(memoryview(flat[j * per : (j + 1) * per]).cast("B"))
+            else:
+                _fill(part, flat[j * per : (j + 1) * per], st, policy)
     finally:
         for fh in opened:
             fh.close()
+    return _finish(flat, core, policy, out, direct)
+
+
+def _into(out: np.ndarray | None, st: np.dtype, type_name: str) -> np.ndarray | None:
+    """``out``'s memory as the flat array of stored elements to decode into, when it can be:
+    F-contiguous, and holding the stored type itself or its other byte order (swapped after);
+    else None (the data is decoded into a fresh array and copied into ``out``)."""
+    if out is None or type_name == "bfloat16" or not out.flags.f_contiguous:
+        return None
+    native = st if st.isnative or st.kind == "V" else st.newbyteorder("=")
+    if out.dtype != native:
+        return None
+    return out.reshape(-1, order="F").view(st)
+
+
+def _finish(flat: np.ndarray, core: Any, policy: Policy, out: np.ndarray | None,
+            direct: bool) -> np.ndarray:
+    """The stored elements ``flat`` as the user's array of shape ``sizes`` (F order): swapped
+    to native order in place, bfloat16 words converted; ``out`` filled when given (``direct``:
+    ``flat`` is ``out``'s memory)."""
+    st = flat.dtype
     if core.type_name != "bfloat16" and not st.isnative and st.kind != "V":
         # Swap in place: no second copy of a large big-endian volume.
         flat = flat.byteswap(inplace=True).view(st.newbyteorder("="))
-    arr = to_user(flat, core.type_name, policy.bfloat16)
-    return arr.reshape(tuple(core.sizes), order="F")
+    if direct:
+        assert out is not None
+        return out
+    arr = to_user(flat, core.type_name, policy.bfloat16).reshape(tuple(core.sizes), order="F")
+    if out is None:
+        return arr
+    np.copyto(out, arr)
+    return out
 
 
 #: generous upper bounds of how many output bytes one input byte can become: deflate 1032:1;
@@ -376,54 +405,59 @@ class UntiledData:
             # descriptor, so the map outlives the handle.
             return np.memmap(handle, dtype=self._st, mode="r", offset=offset, shape=(n,))
 
-    def full(self) -> np.ndarray:
+    def full(self, out: np.ndarray | None = None) -> np.ndarray:
+        """The whole data section (F order; ``out``, of its shape and dtype, filled when
+        given)."""
         if self._map is not None and self._paths is None and self._held is not None:
             # The whole section: read() into one array rather than copying out of the map,
             # whose file pages would count in the resident set next to the copy.
             with self._lock:
                 self._held.seek(self._data_start or 0)
                 return read_untiled(self.core, self._held, None, self.policy,
-                                    source=self.source)
+                                    source=self.source, out=out)
         if self._map is not None:
-            flat = empty(self._map.shape, self._map.dtype)
-            with populating(flat):
-                np.copyto(flat, self._map)
-            if self.core.type_name != "bfloat16" and not flat.dtype.isnative \
-                    and flat.dtype.kind != "V":
-                # Swap in place: reading a big-endian file costs one array, not two.
-                flat = flat.byteswap(inplace=True).view(flat.dtype.newbyteorder("="))
-            return to_user(flat, self.core.type_name,
-                           self.policy.bfloat16).reshape(self.shape, order="F")
-        if self._array is None:
-            f = self._f if self._held is None else self._held
-            owned = None
-            if self._paths is None and f is None:
-                owned = f = open(self._path, "rb")
-            try:
-                if self._paths is None and _seekable(f):
-                    # A pipe cannot seek: parse_header left it at the data already.
-                    f.seek(self._data_start or 0)
-                self._array = read_untiled(self.core, f, self._paths, self.policy,
-                                           source=self.source)
-            finally:
-                if owned is not None:
-                    owned.close()
-            if self.stored_bytes == 0:
-                self.stored_bytes = self._array.nbytes
-        return self._array
+            flat = _into(out, self._map.dtype, self.core.type_name)
+            direct = flat is not None
+            if flat is None:
+                flat = np.empty(self._map.shape, self._map.dtype)
+            np.copyto(flat, self._map)
+            return _finish(flat, self.core, self.policy, out, direct)
+        if self._array is not None:
+            return self._array if out is None else _copied(out, self._array)
+        f = self._f if self._held is None else self._held
+        owned = None
+        if self._paths is None and f is None:
+            owned = f = open(self._path, "rb")
+        try:
+            if self._paths is None and _seekable(f):
+                # A pipe cannot seek: parse_header left it at the data already.
+                f.seek(self._data_start or 0)
+            array = read_untiled(self.core, f, self._paths, self.policy, source=self.source,
+                                 out=out)
+        finally:
+            if owned is not None:
+                owned.close()
+        if self.stored_bytes == 0:
+            self.stored_bytes = array.nbytes
+        if out is None:  # decoded once, kept for the volume's later reads (not a caller's out)
+            self._array = array
+        return array
 
-    def read(self, sel: tuple[AxisSel, ...]) -> np.ndarray:
+    def read(self, sel: tuple[AxisSel, ...], out: np.ndarray | None = None) -> np.ndarray:
+        """The selection ``sel`` (F order), or ``out`` (its shape and dtype) filled with it."""
         key = tuple(slice(s.start, s.last + 1, s.step) if s.count else slice(0, 0)
                     for s in sel)
         if self._map is not None:
             view = self._map.reshape(self.shape, order="F")[key]
-            out = empty(view.shape, self._dtype, order="F")
-            with populating(out):
-                if self.core.type_name == "bfloat16":
-                    out[...] = to_user(np.asarray(view), "bfloat16", self.policy.bfloat16)
-                else:
-                    out[...] = view
+            if out is None:
+                out = np.empty(view.shape, self._dtype, order="F")
+            if self.core.type_name == "bfloat16":
+                out[...] = to_user(np.asarray(view), "bfloat16", self.policy.bfloat16)
+            else:
+                out[...] = view
             return out
+        if out is not None:
+            return _copied(out, self.full()[key])
         return np.asarray(self.full()[key], order="F")
 
     def close(self) -> None:
@@ -432,6 +466,11 @@ class UntiledData:
         if self._held is not None:
             self._held.close()
             self._held = None
+
+
+def _copied(out: np.ndarray, data: np.ndarray) -> np.ndarray:
+    np.copyto(out, data)
+    return out
 
 
 class _Borrowed:

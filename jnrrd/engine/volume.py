@@ -17,7 +17,7 @@ import numpy as np
 
 from .._threads import run_parallel
 from ..dtypes import to_user, user_dtype
-from ..errors import JnrrdError, UnsupportedError, where
+from ..errors import JnrrdError, UnsupportedError, describe_source, where
 from ..header import Header
 from ..policy import Policy
 from ..tiling.grid import AxisSel, TileGrid, plain_key, plain_selection, selection_with_booleans
@@ -25,11 +25,10 @@ from ..tiling.levels import Level
 from ..tiling.padding import chain_fill
 from ..tiling.spec import Tiling
 from .cache import CacheInfo, TileCache, check_cache_bytes, default_cache_bytes
-from .indexing import OIndex, finish_basic, has_array_index, numpy_getitem, planes_read
+from .indexing import OIndex, finish_basic, has_array_index, numpy_getitem, planes_read, read_into
 from .locations import TileLocation, tile_locations
 from .pickling import reduce_view
 from .sources import ExternalSource, InternalSource
-from .spare_maps import empty
 from .tiles import TileDecoder
 
 __all__ = ["LevelView", "Volume"]
@@ -108,6 +107,12 @@ class LevelView:
     def __repr__(self) -> str:
         return (f"<jnrrd level {self.index} shape={self.shape} dtype={self.dtype} "
                 f"scale={self.scale}>")
+
+    def read(self, selection: Any = ..., *, out: np.ndarray | None = None) -> np.ndarray:
+        """``self[selection]``, or written into ``out`` (a writeable array of its shape and
+        dtype), which is returned: the caller reuses its memory (docs/api.md, "Reading into
+        your own array"); ``JnrrdError`` (a ``ValueError``) for a wrong shape or dtype."""
+        return self[selection] if out is None else read_into(self, selection, out)
 
     def __getitem__(self, key: Any) -> np.ndarray:
         if plain_key(key):
@@ -255,8 +260,7 @@ class Volume(LevelView):
         # raw internal tiles come from the memory map: there is no decode to save
         self._use_cache = cache_bytes > 0 and self._decoder is not None and not (
             self._decoder.raw and isinstance(source, InternalSource))
-        #: decoded tiles of every level, ``(level, coords)`` → read-only array (engine/cache);
-        #: stored levels' tiles in bricks where they can be
+        #: decoded tiles of every level, ``(level, coords)`` → read-only array (engine/cache)
         self._cache = TileCache(cache_bytes, {lv.index: (lv.grid, self._dtype)
                                               for lv in self._levels if lv.stored}
                                 if self._use_cache else None)
@@ -309,8 +313,8 @@ class Volume(LevelView):
         self.close()
 
     def __repr__(self) -> str:
-        kind = "tiled" if self.tiled else "untiled"
-        return (f"<jnrrd.Volume {describe(self.name)} {kind} shape={self.shape} "
+        kind, name = "tiled" if self.tiled else "untiled", describe_source(self.name)
+        return (f"<jnrrd.Volume {name or '<stream>'} {kind} shape={self.shape} "
                 f"dtype={self.dtype} levels={len(self.levels)}>")
 
     def read_tile(self, coords: Sequence[int], level: int = 0, *,
@@ -348,16 +352,19 @@ class Volume(LevelView):
             raise JnrrdError(f"{where(self.name)}the volume is closed; open the file again "
                              "to read it")
 
-    def _read(self, level: Level, sel: tuple[AxisSel, ...]) -> np.ndarray:
+    def _read(self, level: Level, sel: tuple[AxisSel, ...], out: np.ndarray | None = None
+              ) -> np.ndarray:
+        """``sel`` in header order (F order), or ``out`` (its shape and dtype) filled."""
         if self._closed:
             self._check_open()
-        counts = tuple([s.count for s in sel])
         if self._tiling is None:
-            return self._untiled.read(sel)
-        nbytes = math.prod(counts) * self._dtype.itemsize
-        if nbytes > self._policy.max_bytes:
-            self._policy.check_bytes(nbytes, "the selection", self.name)
-        out = empty(counts, self._dtype, order="F")
+            return self._untiled.read(sel, out)
+        if out is None:
+            counts = tuple([s.count for s in sel])
+            nbytes = math.prod(counts) * self._dtype.itemsize
+            if nbytes > self._policy.max_bytes:
+                self._policy.check_bytes(nbytes, "the selection", self.name)
+            out = np.empty(counts, self._dtype, order="F")
         if out.size == 0 or (self._use_cache and self._cache.copy_region(level.index, sel, out)):
             return out  # every tile cached in the level's bricks: a few block copies
         if not level.stored:
@@ -491,8 +498,3 @@ class Volume(LevelView):
         """Tile coordinates of a level in linear-index order (header axis order)."""
         return self._levels[level].grid.all_coords()
 
-
-def describe(name: Any) -> str:
-    from ..errors import describe_source
-
-    return describe_source(name) or "<stream>"

@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.spare_maps import empty
 from ..errors import HeaderError, UnsupportedError, where
 
 __all__ = [
@@ -145,7 +144,7 @@ def _sum_chunked(x: np.ndarray, block: Sequence[int], acc: np.dtype) -> np.ndarr
     if a is None:
         return _reduce(x, block, np.add, acc)
     shape = tuple(n // b for n, b in zip(x.shape, block, strict=True))
-    out = empty(shape, acc, order=_layout(x))  # (a large one on a kept map: no fresh pages)
+    out = np.empty(shape, acc, order=_layout(x))
     per = block[a] * max(1, _CHUNK_BYTES // (block[a] * x.nbytes // x.shape[a]))
     head = (slice(None),) * a
     for lo in range(0, shape[a] * block[a], per):
@@ -302,7 +301,7 @@ def finish_mean(sums: Sums) -> np.ndarray:
     if a is None:
         return np.asarray(_round_div(s, n)).astype(dtype)
     # a few MiB at a time: the temporaries stay in the CPU cache (and are not fresh pages)
-    out = empty(s.shape, dtype, order=_layout(s))
+    out = np.empty(s.shape, dtype, order=_layout(s))
     per = max(1, _CHUNK_BYTES * s.shape[a] // s.nbytes)
     head = (slice(None),) * a
     for lo in range(0, s.shape[a], per):
