@@ -61,7 +61,7 @@ def gzip_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     if request.param == "zlib":
         monkeypatch.setattr(gzip_fast, "available", False)
     elif not gzip_fast.available:
-        pytest.skip("the deflate package (jnrrd[gzip]) is not installed")
+        pytest.fail("the deflate package (a core dependency) is not installed")
     return request.param
 
 

@@ -118,7 +118,7 @@ def read_into(view: Any, key: Any, out: Any) -> np.ndarray:
         _check_out(vol, out, data.shape, data.dtype)
         np.copyto(out, data)
         return out
-    shape = tuple(s.count for s in (sel[::-1] if view.c_order else sel) if not s.drop)
+    shape = tuple(s.count for s in sel if not s.drop)  # (``sel``: in the caller's axis order)
     _check_out(vol, out, shape, view.dtype)
     header_order = sel[::-1] if view.c_order else sel
     target = out.T if view.c_order else out
