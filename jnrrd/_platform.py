@@ -124,7 +124,7 @@ def simulate(system: str) -> None:
                 system == "windows" or name not in _MACOS_MMAP):
             delattr(mmap, name)
     if system == "windows":
-        mmap.mmap = _WindowsMap  # type: ignore[misc]
+        mmap.mmap = _WindowsMap  # type: ignore[misc,assignment]
     SYSTEM = system
     REPLACE_WHILE_OPEN = system != "windows"
 
@@ -365,6 +365,7 @@ def cgroup_cpu_limit(root: str = "/sys/fs/cgroup", membership: str = "/proc/self
     limits = []
     for line in lines:
         _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        files: list[tuple[str, str | None]]
         if controllers == "":
             files = [("cpu.max", None)]
             base = root

@@ -68,7 +68,8 @@ def _pool() -> ThreadPoolExecutor:
             # at least two threads: work submitted from a pool thread still finds one free
             _POOL = ThreadPoolExecutor(max_workers=max(2, default_threads()),
                                        thread_name_prefix="jnrrd")
-        return _POOL
+        pool = _POOL
+    return pool
 
 
 def io_submit(fn: Callable[..., Any], *args: Any) -> Future[Any]:

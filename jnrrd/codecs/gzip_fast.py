@@ -32,7 +32,7 @@ import numpy as np
 try:  # a core dependency, but zlib stands in where it could not be installed
     import deflate as _deflate
 except ImportError:  # pragma: no cover - exercised by monkeypatching ``available``
-    _deflate = None
+    _deflate = None  # type: ignore[assignment]
 
 __all__ = ["available", "engine", "gzip_compress", "inflate_into"]
 

@@ -148,7 +148,7 @@ class TileCache:
             return None
         self._map.move_to_end(key)
         self._hits += 1
-        if type(hit) is _InBricks:
+        if isinstance(hit, _InBricks):
             return _read_only(hit.bricks.tile(hit.coords))
         return hit
 

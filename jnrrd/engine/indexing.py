@@ -202,8 +202,10 @@ def _ints(a: np.ndarray, n: int, axis: int) -> tuple[np.ndarray, np.ndarray]:
 def orthogonal_getitem(view: Any, key: Any) -> np.ndarray:
     """``view.oindex[key]`` (see :class:`OIndex`)."""
     parts = _expand(key if isinstance(key, tuple) else (key,), view.ndim, lambda k: 1)
-    sets, picks = [], []
+    sets: list[np.ndarray] = []
+    picks: list[Any] = []
     for axis, (k, n) in enumerate(zip(parts, view.shape, strict=True)):
+        p: Any
         if is_bool_scalar(k):
             raise IndexError("oindex takes no boolean scalars (they add an axis); index "
                              "the result instead")
@@ -256,6 +258,7 @@ def numpy_getitem(view: Any, key: Any) -> np.ndarray:
     remapped: list[Any] = []
     for k in expanded:
         axis = len(sets)
+        p: Any
         if is_bool_scalar(k):
             remapped.append(k)  # consumes no axis: NumPy places it on the block as on the whole
             continue

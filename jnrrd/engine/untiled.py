@@ -12,7 +12,7 @@ import io
 import math
 import os
 import threading
-from typing import IO, Any
+from typing import IO, Any, BinaryIO, cast
 
 import numpy as np
 
@@ -58,7 +58,8 @@ def data_paths(core: Any, store: LocalStore | None, policy: Policy, source: Any 
                                "open the file by path, not through a file object")
     paths = [store.path(n, field=field) for n in names]
     if getattr(store, "remote", False):  # URLs, opened through the policy's opener
-        paths = [store.url(p) for p in paths]
+        remote: Any = store
+        paths = [remote.url(p) for p in paths]
     return paths
 
 
@@ -101,7 +102,8 @@ class _Part:
     """One data stream: the attached section or one detached file, positioned at its data."""
 
     def __init__(self, core: Any, f: IO[bytes], nbytes: int, what: str) -> None:
-        self.f, self.nbytes, self.what = f, nbytes, what
+        self.f: BinaryIO = cast(BinaryIO, f)  # (what the stream decoders take)
+        self.nbytes, self.what = nbytes, what
         self.type_name = core.type_name
         self.encoding = core.encoding
         skip = core.byte_skip
@@ -178,8 +180,9 @@ def read_untiled(core: Any, f: IO[bytes] | None, paths: list[str] | None, policy
         if flat is None:
             flat = np.empty(n, st)
         for j, part in enumerate(parts):
-            if grown[j] is not None:
-                grown[j].move_into(memoryview(flat[j * per : (j + 1) * per]).cast("B"))
+            growing = grown[j]
+            if growing is not None:
+                growing.move_into(flat[j * per : (j + 1) * per].data.cast("B"))
             else:
                 _fill(part, flat[j * per : (j + 1) * per], st, policy)
     finally:
@@ -282,7 +285,7 @@ def _grow(part: _Part, nbytes: int) -> GrowingBuffer:
 
 
 def _fill(part: _Part, out: np.ndarray, st: np.dtype, policy: Policy) -> None:
-    buf = memoryview(out).cast("B")
+    buf = out.data.cast("B")
     enc, what = part.encoding, part.what
     if enc == "raw":
         got = _readinto_all(part.f, buf)
@@ -324,7 +327,8 @@ def _read_text(f: IO[bytes], policy: Policy, what: str) -> bytes:
         raise UnsupportedError(f"{what}text data exceeds the max_bytes cap ({policy.max_bytes})")
     if rem is not None:
         return f.read(max(rem, 0))
-    parts, total = [], 0
+    parts: list[bytes] = []
+    total = 0
     while True:
         chunk = f.read(1 << 20)
         if not chunk:
@@ -427,9 +431,10 @@ class UntiledData:
         f = self._f if self._held is None else self._held
         owned = None
         if self._paths is None and f is None:
+            assert self._path is not None  # (a volume has a path, a stream or detached files)
             owned = f = open(self._path, "rb")
         try:
-            if self._paths is None and _seekable(f):
+            if self._paths is None and f is not None and _seekable(f):
                 # A pipe cannot seek: parse_header left it at the data already.
                 f.seek(self._data_start or 0)
             array = read_untiled(self.core, f, self._paths, self.policy, source=self.source,

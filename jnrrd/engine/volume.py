@@ -125,7 +125,7 @@ class LevelView:
         if self.c_order:
             sel = sel[::-1]
         out = finish_basic(self._vol._read(self._level, sel), sel, self.c_order)
-        return out if rest is None else out[rest]
+        return out if rest is None else out[rest]  # type: ignore[index]
 
     @property
     def volume(self) -> Volume:
@@ -251,7 +251,7 @@ class Volume(LevelView):
             level = Level(0, (1,) * len(shape),
                           TileGrid(shape, tuple(range(len(shape))), shape, (0,) * len(shape)),
                           True, 0)
-            self._levels = (level,)
+            self._levels: tuple[Level, ...] = (level,)
         else:
             self._levels = tiling.levels
         if cache_bytes is None:
@@ -434,10 +434,10 @@ class Volume(LevelView):
         grid = level.grid
         shape = grid.stored_shape(coords)
         if not level.stored:
-            tile = np.full(shape, self._fill_value(), dtype=self.dtype, order="F")
+            computed = np.full(shape, self._fill_value(), dtype=self.dtype, order="F")
             region = grid.valid_region(coords)
-            tile[grid.valid_in_stored(coords)] = self._virtual_region(level, region)
-            return tile
+            computed[grid.valid_in_stored(coords)] = self._virtual_region(level, region)
+            return computed
         tile = self._decoded(level, coords)
         if tile is None:
             return np.full(shape, self._fill_value(), dtype=self.dtype, order="F")

@@ -118,7 +118,7 @@ def remove_leftovers(target: str, keep: Iterable[str] = (), patterns: Iterable[s
     marker = os.path.basename(tmp_marker(target))
     keep_set = {os.path.abspath(k) for k in keep}
     regexes = [re.compile(p) for p in patterns]
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(d)
     except OSError:
