@@ -69,15 +69,16 @@ _MACOS_MMAP = {"MAP_SHARED", "MAP_PRIVATE", "MAP_ANON", "MAP_ANONYMOUS", "MADV_N
 _OS_LACKS = {
     "windows": ("pread", "pwrite", "preadv", "pwritev", "fdatasync", "copy_file_range",
                 "posix_fadvise", "posix_fallocate", "sched_getaffinity", "register_at_fork",
-                "fork", "mkfifo", "mknod", "sync", "O_NONBLOCK", "O_CLOEXEC", "O_DIRECTORY",
-                "O_NOFOLLOW"),
+                "fork", "mkfifo", "mknod", "sync"),
     "macos": ("fdatasync", "copy_file_range", "posix_fadvise", "posix_fallocate",
               "sched_getaffinity", "O_DIRECT"),
 }
 
 
 #: what each simulated system lacks but is left in ``os`` for other libraries' Linux code
-#: (psutil, through Dask, reads ``sysconf`` when imported): hidden from this module only
+#: (psutil, through Dask, reads ``sysconf`` when imported): hidden from this module only. (The
+#: ``O_*`` flags Windows lacks stay too: the standard library's Linux code, ``shutil.rmtree``
+#: on 3.13, uses them, and the package only asks for them with ``getattr``.)
 _OS_HIDDEN = {"windows": ("sysconf",), "macos": ()}
 _hidden: tuple[str, ...] = ()
 
@@ -119,6 +120,8 @@ def simulate(system: str) -> None:
     for name in _OS_LACKS[system]:
         if hasattr(os, name):
             delattr(os, name)
+    if hasattr(os, "process_cpu_count"):  # (3.13: os.py's version calls sched_getaffinity)
+        os.process_cpu_count = os.cpu_count
     for name in list(vars(mmap)):
         if name.startswith(("MAP_", "MADV_", "PROT_")) and (
                 system == "windows" or name not in _MACOS_MMAP):
