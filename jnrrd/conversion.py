@@ -134,8 +134,8 @@ def open_source(source: Any, *, index_order: str = "F",
     from .api import open as jopen
 
     # storage_options go with a URL (a local source's options are the target's)
-    extra = {"storage_options": dict(storage_options)} if storage_options and _is_url(
-        source) else {}
+    extra: dict[str, Any] = {"storage_options": dict(storage_options)} if (
+        storage_options and _is_url(source)) else {}
     vol = jopen(source, index_order=index_order, **extra)
     return Source(kind, vol, vol.header, volume=vol)
 
@@ -240,16 +240,19 @@ def write_converted(src: Source, target: Any, out: str, *, write: Callable[..., 
         if progress not in (None, False):
             options["progress"] = progress
     elif progress not in (None, False):
-        data = Reporting(data, mib_progress(_bar(progress), int(
-            np.dtype(data.dtype).itemsize * math.prod(data.shape))))
+        report = mib_progress(_bar(progress), int(np.dtype(data.dtype).itemsize
+                                                  * math.prod(data.shape)))
+        if report is not None:
+            data = Reporting(data, report)
     if storage_options and _is_url(target):
         options["storage_options"] = dict(storage_options)
     write(target, data, header or None, index_order=index_order, format=out, **options)
     if src.zarr is not None and out == "jnrrd" and len(src.zarr.levels) > 1:
         from .api import open as jopen
 
-        with jopen(target, **({"storage_options": dict(storage_options)}
-                              if storage_options and _is_url(target) else {})) as vol:
+        again: dict[str, Any] = ({"storage_options": dict(storage_options)}
+                                 if storage_options and _is_url(target) else {})
+        with jopen(target, **again) as vol:
             src.zarr.compare_levels(vol)
 
 
@@ -272,22 +275,32 @@ def _clinical_options(src: Source, header: dict[str, Any], options: dict[str, An
 
 def _slicer_fields(header: dict[str, Any], target: Any, data: Any, index_order: str
                    ) -> dict[str, Any]:
-    """A ``.seg.nrrd`` target of a label map with ``label:segments``: 3D Slicer's segment
-    key/value pairs added, so Slicer loads it as a segmentation."""
-    if not str(target).lower().endswith(".seg.nrrd"):
-        return header
-    from .clinical.labels import is_label_map, slicer_key_values
+    """A NRRD target of a label map: its ``label:segments`` (for a ``.seg.nrrd`` target, else
+    the labels found in the data) as 3D Slicer's segment key/value pairs, which NRRD carries
+    and which mark the file as a label map when it is read again; the ``label:`` fields they
+    replace are not written."""
+    from .clinical.labels import (
+        has_slicer_fields,
+        is_label_map,
+        label_prefix,
+        slicer_key_values,
+        slicer_segments_of,
+    )
     from .nrrd.fields import NRRD_PREFIX, NRRD_URI
 
-    sizes = list(data.shape)[::-1] if index_order == "C" else list(data.shape)
-    if not is_label_map(header, data.dtype):
+    if not is_label_map(header, data.dtype) or has_slicer_fields(header):
         return header
+    sizes = list(data.shape)[::-1] if index_order == "C" else list(data.shape)
+    prefix = label_prefix(header)
+    seg_nrrd = str(target).lower().endswith(".seg.nrrd")
+    if seg_nrrd and not header.get(f"{prefix}:segments"):
+        header = {**header, f"{prefix}:segments": slicer_segments_of(data)}
     kv = slicer_key_values(header, sizes[-3:])
     if not kv:
         return header
-    out = dict(header)
-    out.setdefault("extensions", {})
-    out["extensions"] = {**out["extensions"], NRRD_PREFIX: NRRD_URI}
+    out = {k: v for k, v in header.items() if not str(k).startswith(prefix + ":")}
+    ext = {p: u for p, u in (out.get("extensions") or {}).items() if p != prefix}
+    out["extensions"] = {**ext, NRRD_PREFIX: NRRD_URI}
     key = f"{NRRD_PREFIX}:key_values"
     out[key] = {**(out.get(key) or {}), **kv}
     return out

@@ -81,7 +81,7 @@ def test_qform_only(tmp_path):
     data, header = jnrrd.read(_converted(p, tmp_path))
     assert header["nifti:header"]["sform_code"] == 0
     assert header["nifti:header"]["qform_code"] == 1
-    cols = np.asarray([d for d in header["space_directions"]]).T
+    cols = np.asarray(header["space_directions"]).T
     o, d = _nib_lps(p)
     np.testing.assert_allclose(header["space_origin"], o, atol=TOL, rtol=0)
     np.testing.assert_allclose(cols, d, atol=TOL, rtol=0)

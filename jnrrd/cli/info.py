@@ -21,7 +21,8 @@ __all__ = ["register"]
 def register(sub: Any) -> None:
     """Add the ``info`` sub-command to the ``add_subparsers`` object ``sub``."""
     info = sub.add_parser("info", help="describe a file: type, sizes, geometry, tiles, levels",
-                          description="Describe a JNRRD or NRRD file.")
+                          description="Describe a JNRRD or NRRD file; list the series of a "
+                                      "DICOM folder.")
     info.add_argument("file", metavar="FILE")
     info.add_argument("--json", action="store_true",
                       help='print {"header": {...}, "levels": [...]} as JSON')
@@ -32,7 +33,10 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the description of ``args.file``; return the exit code."""
     from ..api import open as jopen
+    from ..conversion import source_format
 
+    if source_format(args.file) == "dicom":
+        return _dicom(args)
     options = options_for(args.file, storage_options(args.storage_option))
     with jopen(args.file, **options) as vol:
         levels = [_level_facts(vol, k, options) for k in range(len(vol.levels))]
@@ -46,6 +50,29 @@ def run(args: argparse.Namespace) -> int:
         for line in _info_lines(args.file, vol, levels):
             print(line)
         print(_preview_line(args.file))
+    return 0
+
+
+def _dicom(args: argparse.Namespace) -> int:
+    """List the series of a DICOM folder (or describe one DICOM file's series)."""
+    from ..clinical.dicom_scan import Series, read_file, scan
+
+    if os.path.isdir(args.file):
+        found = scan(args.file)
+    else:
+        ds = read_file(args.file)
+        uid = str(getattr(ds, "SeriesInstanceUID", ""))
+        found = {uid: Series(uid, [args.file], [ds])}
+    listed = [s.describe() for s in found.values()]
+    if args.json:
+        print(json.dumps({"series": listed}, indent=2, ensure_ascii=False))
+        return 0
+    print(f"DICOM:       {args.file}: {len(listed)} series")
+    for s in listed:
+        print(f"  {s['series_uid']}")
+        print(f"    {s['modality'] or '?'} {s['description']!r}: {s['images']} image(s) of "
+              f"{s['columns']} x {s['rows']} in {s['files']} file(s)")
+    print("convert:     jnrrd convert FOLDER OUT.jnrrd --series UID")
     return 0
 
 

@@ -38,8 +38,9 @@ from ..errors import HeaderError, JnrrdWarning, where
 from ..header.model import LABEL_URI, LABEL_URI_PREFIX, TILE_URI_PREFIX, find_prefix
 
 __all__ = ["LABEL_PREFIX", "LABEL_URI", "LABEL_URI_PREFIX", "default_downsample",
-           "is_label_map", "label_flag", "mark_label_map", "segments", "slicer_key_values",
-           "slicer_segments", "warn_if_averaged"]
+           "has_slicer_fields", "is_label_map", "label_flag", "label_prefix", "mark_label_map",
+           "segments", "slicer_key_values", "slicer_segments", "slicer_segments_of",
+           "warn_if_averaged"]
 
 LABEL_PREFIX = "label"
 _NRRD_URI_PREFIX = "https://jnrrd.org/extensions/nrrd/"
@@ -84,6 +85,12 @@ def _is_slicer(kv: Mapping[str, Any]) -> bool:
         "ID", "LabelValue") for k in kv if isinstance(k, str))
 
 
+def has_slicer_fields(header: Mapping[str, Any]) -> bool:
+    """Whether the header holds 3D Slicer segmentation fields (key/value pairs or plain
+    keys)."""
+    return _is_slicer(_key_values(header))
+
+
 def _integer(dtype: Any) -> bool:
     try:
         return np.dtype(dtype).kind in "iub"
@@ -112,7 +119,7 @@ def is_label_map(header: Mapping[str, Any], dtype: Any = None) -> bool:
     flag = label_flag(header)
     if flag is not None:
         return flag
-    if _is_slicer(_key_values(header)):
+    if has_slicer_fields(header):
         return True
     tile = find_prefix(header, TILE_URI_PREFIX) or "tile"
     if header.get(f"{tile}:downsample_method") == "mode":
@@ -189,7 +196,7 @@ def slicer_key_values(header: Mapping[str, Any], shape: Sequence[int]) -> dict[s
     """3D Slicer's segmentation key/value pairs for ``label:segments`` (what a ``.seg.nrrd``
     needs for Slicer to load it as a segmentation); ``{}`` when the header already has Slicer
     fields or no segments. ``shape`` is the 3 spatial sizes (extent of every segment)."""
-    if _is_slicer(_key_values(header)):
+    if has_slicer_fields(header):
         return {}
     given = header.get(f"{label_prefix(header)}:segments")
     if not isinstance(given, list) or not given:
@@ -209,6 +216,19 @@ def slicer_key_values(header: Mapping[str, Any], shape: Sequence[int]) -> dict[s
         kv[f"Segment{i}_Extent"] = extent
         kv[f"Segment{i}_Tags"] = "Segmentation.Status:inprogress|"
     return kv
+
+
+def slicer_segments_of(data: Any, *, slab_bytes: int = 64 << 20) -> list[dict[str, Any]]:
+    """One segment per non-zero value found in ``data`` (an array-like, read one slab along
+    its last axis at a time): what a label map without ``label:segments`` gives 3D Slicer."""
+    shape = tuple(int(n) for n in data.shape)
+    n = shape[-1] if shape else 1
+    row = max(1, np.dtype(data.dtype).itemsize * int(np.prod(shape[:-1])))
+    step = max(1, slab_bytes // row)
+    found: set[int] = set()
+    for lo in range(0, n, step):
+        found.update(int(v) for v in np.unique(np.asarray(data[..., lo:lo + step])))
+    return [{"value": v, "name": f"Segment_{v}"} for v in sorted(found - {0})]
 
 
 def _palette(value: int) -> tuple[float, float, float]:
