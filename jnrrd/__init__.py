@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .api import open, read, read_header
+from .clinical.sitk import from_sitk, to_sitk
 from .conversion import convert
 from .engine.volume import LevelView, Volume
 from .errors import (
@@ -45,10 +46,12 @@ __all__ = [
     "__version__",
     "cleanup",
     "convert",
+    "from_sitk",
     "kerchunk_refs",
     "open",
     "read",
     "read_header",
+    "to_sitk",
     "validate",
     "write",
 ]
