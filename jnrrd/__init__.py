@@ -23,6 +23,7 @@ from .header import Header
 from .integrations.zarr_refs import kerchunk_refs
 from .storage.leftovers import cleanup
 from .validate import Problem, validate
+from .world import WorldRegion
 from .writing.dispatch import write
 
 __version__ = "0.1.0"
@@ -43,6 +44,7 @@ __all__ = [
     "ValidationError",
     "VersionError",
     "Volume",
+    "WorldRegion",
     "__version__",
     "cleanup",
     "convert",
