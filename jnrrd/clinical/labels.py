@@ -39,7 +39,7 @@ from ..header.model import LABEL_URI, LABEL_URI_PREFIX, TILE_URI_PREFIX, find_pr
 
 __all__ = ["LABEL_PREFIX", "LABEL_URI", "LABEL_URI_PREFIX", "default_downsample",
            "has_slicer_fields", "is_label_map", "label_flag", "label_prefix", "mark_label_map",
-           "segments", "slicer_key_values", "slicer_segments", "slicer_segments_of",
+           "palette", "segments", "slicer_key_values", "slicer_segments", "slicer_segments_of",
            "warn_if_averaged"]
 
 LABEL_PREFIX = "label"
@@ -207,7 +207,7 @@ def slicer_key_values(header: Mapping[str, Any], shape: Sequence[int]) -> dict[s
           "Segmentation_ReferenceImageExtentOffset": "0 0 0"}
     for i, seg in enumerate(s for s in given if isinstance(s, Mapping)):
         value = int(seg["value"])
-        color = seg.get("color") or _palette(value)
+        color = seg.get("color") or palette(value)
         kv[f"Segment{i}_ID"] = str(seg.get("id") or f"Segment_{value}")
         kv[f"Segment{i}_Name"] = str(seg.get("name") or f"Segment_{value}")
         kv[f"Segment{i}_LabelValue"] = str(value)
@@ -231,7 +231,7 @@ def slicer_segments_of(data: Any, *, slab_bytes: int = 64 << 20) -> list[dict[st
     return [{"value": v, "name": f"Segment_{v}"} for v in sorted(found - {0})]
 
 
-def _palette(value: int) -> tuple[float, float, float]:
+def palette(value: int) -> tuple[float, float, float]:
     """A stable colour per label value (golden-angle hues)."""
     import colorsys
 
