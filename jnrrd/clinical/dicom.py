@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UnsupportedError, where
-from .dicom_scan import SEG_SOP_CLASS, Series, choose, pixels, read_file, scan
+from .dicom_scan import SEG_SOP_CLASS, Series, choose, fast_plane, pixels, read_file, scan
 from .dicom_stack import orientation, stack_geometry
 from .dicom_volume import ImageStack, number, rescale_plans, volume_header
 from .loaded import Loaded
@@ -93,7 +93,9 @@ def _classic(chosen: Series, source: str, resample: bool) -> Loaded:
     plans = rescale_plans(dss, names)
 
     def plane(i: int) -> np.ndarray:
-        return pixels(read_file(names[i], pixels_too=True), names[i])
+        fast = fast_plane(dss[i], names[i], chosen.pixel_at[i] if chosen.pixel_at else None)
+        return fast if fast is not None else pixels(read_file(names[i], pixels_too=True),
+                                                    names[i])
 
     data = ImageStack(plane, plans, stack, first)
     header = volume_header(stack, first, data)

@@ -19,7 +19,8 @@ import numpy as np
 from ..errors import DataError, MissingDependencyError, UnsupportedError, where
 from ..optional import require
 
-__all__ = ["SEG_SOP_CLASS", "Series", "choose", "pixels", "pydicom", "read_file", "scan"]
+__all__ = ["SEG_SOP_CLASS", "Series", "choose", "fast_plane", "pixels", "pydicom", "read_file",
+           "scan"]
 
 SEG_SOP_CLASS = "1.2.840.10008.5.1.4.1.1.66.4"
 #: the most files a folder scan reads (a cap, like the readers' other caps)
@@ -39,6 +40,8 @@ class Series:
     uid: str
     files: list[str] = field(default_factory=list)
     datasets: list[Any] = field(default_factory=list)
+    #: (file offset, length) of each file's PixelData value when it was left unread
+    pixel_at: list[tuple[int, int] | None] = field(default_factory=list)
 
     def _first(self, name: str, default: Any = "") -> Any:
         return getattr(self.datasets[0], name, default) if self.datasets else default
@@ -103,7 +106,8 @@ def scan(folder: Any) -> dict[str, Series]:
     found: dict[str, Series] = {}
     for path in _files(folder):
         try:
-            ds = pd.dcmread(path, stop_before_pixels=True)
+            # the pixel data (and any other large value) is left unread; its place is kept
+            ds = pd.dcmread(path, defer_size=4096)
         except (pd.errors.InvalidDicomError, EOFError, ValueError, KeyError, TypeError,
                 OSError):
             continue  # not DICOM (or not readable as it): skipped, as DICOM viewers do
@@ -113,6 +117,7 @@ def scan(folder: Any) -> dict[str, Series]:
         series = found.setdefault(str(uid), Series(str(uid)))
         series.files.append(path)
         series.datasets.append(ds)
+        series.pixel_at.append(_pixel_place(ds))
     if not found:
         raise UnsupportedError(f"{where(folder)}no DICOM images found (files are read "
                                "recursively; non-DICOM files are skipped)")
@@ -136,6 +141,56 @@ def choose(found: dict[str, Series], series: str | None, source: Any) -> Series:
 def _listing(found: dict[str, Series]) -> str:
     return "; ".join(f"{s.uid} ({s.modality} {s.description!r}, {s.frames} images)"
                      for s in found.values())
+
+
+_PLAIN_SYNTAXES = ("1.2.840.10008.1.2", "1.2.840.10008.1.2.1")  # implicit/explicit VR LE
+
+
+def _pixel_place(ds: Any) -> tuple[int, int] | None:
+    """Where the unread PixelData value is in the file (offset, length), if it is so."""
+    try:
+        el = ds.get_item(0x7FE00010, keep_deferred=True)
+    except (KeyError, AttributeError, TypeError):
+        return None
+    tell, length = getattr(el, "value_tell", None), getattr(el, "length", None)
+    if getattr(el, "value", 0) is not None or tell is None or not length or length < 0:
+        return None
+    return int(tell), int(length)
+
+
+def fast_plane(ds: Any, path: str, at: tuple[int, int] | None) -> np.ndarray | None:
+    """The pixels of a single-frame, single-sample, uncompressed little-endian image read
+    straight from the file (rows, columns), with the bits above ``BitsStored`` handled as
+    pydicom does (masked, or the sign extended); ``None`` when another path must decode."""
+    meta = getattr(ds, "file_meta", None)
+    syntax = str(getattr(meta, "TransferSyntaxUID", "")) if meta is not None else ""
+    if at is None or syntax not in _PLAIN_SYNTAXES:
+        return None
+    if int(getattr(ds, "SamplesPerPixel", 1) or 1) != 1 or int(
+            getattr(ds, "NumberOfFrames", 1) or 1) != 1:
+        return None
+    bits = int(getattr(ds, "BitsAllocated", 0) or 0)
+    if bits not in (8, 16, 32):
+        return None
+    signed = int(getattr(ds, "PixelRepresentation", 0) or 0) == 1
+    rows, cols = int(ds.Rows), int(ds.Columns)
+    dtype = np.dtype(f"<{'i' if signed else 'u'}{bits // 8}")
+    if at[1] < rows * cols * dtype.itemsize:
+        return None
+    try:
+        arr = np.fromfile(path, dtype=dtype, count=rows * cols, offset=at[0])
+    except (OSError, ValueError):
+        return None
+    if arr.size != rows * cols:
+        return None
+    stored = int(getattr(ds, "BitsStored", bits) or bits)
+    if stored < bits:
+        shift = bits - stored
+        if signed:
+            arr = (arr << shift) >> shift
+        elif int(arr.max(initial=0)) >> stored:
+            arr &= (1 << stored) - 1
+    return arr.reshape(rows, cols).astype(dtype.newbyteorder("="), copy=False)
 
 
 def pixels(ds: Any, path: str) -> np.ndarray:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from .._threads import run_parallel
 from ..errors import UnsupportedError, where
 from ..tiling.grid import expand_key
 from .dicom_stack import Stack
@@ -115,10 +116,17 @@ class ImageStack:
             if not 0 <= k < self.shape[-1]:
                 raise IndexError(f"slice {last} is outside 0..{self.shape[-1] - 1}")
             return self.slice_values(k)[key[:-1]]
-        planes = [self.slice_values(k)[key[:-1]] for k in ks]
-        if not planes:
-            return np.empty(np.empty(self.shape[:-1])[key[:-1]].shape + (0,), self.dtype)
-        return np.stack(planes, axis=-1)
+        plane_shape = np.empty(self.shape[:-1], dtype=np.uint8)[key[:-1]].shape
+        out = np.empty((*plane_shape, len(ks)), dtype=self.dtype, order="F")
+
+        def task(j: int, k: int) -> Callable[[], None]:
+            def run() -> None:
+                out[..., j] = self.slice_values(k)[key[:-1]]
+            return run
+
+        # the images decode on the shared pool (file reads and NumPy copies release the GIL)
+        run_parallel([task(j, k) for j, k in enumerate(ks)])
+        return out
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         out = self[...]

@@ -57,8 +57,14 @@ class Rescale:
         if self.identity:
             return np.asarray(raw, dtype=self.dtype)
         if self.dtype.kind in "iu":
-            out = np.asarray(raw).astype(np.int64) * int(self.slope) + int(self.intercept)
-            return out.astype(self.dtype)
+            # the values' type holds stored * slope + intercept for every stored value of
+            # the stored range, so the arithmetic can stay in it
+            out = np.asarray(raw).astype(self.dtype)
+            if self.slope != 1:
+                out *= self.dtype.type(int(self.slope))
+            if self.intercept:
+                out += self.dtype.type(int(self.intercept))
+            return out
         return (np.asarray(raw).astype(np.float64) * self.slope + self.intercept).astype(
             self.dtype)
 
