@@ -28,7 +28,7 @@ FORMATS = ("jnrrd", "nrrd", "npy", "ome-zarr", "nifti")
 #: write options that ask for a new tile layout: the source's layout is then dropped
 LAYOUT_OPTIONS = ("tile", "compression", "codecs", "levels", "downsample", "storage", "pattern")
 #: options an OME-Zarr target takes
-_ZARR_OPTIONS = ("chunks", "tile", "shards", "compression", "compression_level")
+_ZARR_OPTIONS = ("chunks", "tile", "shards", "compression", "compression_level", "affine")
 _SUFFIXES = ((".npy", "npy"), (".nrrd", "nrrd"), (".nhdr", "nrrd"), (".jnrrd", "jnrrd"),
              (".zarr", "ome-zarr"), (".nii", "nifti"), (".nii.gz", "nifti"))
 # Fields the writer computes (or that describe the input's storage, not the data).
@@ -172,10 +172,11 @@ def convert(source: Any, target: Any, *, storage_options: Mapping[str, Any] | No
     keeps its layout (tiles, codecs, levels) unless ``write_options`` ask for a new one
     (``tile``, ``compression``, ``codecs``, ``levels``, ``downsample``, ``storage``,
     ``pattern``); other ``write_options`` go to :func:`jnrrd.write`. An OME-Zarr target takes
-    ``chunks`` (or ``tile``), ``shards``, ``compression`` (``"zstd"``/``"gzip"``) and
-    ``compression_level``; an OME-Zarr source gives its chunks, levels and compressor as the
-    defaults of a JNRRD target. ``storage_options`` go to fsspec for URLs. ``index_order``
-    maps ``.npy`` axes (and per-axis options) onto header axes, as in :func:`jnrrd.write`.
+    ``chunks`` (or ``tile``), ``shards``, ``compression`` (``"zstd"``/``"gzip"``),
+    ``compression_level`` and ``affine`` (RFC-5 transforms); an OME-Zarr source gives its
+    chunks, levels and compressor as the defaults of a JNRRD target. ``storage_options`` go
+    to fsspec for URLs. ``index_order`` maps ``.npy`` axes (and per-axis options) onto header
+    axes, as in :func:`jnrrd.write`.
     ``progress``: ``True`` draws a bar on a terminal, or a callable ``(done, total)``.
     """
     out = target_format(target, format)
@@ -353,7 +354,8 @@ def _to_omezarr(src: Source, target: Any, index_order: str, progress: Any,
     report = None if mib is None else (lambda done, total: mib(done))
     write_omezarr(vol, target, storage_options=storage_options, chunks=chunks, shards=shards,
                   compression=options.get("compression"),
-                  compression_level=options.get("compression_level"), progress=report)
+                  compression_level=options.get("compression_level"), progress=report,
+                  affine=bool(options.get("affine", False)))
 
 
 def carried_header(header: Mapping[str, Any], *, rewrite_tiling: bool) -> dict[str, Any]:

@@ -30,7 +30,8 @@ A diagonal scale + translation is exact only when every spatial direction points
 distinct world axis with a positive component in the axis order; otherwise the geometry is
 *oblique* (:func:`is_oblique`): the scales are still the voxel sizes, but the world frame
 (rotation, axis flips or permutation) is lost, and callers keep the full affine elsewhere
-(:func:`oblique_affines`).
+(:func:`oblique_affines`), or write RFC-5's ``affine`` transform (``multiscales(...,
+affine=True)``, for readers that implement RFC-5).
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ import numpy as np
 
 from ..tiling.kinds import axis_kinds, is_domain
 
-__all__ = ["NGFF_VERSION", "UNITS", "axes", "axis_names", "axis_types", "export_order",
+__all__ = ["NGFF_VERSION", "UNITS", "affine_transform", "axes", "axis_names", "axis_types",
+           "export_order",
            "is_oblique", "level_transform", "multiscales", "ngff_unit", "nrrd_unit",
            "oblique_affines"]
 
@@ -227,18 +229,52 @@ def level_transform(vol: Any, level: int, order: Sequence[int] | None = None
     return [scale[d] for d in idx], [trans[d] for d in idx]
 
 
+def affine_transform(vol: Any, level: int, order: Sequence[int] | None = None
+                     ) -> list[list[float]]:
+    """Level ``level``'s index→world matrix as an RFC-5 ``affine`` (n rows of n + 1 values,
+    Zarr order for both the array axes and the output axes): output space axis ``x``, ``y``,
+    ``z`` is world coordinate 0, 1, 2 (the k-th space axis of the header), so oblique
+    directions are exact; other axes keep their scale and translation."""
+    lv = vol.levels[level]
+    n = lv.ndim
+    idx = _order(order, n)
+    origin, dirs = lv.header_geometry()
+    scale, trans = level_transform(vol, level, idx)
+    types = axis_types(vol)
+    spatial = [d for d in range(n) if dirs is not None and dirs[d] is not None]
+    world = {d: j for j, d in enumerate(spatial)}
+    m = np.zeros((n, n + 1))
+    for i, d in enumerate(idx):
+        if d in world and types[d] == "space":
+            w = world[d]
+            for j, e in enumerate(idx):
+                if e in world:
+                    m[i, j] = float(dirs[e][w])
+            m[i, n] = float(origin[w])
+        else:
+            m[i, i], m[i, n] = scale[i], trans[i]
+    return m.tolist()
+
+
 def multiscales(vol: Any, *, paths: Sequence[str] | None = None,
                 levels: Sequence[int] | None = None, name: str | None = None,
-                order: Sequence[int] | None = None) -> dict[str, Any]:
+                order: Sequence[int] | None = None, affine: bool = False) -> dict[str, Any]:
     """The value of the Zarr group attribute ``"ome"``: ``{"version": "0.5", "multiscales":
     [...]}`` with one dataset per level in ``levels`` (default: all), at ``paths`` (default:
-    ``"0"``, ``"1"``, ... in that order); ``order`` as for :func:`axes`."""
+    ``"0"``, ``"1"``, ... in that order); ``order`` as for :func:`axes`. ``affine=True``
+    writes each level's RFC-5 ``affine`` (:func:`affine_transform`) instead of its scale and
+    translation: exact for oblique volumes, but only for readers that implement RFC-5 (OME-NGFF
+    0.5 readers and validators reject it)."""
     levels = list(range(len(vol.levels))) if levels is None else list(levels)
     paths = [str(i) for i in range(len(levels))] if paths is None else list(paths)
     if len(paths) != len(levels):
         raise ValueError(f"{len(paths)} paths for {len(levels)} levels")
     datasets = []
     for k, path in zip(levels, paths, strict=True):
+        if affine:
+            datasets.append({"path": path, "coordinateTransformations": [
+                {"type": "affine", "affine": affine_transform(vol, k, order)}]})
+            continue
         scale, trans = level_transform(vol, k, order)
         datasets.append({"path": path, "coordinateTransformations": [
             {"type": "scale", "scale": scale},

@@ -89,7 +89,8 @@ def header_attribute(header: Mapping[str, Any], tile_prefixes: set[str]) -> dict
 def write_omezarr(vol: Any, target: Any, *, storage_options: Mapping[str, Any] | None = None,
                   chunks: Sequence[int] | None = None, shards: Any = None,
                   compression: str | None = None, compression_level: int | None = None,
-                  progress: Callable[[int, int], None] | None = None) -> None:
+                  progress: Callable[[int, int], None] | None = None,
+                  affine: bool = False) -> None:
     """Write every level of ``vol`` (a :class:`jnrrd.Volume` opened with
     ``index_order="F"``) as an OME-Zarr group at ``target``.
 
@@ -99,6 +100,8 @@ def write_omezarr(vol: Any, target: Any, *, storage_options: Mapping[str, Any] |
     it, else zstd). A local ``target`` is written beside itself and renamed into place (an
     existing group there is replaced only once the new one is complete); a URL is written in
     place through fsspec with ``storage_options``. ``progress(done, total)`` counts bytes.
+    ``affine=True`` writes RFC-5 ``affine`` transforms (exact for oblique volumes; only for
+    readers that implement RFC-5, see :func:`jnrrd.integrations.ngff.multiscales`).
     """
     zarr = require_zarr()
     if vol.index_order != "F":
@@ -106,7 +109,7 @@ def write_omezarr(vol: Any, target: Any, *, storage_options: Mapping[str, Any] |
     dtype = _zarr_dtype(vol)
     comp, level = _compressor(vol, compression, compression_level)
     order = export_order(vol)
-    attrs = _group_attributes(vol, order)
+    attrs = _group_attributes(vol, order, affine)
     local = not _is_url(target)
     path = os.fspath(target)
     # a local write holds its journal: a concurrent sweep never takes its staging group
@@ -258,7 +261,7 @@ def regions(shape: tuple[int, ...], unit: tuple[int, ...]) -> Iterator[tuple[sli
                     for lo, u, n in zip(reversed(lows), unit, shape, strict=True))
 
 
-def _group_attributes(vol: Any, order: list[int]) -> dict[str, Any]:
+def _group_attributes(vol: Any, order: list[int], affine: bool = False) -> dict[str, Any]:
     """The group's ``ome`` (NGFF 0.5; ``image-label`` for a label map) and ``jnrrd``
     attributes (and ``jnrrd_axes`` when the axes are not the header's reversed); warns for
     each geometry field that only the ``jnrrd`` attribute keeps."""
@@ -267,10 +270,10 @@ def _group_attributes(vol: Any, order: list[int]) -> dict[str, Any]:
     for p, uri in (vol.header.get("extensions") or {}).items():
         if isinstance(uri, str) and uri.startswith("https://jnrrd.org/extensions/tile/"):
             prefixes.add(p)
-    ome = multiscales(vol, name=_group_name(vol), order=order)
+    ome = multiscales(vol, name=_group_name(vol), order=order, affine=affine)
     if is_label_map(vol.header, vol.dtype):
         ome["image-label"] = _image_label(vol)
-    for field in _not_diagonal(vol):
+    for field in [] if affine else _not_diagonal(vol):
         warnings.warn(f"{vol.name}: {field}: OME-NGFF scale/translation cannot express it; "
                       f"kept only in the '{HEADER_ATTRIBUTE}' attribute (restored when "
                       "converted back to JNRRD)", JnrrdWarning, stacklevel=4)

@@ -205,6 +205,10 @@ def _transform(ds: Mapping[str, Any], ms: Mapping[str, Any], n: int,
             scale, trans = scale * s, trans * s
         elif t.get("type") == "translation" and "translation" in t:
             trans = trans + np.asarray(t["translation"], dtype=np.float64)
+        elif t.get("type") == "affine" and "affine" in t:  # RFC-5: voxel sizes, origin
+            m = np.asarray(t["affine"], dtype=np.float64)
+            if m.shape == (n, n + 1):
+                scale, trans = np.linalg.norm(m[:, :n], axis=0), m[:, n]
     return (np.asarray(_header_order(list(scale), order)),
             np.asarray(_header_order(list(trans), order)))
 
