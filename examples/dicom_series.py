@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _runner import run  # noqa: E402
+from _runner import run
 
 CT_IMAGE = "1.2.840.10008.5.1.4.1.1.2"
 

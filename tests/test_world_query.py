@@ -8,9 +8,9 @@ import itertools
 
 import numpy as np
 import pytest
+from dicom_cases import rotation
 
 import jnrrd
-from dicom_cases import rotation
 
 SPACE = {"space": "LPS", "space_origin": [-20.0, 10.0, 5.0],
          "space_directions": [[0.5, 0, 0], [0, 0.75, 0], [0, 0, 2.0]]}
