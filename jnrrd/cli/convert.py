@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+from collections.abc import Callable
 from typing import Any
 
 from ..pyramid.methods import METHODS
@@ -108,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
         if args.codecs is not None:
             check_codecs(args.codecs, src.data.dtype, len(src.data.shape))
         kw = _write_keywords(args, dst_kind)
-        written = functools.partial(write_output, write, tiling_asked=bool(asked))
+        written: Callable[..., None] = functools.partial(write_output, write,
+                                                         tiling_asked=bool(asked))
         if dst_kind in (OME_ZARR, NIFTI):
             written = write
         write_converted(src, args.output, dst_kind, write=written, index_order=order,

@@ -153,7 +153,8 @@ def is_oblique(vol: Any) -> bool:
     if dirs is None:
         return False
     seen = [_world_axis(v) for v in dirs if v is not None]
-    return any(j is None for j in seen) or seen != sorted(set(seen))
+    axes_seen = [j for j in seen if j is not None]
+    return len(axes_seen) != len(seen) or axes_seen != sorted(set(axes_seen))
 
 
 def _axis_type(kind: str | None, spatial: bool, has_space: bool) -> str | None:
@@ -180,7 +181,8 @@ def axes(vol: Any, order: Sequence[int] | None = None) -> list[dict[str, str]]:
         entry = {"name": name}
         if types[d] is not None:
             entry["type"] = str(types[d])
-        unit = _space_unit(core, dirs[d]) if spatial else ngff_unit(units[d])
+        unit = _space_unit(core, dirs[d]) if dirs is not None and spatial else ngff_unit(
+            units[d])
         if unit is not None:
             entry["unit"] = unit
         out.append(entry)

@@ -283,7 +283,8 @@ def _group_attributes(vol: Any, order: list[int], affine: bool = False) -> dict[
                       f"{[a['name'] for a in ome['multiscales'][0]['axes']]}: {why}; zarr-python "
                       "reads the group, readers that enforce OME-NGFF 0.5's axis rules may not",
                       JnrrdWarning, stacklevel=4)
-    out = {"ome": ome, HEADER_ATTRIBUTE: header_attribute(vol.header, prefixes)}
+    out: dict[str, Any] = {"ome": ome, HEADER_ATTRIBUTE: header_attribute(vol.header,
+                                                                        prefixes)}
     if order != list(reversed(range(vol.ndim))):
         out[AXES_ATTRIBUTE] = order
     return out
