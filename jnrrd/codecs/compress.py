@@ -2,8 +2,8 @@
 
 Four stream formats are supported (``NAMES``): ``gzip`` (RFC 1952), ``bz2`` (a bzip2 stream),
 ``zstd`` (a Zstandard frame) and ``lz4`` (the LZ4 *frame* format). Writers emit one member /
-stream / frame; readers accept concatenations of them (CONVENTIONS §2: "decoders accept
-concatenated members/frames, frames without content size, and cap output at the expected size").
+stream / frame; readers accept concatenations of them, frames without a content size, and cap
+their output at the expected size (docs/codecs.md#bounded-decoding).
 
 Every decoder here is bounded: it never produces more than ``expected + 1`` bytes, whatever a
 frame header claims, so a decompression bomb costs at most the caller's expected size.

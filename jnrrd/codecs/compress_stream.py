@@ -62,7 +62,7 @@ class GrowingBuffer:
             self._blocks.append(np.empty(grow, np.uint8))
             self._end += grow
         last = self._blocks[-1] if self._blocks else np.empty(0, np.uint8)
-        return memoryview(last)[len(last) - (self._end - at):]
+        return last.data[len(last) - (self._end - at):]
 
     def write(self, at: int, data: Any) -> None:
         data = memoryview(data).cast("B")
@@ -80,7 +80,7 @@ class GrowingBuffer:
         self._blocks.reverse()
         while self._blocks:
             b = self._blocks.pop()
-            out[at : at + len(b)] = b
+            out[at : at + len(b)] = b.data
             at += len(b)
         self._end = 0
 
@@ -153,7 +153,8 @@ def _members_into(make: Any, src: MemberInput, sink: Any, skip: int, need: int, 
     included) are produced or the input ends; returns how many were produced."""
     pos = 0
     try:
-        d, piece = make(), src.take(None)
+        d = make()
+        piece: bytes | memoryview = src.take(None)
         while pos < need:
             chunk = d.feed(piece, min(chunk_size, need - pos))
             piece = b""
