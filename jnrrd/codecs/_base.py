@@ -53,7 +53,8 @@ class Codec:
     """Common base: name, configuration equality, canonical JSON.
 
     Every built-in codec is a frozen dataclass whose comparing fields are its configuration;
-    a third-party codec is written the same way (docs/architecture.md, "Adding a compressor").
+    a third-party codec is written the same way
+    (docs/architecture.md#adding-a-compressor-or-any-codec).
     """
 
     name: ClassVar[str] = ""
@@ -125,7 +126,7 @@ class Codec:
         dataclasses. Still works; declare the configuration as dataclass fields instead."""
         warnings.warn(
             f"{type(self).__name__}: Codec._set is deprecated; declare the configuration as "
-            "fields of a frozen dataclass (docs/architecture.md, \"Adding a compressor\")",
+            "fields of a frozen dataclass (docs/architecture.md#adding-a-compressor-or-any-codec)",
             DeprecationWarning,
             stacklevel=2,
         )
