@@ -16,7 +16,7 @@ import threading
 import warnings
 import zlib
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 import lz4.frame
 import zstandard
@@ -433,7 +433,7 @@ class MemberInput:
 
     FIRST = 64
 
-    def __init__(self, data: Any = None, fileobj: BinaryIO | None = None,
+    def __init__(self, data: Any = None, fileobj: IO[bytes] | None = None,
                  chunk_size: int = 1 << 20) -> None:
         view = memoryview(data if data is not None else b"")
         self._view = view.cast("B") if view.format != "B" or view.ndim != 1 else view
