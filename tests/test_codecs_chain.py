@@ -173,6 +173,7 @@ def test_builtin_codecs_are_frozen_dataclasses() -> None:
     changed = dataclasses.replace(codec, rounding="towards-zero")
     assert changed == CastValue("int8", "towards-zero", "clamp", {"encode": [["NaN", 0]]})
     assert "CastValue(data_type='int8'" in repr(codec)
+    assert repr(Offset(2, b"ab")) == "Offset(offset=2, prefix=b'ab')"  # its own arguments
 
 
 def test_equal_codecs_hash_equal() -> None:

@@ -395,7 +395,7 @@ class Offset(Pad):
     """``pad`` at the start, under its own name: ``offset`` bytes of ``prefix`` (zeros).
 
     Its fields are ``pad``'s (``location`` is always ``"start"``, ``nbytes`` is the offset,
-    ``padding`` the prefix).
+    ``padding`` the prefix), so ``dataclasses.replace`` does not apply to it: build a new one.
     """
 
     name = "offset"
@@ -404,6 +404,9 @@ class Offset(Pad):
     def __init__(self, offset: int, prefix: Any = None) -> None:
         object.__setattr__(self, "location", "start")
         self._init_padding(offset, prefix, "offset", "prefix")
+
+    def __repr__(self) -> str:
+        return f"Offset(offset={self.nbytes!r}, prefix={self.padding!r})"
 
     def _config_json(self) -> dict[str, Any]:
         """A callable prefix is runtime only and is not written."""
