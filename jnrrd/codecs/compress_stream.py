@@ -14,7 +14,7 @@ import mmap
 import os
 import zlib
 from collections.abc import Callable, Iterable
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 import numpy as np
 import zstandard
@@ -62,7 +62,7 @@ class GrowingBuffer:
             self._blocks.append(np.empty(grow, np.uint8))
             self._end += grow
         last = self._blocks[-1] if self._blocks else np.empty(0, np.uint8)
-        return memoryview(last)[len(last) - (self._end - at):]
+        return last.data[len(last) - (self._end - at):]
 
     def write(self, at: int, data: Any) -> None:
         data = memoryview(data).cast("B")
@@ -80,7 +80,7 @@ class GrowingBuffer:
         self._blocks.reverse()
         while self._blocks:
             b = self._blocks.pop()
-            out[at : at + len(b)] = b
+            out[at : at + len(b)] = b.data
             at += len(b)
         self._end = 0
 
@@ -103,7 +103,7 @@ class _Fixed:
 
 def decompress_stream_into(
     name: str,
-    fileobj: BinaryIO,
+    fileobj: IO[bytes],
     out: Any,
     *,
     skip: int = 0,
@@ -159,7 +159,8 @@ def _members_into(make: Any, src: MemberInput, sink: Any, skip: int, need: int, 
     more the last member holds (:func:`_finish_member`)."""
     pos = extra = 0
     try:
-        d, piece = make(), src.take(None)
+        d = make()
+        piece: bytes | memoryview = src.take(None)
         while pos < need:
             chunk = d.feed(piece, min(chunk_size, need - pos))
             piece = b""
@@ -212,7 +213,7 @@ def _finish_member(d: Any, src: MemberInput, budget: int, name: str, what: str) 
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 
 
-def _gzip_file_into(fileobj: BinaryIO, out: memoryview) -> bool:
+def _gzip_file_into(fileobj: IO[bytes], out: memoryview) -> bool:
     """libdeflate's one-shot inflate of the gzip member at the file's position into ``out``,
     its compressed bytes read through a memory map of the file (not copied into memory).
 
@@ -297,7 +298,7 @@ def _zstd_frame_index(fd: int, start: int, size: int, need: int, min_frames: int
     return frames if len(frames) >= min_frames else None
 
 
-def _file_span(fileobj: BinaryIO) -> tuple[int, int, int] | None:
+def _file_span(fileobj: IO[bytes]) -> tuple[int, int, int] | None:
     """(descriptor, current position, bytes from there to the end) of a real file that
     ``os.pread`` can read, else None."""
     if not hasattr(os, "pread"):
@@ -310,14 +311,14 @@ def _file_span(fileobj: BinaryIO) -> tuple[int, int, int] | None:
         return None
 
 
-def zstd_claim_backed(fileobj: BinaryIO, need: int) -> bool:
+def zstd_claim_backed(fileobj: IO[bytes], need: int) -> bool:
     """True when the zstd frames from the current position state content sizes adding up
     to ``need`` bytes, and their block headers (walked, not decoded) can produce them."""
     span = _file_span(fileobj)
     return span is not None and _zstd_frame_index(*span, need, min_frames=1) is not None
 
 
-def _zstd_frames_into(fileobj: BinaryIO, out: memoryview, what: str,
+def _zstd_frames_into(fileobj: IO[bytes], out: memoryview, what: str,
                       map_frames: FrameMap = map) -> bool:
     """Decode a multi-frame zstd data section through ``map_frames`` (two threads when the
     reader lends them), each frame straight into its place in ``out``. False when this path
@@ -358,7 +359,7 @@ def _zstd_frames_into(fileobj: BinaryIO, out: memoryview, what: str,
 
 
 def _zstd_stream_into(
-    fileobj: BinaryIO, sink: Any, skip: int, need: int, what: str, chunk_size: int
+    fileobj: IO[bytes], sink: Any, skip: int, need: int, what: str, chunk_size: int
 ) -> None:
     pos = 0
     try:
