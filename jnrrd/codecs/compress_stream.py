@@ -111,7 +111,7 @@ def decompress_stream_into(
     what: str = "",
     chunk_size: int = 1 << 20,
     map_frames: FrameMap = map,
-) -> None:
+) -> int:
     """Fill ``out`` exactly from the compressed stream in ``fileobj``, after skipping ``skip``.
 
     ``out`` is a writable buffer or a :class:`GrowingBuffer`. Compressed input is read
@@ -120,6 +120,10 @@ def decompress_stream_into(
     ``DataError``. ``map_frames(fn, frames)`` decodes the frames of a multi-frame zstd
     section (in order; default: one after the other in this thread; the reader passes a
     two-thread map from :mod:`jnrrd._threads`).
+
+    Returns how many decompressed bytes the gzip/bzip2/lz4 member holding the end of the data
+    has past it (counted up to the data's size; 0 when it ends with the data, and for zstd),
+    so a caller can warn about data that may sit at the stream's end.
     """
     _check_name(name, what)
     if skip < 0:
@@ -129,29 +133,31 @@ def decompress_stream_into(
     if name == "zstd":
         if not skip and isinstance(sink, _Fixed) and _zstd_frames_into(fileobj, sink.view,
                                                                       what, map_frames):
-            return
+            return 0
         _zstd_stream_into(fileobj, sink, skip, need, what, chunk_size)
-        return
+        return 0
     if (name == "gzip" and not skip and isinstance(sink, _Fixed)
             and _gzip_file_into(fileobj, sink.view)):
-        return
+        return 0  # libdeflate decoded the whole member to exactly the data's size
     src = MemberInput(fileobj=fileobj, chunk_size=chunk_size)
     if src.exhausted():
         raise DataError(f"{what}{name} data is empty")
     make = _factory(name, name == "gzip" and _gzip_or_zlib(src.head(2), allow_zlib, what))
-    pos = _members_into(make, src, sink, skip, need, name, what, chunk_size)
+    pos, extra = _members_into(make, src, sink, skip, need, name, what, chunk_size)
     if pos < need:
         raise DataError(
             f"{what}{name} data is short: decompresses to {pos} bytes; expected {need}"
             + (f" ({skip} skipped + {len(sink)})" if skip else "")
         )
+    return extra
 
 
 def _members_into(make: Any, src: MemberInput, sink: Any, skip: int, need: int, name: str,
-                  what: str, chunk_size: int) -> int:
+                  what: str, chunk_size: int) -> tuple[int, int]:
     """Decode members from ``src`` into ``sink`` until ``need`` bytes (skipped ones
-    included) are produced or the input ends; returns how many were produced."""
-    pos = 0
+    included) are produced or the input ends; returns how many were produced and how many
+    more the last member holds (:func:`_finish_member`)."""
+    pos = extra = 0
     try:
         d = make()
         piece: bytes | memoryview = src.take(None)
@@ -164,7 +170,7 @@ def _members_into(make: Any, src: MemberInput, sink: Any, skip: int, need: int, 
                     sink.write(lo - skip, memoryview(chunk)[lo - pos :])
                 pos = hi
             if pos >= need:
-                _finish_member(d, src, need, name, what)
+                extra = _finish_member(d, src, need, name, what)
                 break
             if d.eof:
                 src.unread(d.unused_data)
@@ -177,15 +183,16 @@ def _members_into(make: Any, src: MemberInput, sink: Any, skip: int, need: int, 
                     break
     except (OSError, EOFError, RuntimeError, zlib.error) as exc:
         raise _corrupt(name, what, exc) from None
-    return pos
+    return pos, extra
 
 
-def _finish_member(d: Any, src: MemberInput, budget: int, name: str, what: str) -> None:
+def _finish_member(d: Any, src: MemberInput, budget: int, name: str, what: str) -> int:
     """The data is complete: read on to the member's end marker (gzip CRC-32 and length,
     bzip2 stream CRC, lz4 end mark) so a file cut inside it is reported, not silently taken.
 
     Decompressed bytes past the data are ignored (NRRD §5); past ``budget`` of them the rest of
-    the member is not decoded at all, so a long tail costs bounded time.
+    the member is not decoded at all, so a long tail costs bounded time. Returns how many such
+    bytes were met (at most a little over ``budget``).
     """
     extra = 0
     piece: Any = b""
@@ -199,7 +206,8 @@ def _finish_member(d: Any, src: MemberInput, budget: int, name: str, what: str) 
         extra += len(d.feed(piece, 1 << 16))
         piece = b""
         if extra > budget:
-            return
+            return extra
+    return extra
 
 
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)
