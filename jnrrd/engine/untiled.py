@@ -1,4 +1,5 @@
-"""The untiled data section: attached or detached, skips, encodings (digest 1.9–1.11).
+"""The untiled data section: attached or detached, skips, encodings (digest 1.9–1.11); its
+files and their positions are :mod:`jnrrd.engine.untiled_parts`.
 
 Reading never allocates before the file is known to hold enough bytes (raw), decompresses in
 bounded pieces straight into the output (compressed), and serves ``open()`` on raw data through
@@ -8,11 +9,11 @@ section is :mod:`jnrrd.writing.stream`.)
 
 from __future__ import annotations
 
-import io
 import math
 import os
 import threading
-from typing import IO, Any, BinaryIO, cast
+import warnings
+from typing import IO, Any
 
 import numpy as np
 
@@ -25,123 +26,13 @@ from ..codecs.encodings import (
     parse_hex,
 )
 from ..dtypes import storage_dtype, to_user, user_dtype
-from ..errors import DataError, HeaderError, UnsupportedError, where
+from ..errors import DataError, HeaderError, JnrrdWarning, UnsupportedError, where
 from ..policy import Policy
-from ..storage.local import LocalStore, is_url, open_resolved
+from ..storage.local import is_url
 from ..tiling.grid import AxisSel
+from .untiled_parts import Part, check_room, data_paths, open_data, remaining
 
 __all__ = ["UntiledData", "data_paths", "read_untiled"]
-
-
-
-def data_paths(core: Any, store: LocalStore | None, policy: Policy, source: Any = None
-               ) -> list[str] | None:
-    """Detached data files, in order, resolved as keys of ``store`` (the header's directory;
-    ``None`` when the header came from a stream without a path). ``None`` for attached data."""
-    names: list[str]
-    if core.data_file is not None:
-        names, field = [core.data_file], "data_file"
-    elif core.data_files is not None:
-        names, field = list(core.data_files), "data_files"
-    elif core.data_file_pattern is not None:
-        names = core.data_file_pattern.file_names(max_files=policy.max_files, source=source)
-        field = "data_file_pattern"
-    else:
-        return None
-    if len(names) > policy.max_files:
-        raise UnsupportedError(f"{where(source, field)}{len(names)} files exceed the "
-                               f"max_files cap ({policy.max_files})")
-    if not names:
-        raise HeaderError(f"{where(source, field)}names no data file")
-    if store is None:
-        raise UnsupportedError(f"{where(source, field)}detached data needs the header's path; "
-                               "open the file by path, not through a file object")
-    paths = [store.path(n, field=field) for n in names]
-    if getattr(store, "remote", False):  # URLs, opened through the policy's opener
-        remote: Any = store
-        paths = [remote.url(p) for p in paths]
-    return paths
-
-
-def _open_data(path: str, core: Any, policy: Policy, source: Any) -> IO[bytes]:
-    """Open one detached data file; a missing one is a ``DataError`` naming the field (as a
-    missing external tile is, CONVENTIONS §1.2)."""
-    field = ("data_file" if core.data_file is not None
-             else "data_files" if core.data_files is not None else "data_file_pattern")
-    try:
-        return open_resolved(path, policy, what=f"{where(source, field)}data file ")
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
-        raise DataError(f"{where(source, field)}data file {path!r} cannot be read: "
-                        f"{exc.strerror or exc}") from None
-
-
-def _skip_lines(f: IO[bytes], n: int, what: str) -> None:
-    """Skip ``n`` LF-terminated lines (CRLF counts as one), reading in bounded pieces."""
-    while n > 0:
-        line = f.readline(1 << 20)
-        if not line:
-            raise DataError(f"{what}line_skip: the file ended after fewer lines than it skips")
-        if line.endswith(b"\n"):
-            n -= 1
-
-
-def _remaining(f: IO[bytes]) -> int | None:
-    try:
-        return os.fstat(f.fileno()).st_size - f.tell()
-    except (AttributeError, OSError, io.UnsupportedOperation):
-        try:
-            pos = f.tell()
-            end = f.seek(0, io.SEEK_END)
-            f.seek(pos)
-            return end - pos
-        except (OSError, io.UnsupportedOperation):
-            return None
-
-
-class _Part:
-    """One data stream: the attached section or one detached file, positioned at its data."""
-
-    def __init__(self, core: Any, f: IO[bytes], nbytes: int, what: str) -> None:
-        self.f: BinaryIO = cast(BinaryIO, f)  # (what the stream decoders take)
-        self.nbytes, self.what = nbytes, what
-        self.type_name = core.type_name
-        self.encoding = core.encoding
-        skip = core.byte_skip
-        if skip != -1 or self.encoding in COMPRESSED:
-            # with raw byte_skip -1 the data ends the file: line_skip is moot (1.11); NRRD's
-            # compressed -1 skips the lines in the file, then takes the end of the stream
-            _skip_lines(f, core.line_skip, what)
-        if self.encoding in ("raw", "ascii", "hex"):
-            if skip == -1:
-                remaining = _remaining(f)
-                if remaining is None or remaining < nbytes:
-                    raise DataError(f"{what}byte_skip -1: the data needs {nbytes} bytes, the "
-                                    f"file holds {remaining}")
-                # The data is the last nbytes of the file (NRRD byte skip -1, raw only).
-                f.seek(-nbytes if nbytes else 0, io.SEEK_END)
-            elif skip:
-                _skip_bytes(f, skip, what)
-            self.skip = 0
-        else:
-            self.skip = skip
-
-
-def _skip_bytes(f: IO[bytes], n: int, what: str) -> None:
-    rem = _remaining(f)
-    if rem is not None and n > rem:  # compared in Python: n may be near 2**63
-        raise DataError(f"{what}byte_skip: {n} bytes to skip, the file holds {max(rem, 0)} "
-                        "after the header")
-    try:
-        if f.seekable():
-            f.seek(n, io.SEEK_CUR)
-            return
-    except (AttributeError, OSError):
-        pass
-    while n > 0:
-        chunk = f.read(min(n, 1 << 20))
-        if not chunk:
-            raise DataError(f"{what}byte_skip: the file ended inside the skipped bytes")
-        n -= len(chunk)
 
 
 def read_untiled(core: Any, f: IO[bytes] | None, paths: list[str] | None, policy: Policy,
@@ -167,11 +58,11 @@ def read_untiled(core: Any, f: IO[bytes] | None, paths: list[str] | None, policy
                 fh = f
                 what = where(source)
             else:
-                fh = _open_data(paths[j], core, policy, source)
+                fh = open_data(paths[j], core, policy, source)
                 opened.append(fh)
                 what = where(paths[j])
-            part = _Part(core, fh, per * st.itemsize, what)
-            _check_room(core.encoding, fh, per, st.itemsize, what)
+            part = Part(core, fh, per * st.itemsize, what)
+            check_room(core.encoding, fh, per, st.itemsize, what)
             parts.append(part)
         grown = [_grow(part, per * st.itemsize) if not _eager(part, per * st.itemsize)
                  else None for part in parts]
@@ -222,54 +113,23 @@ def _finish(flat: np.ndarray, core: Any, policy: Policy, out: np.ndarray | None,
     return out
 
 
-#: generous upper bounds of how many output bytes one input byte can become: deflate 1032:1;
-#: a zstd RLE block is 4 bytes for 128 KiB; an LZ4 byte copies at most 255 more; bzip2's
-#: run-length stages reach millions to one
-_MAX_RATIO = {"gzip": 1100, "zstd": 40_000, "lz4": 300, "bzip2": 50_000_000}
-
-
-def _check_room(encoding: str, f: IO[bytes], count: int, itemsize: int, what: str) -> None:
-    """Refuse a part too short for its data before anything is allocated (CONVENTIONS §3).
-
-    raw needs ``count·itemsize`` bytes; hex two digits per byte; ascii at least one character
-    and one separator per value. A compressed stream cannot expand beyond its format's largest
-    ratio (:data:`_MAX_RATIO`), so a few bytes claiming gigabytes fail here too; within that
-    bound the decoders stop at the expected size.
-    """
-    if encoding == "raw":
-        need, unit = count * itemsize, "bytes"
-    elif encoding == "hex":
-        need, unit = 2 * count * itemsize, "hex digits"
-    elif encoding == "ascii":
-        need, unit = 2 * count - 1, "characters (one value and a separator each)"
-    elif encoding in _MAX_RATIO:
-        need = -(-count * itemsize // _MAX_RATIO[encoding])
-        unit = f"bytes of {encoding} data (its largest expansion is {_MAX_RATIO[encoding]}:1)"
-    else:
-        return
-    rem = _remaining(f)
-    if rem is not None and rem < need:
-        raise DataError(f"{what}the data needs at least {need} {unit}, the file holds {rem} "
-                        "bytes after the header and skips")
-
-
 #: compressed data up to this size is decoded into an output allocated at once
 _EAGER_BYTES = 64 << 20
 #: ... and so is larger data that is at most this many times its compressed size
 _PLAUSIBLE_RATIO = 256
 
 
-def _eager(part: _Part, nbytes: int) -> bool:
+def _eager(part: Part, nbytes: int) -> bool:
     """Whether a part's output may be allocated before decoding it.
 
-    Raw and text data were checked against the file size (:func:`_check_room`). A compressed
+    Raw and text data were checked against the file size (:func:`check_room`). A compressed
     stream may still be short: a 300 KB zstd stream can claim 8 GiB. Unless the claim is small
     or plausible for the compressed size, the output grows with the bytes the stream actually
     produces (:class:`~jnrrd.codecs.compress_stream.GrowingBuffer`) and is copied once at the end.
     """
     if part.encoding not in COMPRESSED or nbytes <= _EAGER_BYTES:
         return True
-    rem = _remaining(part.f)
+    rem = remaining(part.f)
     if rem is not None and nbytes <= rem * _PLAUSIBLE_RATIO:
         return True
     # zstd frames with content sizes (as this library writes them) whose block headers can
@@ -277,14 +137,27 @@ def _eager(part: _Part, nbytes: int) -> bool:
     return part.encoding == "zstd" and not part.skip and zstd_claim_backed(part.f, nbytes)
 
 
-def _grow(part: _Part, nbytes: int) -> GrowingBuffer:
+def _grow(part: Part, nbytes: int) -> GrowingBuffer:
     out = GrowingBuffer(nbytes)
-    decompress_stream_into(COMPRESSED[part.encoding], part.f, out, skip=part.skip,
-                           allow_zlib=part.encoding == "gzip", what=part.what)
+    extra = decompress_stream_into(COMPRESSED[part.encoding], part.f, out, skip=part.skip,
+                                   allow_zlib=part.encoding == "gzip", what=part.what)
+    _warn_longer(part, extra, nbytes)
     return out
 
 
-def _fill(part: _Part, out: np.ndarray, st: np.dtype, policy: Policy) -> None:
+def _warn_longer(part: Part, extra: int, nbytes: int) -> None:
+    """A compressed stream that holds more than the data, read without a byte skip: read
+    from its start (as teem and ITK do), which is right only when the data comes first."""
+    if extra and not part.skip:
+        more = f"{extra}" if extra <= nbytes else f"more than {nbytes}"
+        warnings.warn(f"{part.what}the {part.encoding} data holds {more} decompressed bytes "
+                      f"past the {nbytes} that the header's sizes and type need; read from "
+                      "its start (no byte skip). If the data sits at the end of the stream, "
+                      "set 'byte skip: -1' (or the exact byte skip) in the header",
+                      JnrrdWarning, stacklevel=2)
+
+
+def _fill(part: Part, out: np.ndarray, st: np.dtype, policy: Policy) -> None:
     buf = out.data.cast("B")
     enc, what = part.encoding, part.what
     if enc == "raw":
@@ -297,8 +170,10 @@ def _fill(part: _Part, out: np.ndarray, st: np.dtype, policy: Policy) -> None:
         decompress_tail_into(COMPRESSED[enc], part.f, buf, max_total=policy.max_bytes,
                              allow_zlib=enc == "gzip", what=what)
     elif enc in COMPRESSED:
-        decompress_stream_into(COMPRESSED[enc], part.f, buf, skip=part.skip,
-                               allow_zlib=enc == "gzip", what=what, map_frames=zstd_frame_map)
+        extra = decompress_stream_into(COMPRESSED[enc], part.f, buf, skip=part.skip,
+                                       allow_zlib=enc == "gzip", what=what,
+                                       map_frames=zstd_frame_map)
+        _warn_longer(part, extra, len(buf))
     elif enc == "hex":
         text = _read_text(part.f, policy, what)
         buf[:] = parse_hex(text, len(buf), what=what)
@@ -322,7 +197,7 @@ def _read_text(f: IO[bytes], policy: Policy, what: str) -> bytes:
     Never ``f.read(max_bytes + 1)``: CPython reserves the whole requested size before reading,
     16 GiB by default. Read exactly what is left when the size is known, else in pieces.
     """
-    rem = _remaining(f)
+    rem = remaining(f)
     if rem is not None and rem > policy.max_bytes:
         raise UnsupportedError(f"{what}text data exceeds the max_bytes cap ({policy.max_bytes})")
     if rem is not None:
@@ -390,11 +265,11 @@ class UntiledData:
         elif self._paths is None:
             fh = open(file_path, "rb")
         else:
-            fh = _open_data(file_path, self.core, self.policy, self.source)
+            fh = open_data(file_path, self.core, self.policy, self.source)
         with fh as handle:
             if self._paths is None:
                 handle.seek(self._data_start or 0)
-            _Part(self.core, handle, n * self._st.itemsize, where(file_path))
+            Part(self.core, handle, n * self._st.itemsize, where(file_path))
             offset = handle.tell()
             size = os.fstat(handle.fileno()).st_size
             if size - offset < n * self._st.itemsize:

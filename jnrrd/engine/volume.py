@@ -24,6 +24,7 @@ from ..tiling.grid import AxisSel, TileGrid, plain_key, plain_selection, selecti
 from ..tiling.levels import Level
 from ..tiling.padding import chain_fill
 from ..tiling.spec import Tiling
+from ..world import WorldQueries
 from .cache import CacheInfo, TileCache, check_cache_bytes, default_cache_bytes
 from .indexing import OIndex, finish_basic, has_array_index, numpy_getitem, planes_read, read_into
 from .locations import TileLocation, tile_locations
@@ -110,8 +111,7 @@ class LevelView:
 
     def read(self, selection: Any = ..., *, out: np.ndarray | None = None) -> np.ndarray:
         """``self[selection]``, or written into ``out`` (a writeable array of its shape and
-        dtype), which is returned: the caller reuses its memory (docs/api.md, "Reading into
-        your own array"); ``JnrrdError`` (a ``ValueError``) for a wrong shape or dtype."""
+        dtype) and returned (docs/api.md, "Reading into your own array")."""
         return self[selection] if out is None else read_into(self, selection, out)
 
     def __getitem__(self, key: Any) -> np.ndarray:
@@ -220,7 +220,7 @@ class LevelView:
         return self._vol.to_dask(level=self.index)
 
 
-class Volume(LevelView):
+class Volume(WorldQueries, LevelView):
     """A lazily read JNRRD volume (``jnrrd.open``): level 0, with ``levels`` for the rest."""
 
     def __init__(self, header: Header, *, tiling: Tiling | None, core: Any, policy: Policy,
