@@ -22,6 +22,7 @@ from .header import Header
 from .integrations.zarr_refs import kerchunk_refs
 from .storage.leftovers import cleanup
 from .validate import Problem, validate
+from .web import serve
 from .writing.dispatch import write
 
 __version__ = "0.1.0"
@@ -49,6 +50,7 @@ __all__ = [
     "open",
     "read",
     "read_header",
+    "serve",
     "validate",
     "write",
 ]
