@@ -24,6 +24,15 @@ def _port(text: str) -> int:
     return n
 
 
+def _origin(text: str) -> str:
+    from ..web.protocol import check_cors
+
+    try:
+        return check_cors([text])[0]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix(f"--cors {text!r}: ")) from None
+
+
 def add_server_options(p: argparse.ArgumentParser) -> None:
     """The options ``serve`` and ``view`` share."""
     p.add_argument("file", metavar="FILE_OR_URL")
@@ -32,7 +41,7 @@ def add_server_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", metavar="H",
                    help="the address to listen on (default 127.0.0.1, this machine only; "
                         "another address warns: anyone who reaches it reads the volume)")
-    p.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
+    p.add_argument("--cors", action="append", default=[], metavar="ORIGIN", type=_origin,
                    help="let web pages from ORIGIN read the store (e.g. "
                         "https://neuroglancer-demo.appspot.com, or '*'; repeatable)")
     p.add_argument("--log", action="store_true",

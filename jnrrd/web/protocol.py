@@ -103,11 +103,13 @@ def parse_range(value: str | None, size: int) -> tuple[int, int] | None | str:
         return None
     if m.group(1):
         start = int(m.group(1))
-        last = int(m.group(2)) if m.group(2) else size - 1
-        if last < start:
+        last = int(m.group(2)) if m.group(2) else None
+        if last is not None and last < start:
             return None  # an invalid range-spec: ignored (RFC 9110 §14.1.1)
         if start >= size:
             return "unsatisfiable"
+        if last is None:
+            last = size - 1
         return start, min(last, size - 1) + 1
     suffix = int(m.group(2))
     if suffix == 0 or size == 0:

@@ -67,6 +67,17 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = IDLE_TIMEOUT
     server: _HTTPServer
 
+    #: errors on a request line without a version still get a status line (no HTTP/0.9)
+    default_request_version = "HTTP/1.0"
+
+    def parse_request(self) -> bool:
+        if not super().parse_request():
+            return False
+        if len(self.requestline.split()) != 3:  # "GET /path": an HTTP/0.9 request
+            self.send_error(400, "Bad request line: expected METHOD TARGET HTTP/1.x")
+            return False
+        return True
+
     def setup(self) -> None:
         super().setup()
         # small answers would otherwise wait for the client's delayed ACK
@@ -288,25 +299,26 @@ class WebServer:
 
     def _send(self, h: _Handler, method: str, ans: _Answer, rng: str | None) -> None:
         status, body, headers = ans.status, ans.body, list(ans.headers)
-        if status in (200, 204, 304, 404) and method != "OPTIONS":
-            headers += hp.cors_headers(h.headers, self.cors)
-        sent_range = None
-        if status == 200 and method != "OPTIONS":
+        if status == 200 and method in ("GET", "HEAD"):
             headers.append(("Accept-Ranges", "bytes"))
             etag = dict(headers).get("ETag", "")
             dated = any(k == "Last-Modified" for k, _ in headers)
+            sent_range = None
             if hp.not_modified(h.headers, etag, self.last_modified if dated else None):
                 status, body = 304, b""
                 headers = [(k, v) for k, v in headers if k != "Content-Type"]
-            elif rng is not None and hp.if_range_allows(h.headers, etag, self.last_modified):
+            elif (method == "GET" and rng is not None  # HEAD has no range semantics
+                  and hp.if_range_allows(h.headers, etag, self.last_modified)):
                 sent_range = hp.parse_range(rng, len(body))
-        if sent_range == "unsatisfiable":
-            status, body = 416, b""
-            headers = [("Content-Range", f"bytes */{len(ans.body)}")]
-        elif isinstance(sent_range, tuple):
-            start, stop = sent_range
-            status, body = 206, body[start:stop]
-            headers.append(("Content-Range", f"bytes {start}-{stop - 1}/{len(ans.body)}"))
+            if sent_range == "unsatisfiable":
+                status, body = 416, b""
+                headers = [("Content-Range", f"bytes */{len(ans.body)}")]
+            elif isinstance(sent_range, tuple):
+                start, stop = sent_range
+                status, body = 206, body[start:stop]
+                headers.append(("Content-Range", f"bytes {start}-{stop - 1}/{len(ans.body)}"))
+        if method != "OPTIONS":
+            headers += hp.cors_headers(h.headers, self.cors)
         h.send_response(status)
         for k, v in headers:
             h.send_header(k, v)

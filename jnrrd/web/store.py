@@ -142,20 +142,25 @@ class ZarrStore:
             attributes["jnrrd"] = header_attribute(vol.header, vol.tiling.prefix)
         else:
             attributes["jnrrd"] = header_attribute(vol.header, "tile")
-        docs = {"zarr.json": _dumps({"zarr_format": 3, "node_type": "group",
-                                     "attributes": attributes})}
         dims = [a["name"] for a in attributes["ome"]["multiscales"][0]["axes"]]
-        for arr in self.arrays:
-            docs[f"{arr.level}/zarr.json"] = _dumps({
-                "zarr_format": 3, "node_type": "array",
-                "shape": list(arr.shape[::-1]), "data_type": self.dtype.name,
-                "chunk_grid": {"name": "regular",
-                               "configuration": {"chunk_shape": list(arr.chunk[::-1])}},
-                "chunk_key_encoding": {"name": "default",
-                                       "configuration": {"separator": "/"}},
-                "fill_value": zarr_fill_value(self.fill, self.dtype.name),
-                "codecs": self.codecs_json, "attributes": {}, "dimension_names": dims,
-            })
+        arrays = {str(arr.level): {
+            "zarr_format": 3, "node_type": "array",
+            "shape": list(arr.shape[::-1]), "data_type": self.dtype.name,
+            "chunk_grid": {"name": "regular",
+                           "configuration": {"chunk_shape": list(arr.chunk[::-1])}},
+            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+            "fill_value": zarr_fill_value(self.fill, self.dtype.name),
+            "codecs": self.codecs_json, "attributes": {}, "dimension_names": dims,
+        } for arr in self.arrays}
+        # the arrays' metadata also inline in the group (zarr-python's consolidated metadata,
+        # which readers may ignore): an HTTP store cannot be listed, so this is how a reader
+        # finds the group's members in one request
+        docs = {"zarr.json": _dumps({
+            "zarr_format": 3, "node_type": "group", "attributes": attributes,
+            "consolidated_metadata": {"kind": "inline", "must_understand": False,
+                                      "metadata": arrays}})}
+        for key, meta in arrays.items():
+            docs[f"{key}/zarr.json"] = _dumps(meta)
         return docs
 
     # -- keys -----------------------------------------------------------------------------
@@ -243,4 +248,4 @@ def _ceil_div(shape: Sequence[int], chunk: Sequence[int]) -> tuple[int, ...]:
 
 
 def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, allow_nan=False, indent=1).encode()
+    return json.dumps(obj, allow_nan=False, separators=(",", ":")).encode()
