@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import jnrrd
-from jnrrd.web.store import REENCODED_CODECS, default_chunk
+from jnrrd.web.store import REENCODED_CODECS, ZarrStore, default_chunk
 
 zarr = pytest.importorskip("zarr", reason="zarr is in the test extra: pip install -e '.[test]'")
 
@@ -186,7 +186,7 @@ def test_ome_zarr_metadata_validates_with_ome_zarr_models(tmp_path: Path, served
     assert "tile:offset_table" not in group["attributes"]["jnrrd"]
 
 
-def test_float64_and_int64_are_served_as_float32_to_the_viewer(tmp_path: Path,
+def test_float64_is_served_as_float32_to_the_viewer(tmp_path: Path,
                                                                served: Any) -> None:
     pytest.importorskip("neuroglancer", reason="in the test extra")
     data = volume((10, 9, 8), np.float64) + 0.25
@@ -218,3 +218,39 @@ def test_a_remote_file_is_served_alike(tmp_path: Path, served: Any, s3: Any) -> 
                                  storage_options=s3.storage_options)
         np.testing.assert_array_equal(group[str(k)][...], expected)
     assert all(r.stored for r in server.requests if "/c/" in r.path and r.status == 200)
+
+
+@pytest.mark.parametrize("name", ["zstd-3-levels", "variable-edges", "overlap", "untiled",
+                                  "2d-float", "4d-int8"])
+def test_the_middle_plane_read_through_the_chunks(tmp_path: Path, name: str) -> None:
+    case = CASES[name]
+    path = tmp_path / "v.jnrrd"
+    jnrrd.write(path, volume(case.shape, case.dtype), **case.options)
+    with jnrrd.open(path) as vol:
+        store = ZarrStore(vol)
+        top = vol.levels[-1]
+        sel = tuple(slice(None) if d < 2 else n // 2 for d, n in enumerate(top.shape))
+        np.testing.assert_array_equal(store.middle_plane(), top[sel])
+
+
+def test_chunk_answers_are_cached_within_a_budget(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "v.jnrrd"
+    jnrrd.write(path, volume((32, 32, 16)), tile=8, compression="zstd")
+    reads: list[Any] = []
+    real = jnrrd.LevelView.read_tile_bytes
+    monkeypatch.setattr(jnrrd.LevelView, "read_tile_bytes",
+                        lambda self, c: reads.append(c) or real(self, c))
+    with jnrrd.open(path) as vol:
+        store = ZarrStore(vol)
+        arr = store.arrays[0]
+        first = store.chunk(arr, (1, 2, 0))
+        assert store.chunk(arr, (1, 2, 0)) == first and len(reads) == 1
+        none = ZarrStore(vol, chunk_cache_bytes=0)
+        none.chunk(arr, (1, 2, 0))
+        none.chunk(arr, (1, 2, 0))
+        assert len(reads) == 3
+        small = ZarrStore(vol, chunk_cache_bytes=len(first[0]) + 100)  # room for one
+        for coords in [(0, 0, 0), (1, 0, 0), (0, 0, 0)]:
+            small.chunk(arr, coords)
+        assert len(reads) == 6  # (0, 0, 0) was pushed out by (1, 0, 0)

@@ -45,7 +45,8 @@ class Request(NamedTuple):
     method: str
     path: str
     status: int
-    #: body bytes sent
+    #: body bytes sent (counted as the answer starts: a client that hangs up midway is
+    #: counted in full)
     sent: int
     #: the ``Range`` header, if any
     range: str | None
@@ -328,15 +329,15 @@ class WebServer:
         if h.close_connection:
             h.send_header("Connection", "close")
         h.end_headers()
-        sent = 0
-        if method == "GET" and status not in (204, 304) and body:
+        send = method == "GET" and status not in (204, 304) and bool(body)
+        # recorded before the body goes out: a client holding its answer finds it in the log
+        self._record(Request(method, h.path[:hp.MAX_TARGET], status, len(body) if send else 0,
+                             rng, ans.stored and status in (200, 206)))
+        if send:
             try:
                 h.wfile.write(body)
-                sent = len(body)
             except OSError:
                 h.close_connection = True
-        self._record(Request(method, h.path[:hp.MAX_TARGET], status, sent, rng,
-                             ans.stored and status in (200, 206)))
 
     def _events(self, h: _Handler, path: str) -> None:
         """The viewer's state channel (server-sent events): held open and silent, so the

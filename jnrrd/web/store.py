@@ -27,23 +27,27 @@ Untiled files (and classic NRRD) get chunks of :func:`default_chunk` voxels.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from .._threads import ordered_map
 from ..codecs import CodecChain
 from ..errors import UnsupportedError, where
 from ..integrations.ngff import multiscales
 from ..integrations.zarr_refs import header_attribute, zarr_codecs, zarr_fill_value
 from ..tiling.kinds import axis_kinds, is_domain
 
-__all__ = ["PASSTHROUGH_CODECS", "REENCODED_CODECS", "ArrayLayout", "ZarrStore",
-           "default_chunk"]
+__all__ = ["CHUNK_CACHE_BYTES", "PASSTHROUGH_CODECS", "REENCODED_CODECS", "ArrayLayout",
+           "ZarrStore", "default_chunk"]
 
 #: codecs that zarr-python, neuroglancer, vizarr (zarrita.js) and the OME-Zarr validator all
 #: decode: a chain of these is served as stored (numcodecs.* and bz2 are zarr-python's only)
@@ -57,6 +61,8 @@ REENCODED_CODECS: tuple[dict[str, Any], ...] = (
 #: element types with a Zarr v3 name that zarr-python and the web viewers read
 _TYPES = frozenset({"int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
                     "float16", "float32", "float64"})
+#: the chunk answers kept (stored bytes as served, or re-encoded ones)
+CHUNK_CACHE_BYTES = 64 << 20
 _CHUNK_KEY = re.compile(r"(0|[1-9][0-9]{0,8})/c((?:/(?:0|[1-9][0-9]{0,17}))+)")
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -92,7 +98,8 @@ class ZarrStore:
     is. ``UnsupportedError`` for an element type the web viewers have no name for.
     """
 
-    def __init__(self, vol: Any, *, name: str | None = None, dtype: Any = None) -> None:
+    def __init__(self, vol: Any, *, name: str | None = None, dtype: Any = None,
+                 chunk_cache_bytes: int = CHUNK_CACHE_BYTES) -> None:
         if vol.index_order != "F":
             raise ValueError("ZarrStore needs a volume opened with index_order='F'")
         self.vol = vol
@@ -115,6 +122,7 @@ class ZarrStore:
         self._chains = [CodecChain.from_json(self._chain_json, dtype=dtype, shape=a.chunk,
                                              fill_value=self.fill) for a in self.arrays]
         self.documents = self._documents(name)
+        self._cache = _Cache(chunk_cache_bytes)
 
     # -- layout ---------------------------------------------------------------------------
     def _layout(self, k: int) -> ArrayLayout:
@@ -186,7 +194,17 @@ class ZarrStore:
     def chunk(self, arr: ArrayLayout, coords: tuple[int, ...]) -> tuple[bytes | None, bool]:
         """``(bytes, stored)`` of the chunk at ``coords`` (header order): ``bytes`` is
         ``None`` for an absent chunk (a sparse tile, or a re-encoded chunk whose every voxel
-        is the fill value); ``stored`` says the bytes are the stored tile's, unchanged."""
+        is the fill value); ``stored`` says the bytes are the stored tile's, unchanged.
+        Answers are kept in a small cache (``chunk_cache_bytes``): a chunk asked for again
+        (a HEAD then a GET, a second viewer, the first view's own tiles) costs no read."""
+        key = (arr.level, coords)
+        found = self._cache.get(key)
+        if found is None:
+            found = self._answer(arr, coords)
+            self._cache.put(key, found)
+        return found
+
+    def _answer(self, arr: ArrayLayout, coords: tuple[int, ...]) -> tuple[bytes | None, bool]:
         lv = self.vol.levels[arr.level]
         if arr.passthrough:
             grid = lv.level.grid
@@ -210,9 +228,61 @@ class ZarrStore:
             data = full
         return bytes(self._chains[arr.level].encode(data)), False
 
-    def stored_tile_count(self) -> int:
-        """How many chunks of the store can be stored tiles (for reports)."""
-        return sum(math.prod(a.grid) for a in self.arrays if a.passthrough)
+    def middle_plane(self) -> np.ndarray:
+        """The coarsest level's plane across its first two axes (header order) through the
+        middle of the others, read through the chunks: the tiles fetched for it (from a
+        remote file) stay in the chunk cache for the viewer's first requests."""
+        arr = self.arrays[-1]
+        n = min(2, len(arr.shape))
+        mid = [s // 2 for s in arr.shape[n:]]
+        out = np.full(arr.shape[:n], self.fill, dtype=self.dtype)
+        chain = self._chains[arr.level]
+        heads = list(itertools.product(*(range(g) for g in arr.grid[:n])))
+        inner = tuple(m // c for m, c in zip(mid, arr.chunk[n:], strict=True))
+        # the chunks fetched a few at a time (a remote file: requests in flight together)
+        answers = ordered_map(lambda head: self.chunk(arr, (*head, *inner))[0], heads,
+                              workers=max(1, min(8, len(heads))), name="jnrrd-web-plane")
+        for head, data in zip(heads, answers, strict=True):
+            if data is None:
+                continue
+            block = chain.decode(data)
+            block = block[(slice(None),) * n + tuple(
+                m % c for m, c in zip(mid, arr.chunk[n:], strict=True))]
+            dst = tuple(slice(h * c, min((h + 1) * c, s))
+                        for h, c, s in zip(head, arr.chunk[:n], arr.shape[:n], strict=True))
+            out[dst] = block[tuple(slice(0, d.stop - d.start) for d in dst)]
+        return out
+
+
+class _Cache:
+    """A byte-bounded LRU of chunk answers, safe from many threads."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max(0, int(max_bytes))
+        self._items: OrderedDict[Any, tuple[bytes | None, bool]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> tuple[bytes | None, bool] | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def put(self, key: Any, value: tuple[bytes | None, bool]) -> None:
+        size = len(value[0] or b"") + 64
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._bytes -= len(old[0] or b"") + 64
+            self._items[key] = value
+            self._bytes += size
+            while self._bytes > self.max_bytes:
+                _, dropped = self._items.popitem(last=False)
+                self._bytes -= len(dropped[0] or b"") + 64
 
 
 def _all_fill(data: np.ndarray, fill: Any) -> bool:

@@ -180,10 +180,7 @@ def viewer_state(store: Any, *, name: str, layout: str = "4panel"
 def contrast_window(store: Any) -> tuple[float, float]:
     """The 0.5 and 99.5 percentiles of the coarsest level's middle plane (across the first
     two axes), the window the layer opens with."""
-    lv = store.vol.levels[-1]
-    shape = lv.shape
-    sel = tuple(slice(None) if d < 2 else n // 2 for d, n in enumerate(shape))
-    plane = np.asarray(lv[sel], dtype=np.float64)
+    plane = np.asarray(store.middle_plane(), dtype=np.float64)
     plane = plane[np.isfinite(plane)]
     if plane.size == 0:
         return 0.0, 1.0
