@@ -119,7 +119,7 @@ def drive(view: View, shots: Path) -> None:
     """Open the view, check the order of the levels asked for, zoom in, take the picture."""
     from playwright.sync_api import sync_playwright
 
-    assert view.url.endswith("/view"), view.url
+    assert view.url.endswith("/v/jnrrd/"), view.url
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium(), headless=True,
                                     args=CHROMIUM_FLAGS)

@@ -127,6 +127,29 @@ def test_chunk_etags_carry_the_file_version(tmp_path: Path) -> None:
         assert get(s.url + "0/c/0/0/0", If_None_Match=first)[0] == 200
 
 
+def test_if_none_match_star_asks_whether_a_chunk_exists(tmp_path: Path) -> None:
+    data = np.zeros((16, 8, 8), np.uint8)
+    data[:8] = 5
+    jnrrd.write(tmp_path / "s.jnrrd", data, tile=8, compression="zstd", sparse=True)
+    with jnrrd.serve(tmp_path / "s.jnrrd") as s:
+        assert get(s.url + "0/c/0/0/0", If_None_Match="*")[0] == 304
+        assert get(s.url + "0/c/0/0/1", If_None_Match="*")[0] == 404  # sparse: absent
+
+
+def test_an_internal_error_is_a_500_and_a_report(volume_file: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    errors: list[str] = []
+    with jnrrd.serve(volume_file, on_error=errors.append) as s:
+        def broken(arr: Any, coords: Any) -> Any:
+            raise TypeError("a bug")
+
+        monkeypatch.setattr(s.store, "chunk", broken)
+        status, _, body = get(s.url + "0/c/0/0/0")
+        assert status == 500 and b"internal error (TypeError: a bug)" in body
+        assert errors == ["/0/c/0/0/0: internal error (TypeError: a bug)"]
+        assert get(s.url + "zarr.json")[0] == 200
+
+
 # -- CORS ---------------------------------------------------------------------------------
 def test_cors_only_for_the_origins_asked_for(server: Any, volume_file: Path) -> None:
     url = server.url + "0/zarr.json"
@@ -304,7 +327,7 @@ def test_cli_view_prints_the_viewer_url(volume_file: Path) -> None:
     pytest.importorskip("neuroglancer", reason="in the test extra")
     proc, url = _start("view", str(volume_file), "--no-browser", "--layout", "xy")
     try:
-        assert url.startswith("http://127.0.0.1:") and url.endswith("/view")
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/v/jnrrd/")
         status, _, page = get(url)
         assert status == 200 and b"zarr3://" in page and b'"layout":"xy"' in page
     finally:

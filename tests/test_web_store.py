@@ -34,26 +34,30 @@ class Case(NamedTuple):
     dtype: Any = np.uint16
 
 
+def opts(**options: Any) -> dict[str, Any]:
+    return options
+
+
 _CHAIN_T = [{"name": "transpose", "configuration": {"order": [2, 0, 1]}},
             {"name": "bytes", "configuration": {"endian": "big"}},
             {"name": "zstd", "configuration": {"level": 1}}]
 CASES = {
-    "zstd-3-levels": Case((21, 18, 13), dict(tile=8, compression="zstd", levels=3), True),
-    "raw": Case((21, 18, 13), dict(tile=(8, 8, 4)), True),
-    "gzip-external": Case((21, 18, 13), dict(tile=8, compression="gzip", levels=2,
+    "zstd-3-levels": Case((21, 18, 13), opts(tile=8, compression="zstd", levels=3), True),
+    "raw": Case((21, 18, 13), opts(tile=(8, 8, 4)), True),
+    "gzip-external": Case((21, 18, 13), opts(tile=8, compression="gzip", levels=2,
                                              storage="external"), True),
-    "transpose-bigendian": Case((21, 18, 13), dict(tile=(8, 6, 4), codecs=_CHAIN_T), True),
-    "crc32-checksums": Case((21, 18, 13), dict(tile=8, compression="zstd", tile_stats=True,
+    "transpose-bigendian": Case((21, 18, 13), opts(tile=(8, 6, 4), codecs=_CHAIN_T), True),
+    "crc32-checksums": Case((21, 18, 13), opts(tile=8, compression="zstd", tile_stats=True,
                                                checksum="crc32"), True),
-    "lz4-frame": Case((21, 18, 13), dict(tile=8, compression="lz4", levels=2), False),
-    "overlap": Case((21, 18, 13), dict(tile=8, overlap=1, compression="zstd"), False),
-    "variable-edges": Case((21, 18, 13), dict(tile=8, edge="variable", compression="zstd"),
+    "lz4-frame": Case((21, 18, 13), opts(tile=8, compression="lz4", levels=2), False),
+    "overlap": Case((21, 18, 13), opts(tile=8, overlap=1, compression="zstd"), False),
+    "variable-edges": Case((21, 18, 13), opts(tile=8, edge="variable", compression="zstd"),
                            None),
-    "virtual-levels": Case((21, 18, 13), dict(tile=8, levels=3, compression="zstd",
+    "virtual-levels": Case((21, 18, 13), opts(tile=8, levels=3, compression="zstd",
                                               header={"tile:levels_stored": [0, 2]}), True),
     "untiled": Case((21, 18, 13), {}, False),
-    "2d-float": Case((70, 45), dict(tile=32, compression="zstd", levels=2), True, np.float32),
-    "4d-int8": Case((9, 8, 7, 3), dict(tile=(4, 4, 4, 3), compression="gzip"), True, np.int8),
+    "2d-float": Case((70, 45), opts(tile=32, compression="zstd", levels=2), True, np.float32),
+    "4d-int8": Case((9, 8, 7, 3), opts(tile=(4, 4, 4, 3), compression="gzip"), True, np.int8),
 }
 
 

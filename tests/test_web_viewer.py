@@ -36,6 +36,18 @@ def page_state(page: bytes) -> tuple[dict[str, Any], list[float]]:
     return state, extent
 
 
+def no_redirect(url: str) -> tuple[int, dict[str, str]]:
+    class Keep(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any) -> None:
+            return None
+
+    try:
+        with urllib.request.build_opener(Keep).open(url, timeout=30) as answer:
+            return answer.status, dict(answer.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers)
+
+
 @pytest.fixture(scope="module")
 def ct(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("viewer") / "ct.jnrrd"
@@ -48,11 +60,22 @@ def ct(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_the_launcher_page_carries_the_volume_state(ct: Path) -> None:
+def test_the_client_page_carries_the_volume_state(ct: Path) -> None:
+    root = web_viewer.client_dir()
     with jnrrd.serve(ct, viewer=True, layout="xy") as s:
-        assert s.viewer_url == s.url + "view"
+        assert s.viewer_url == s.url + "v/jnrrd/"
         status, headers, page = get(s.viewer_url)
+        assert no_redirect(s.url + "view") == (302, no_redirect(s.url + "view")[1])
+        assert no_redirect(s.url + "view")[1]["Location"] == "v/jnrrd/"
+        assert get(s.url + "view")[2] == page  # the short name lands on the same page
+        assert get(s.url + "v/jnrrd/index.html")[2] == page
     assert status == 200 and headers["Content-Type"].startswith("text/html")
+    assert headers["Cache-Control"] == "no-cache"
+    # neuroglancer's own page, with the view's script first in its head
+    index = (root / "index.html").read_bytes()
+    assert page.replace(page[page.index(b"<script>"):page.index(b"</script>") + 9], b"") \
+        == index
+    assert page.index(b"if (!window.location.hash)") < page.index(b"<script defer")
     state, extent = page_state(page)
     assert state["dimensions"] == {"x": [0.0005, "m"], "y": [0.0005, "m"],
                                    "z": [0.0025, "m"]}
@@ -64,7 +87,19 @@ def test_the_launcher_page_carries_the_volume_state(ct: Path) -> None:
     assert layer["shaderControls"]["normalized"]["range"] == [0.0, 1000.0]
     assert extent == [40.0, 30.0, 60.0]  # canonical voxels: 0.5 mm; z 12 * 2.5 / 0.5
     text = page.decode()
-    assert "'zarr3://' + store" in text and "v/jnrrd/" in text and "</script>" in text
+    assert "'zarr3://' + store" in text and "new URL('../../'" in text
+    assert "history.replaceState" in text
+
+
+def test_nothing_in_the_state_ends_the_script(tmp_path: Path) -> None:
+    path = tmp_path / "a<!--b<script>c.jnrrd"  # the file's name is the layer's name
+    jnrrd.write(path, np.zeros((4, 4, 4), np.uint8), tile=4)
+    with jnrrd.serve(path, viewer=True) as s:
+        page = get(s.viewer_url)[2]
+    index = (web_viewer.client_dir() / "index.html").read_bytes()
+    assert page.count(b"<script") == 1 + index.count(b"<script")
+    assert b"<!--" not in page
+    assert page_state(page)[0]["layers"][0]["name"] == "a<!--b<script>c"
 
 
 def test_two_d_volumes_get_one_panel(tmp_path: Path) -> None:
@@ -81,9 +116,6 @@ def test_the_client_files_and_nothing_else(ct: Path) -> None:
     bundle = next(p.name for p in root.iterdir() if p.name.startswith("main.")
                   and p.suffix == ".js")
     with jnrrd.serve(ct, viewer=True) as s:
-        status, headers, index = get(s.url + "v/jnrrd/")
-        assert status == 200 and index == (root / "index.html").read_bytes()
-        assert headers["Cache-Control"] == "no-cache"
         status, headers, body = get(s.url + "v/jnrrd/" + bundle)
         assert status == 200 and body == (root / bundle).read_bytes()
         assert headers["Content-Type"] == "application/javascript"

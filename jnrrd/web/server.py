@@ -248,7 +248,7 @@ class WebServer:
             hp.check_request(h.headers, hosts=self._hosts)
             if method not in hp.ALLOWED_METHODS:
                 raise hp.Refusal(405, "read-only server: GET, HEAD and OPTIONS only")
-            if self.viewer is not None and self.viewer.is_events(path):
+            if method == "GET" and self.viewer is not None and self.viewer.is_events(path):
                 self._events(h, path)
                 return
             ans = self._route(h, method, path)
@@ -258,6 +258,8 @@ class WebServer:
             h.close_connection = True
         except (JnrrdError, OSError) as e:
             ans = self._failure(h.path, e)
+        except Exception as e:  # a bug: still an answer, and a report, never a dropped line
+            ans = self._failure(h.path, e, internal=True)
         self._send(h, method, ans, rng)
 
     def _route(self, h: _Handler, method: str, path: str) -> _Answer:
@@ -265,6 +267,9 @@ class WebServer:
             pre = hp.preflight_headers(h.headers, self.cors)
             return _Answer(204, b"", [("Allow", ", ".join(hp.ALLOWED_METHODS)), *pre])
         if self.viewer is not None:
+            target = self.viewer.redirect(path)
+            if target is not None:
+                return _Answer(302, b"", [("Location", target), ("Cache-Control", "no-cache")])
             page = self.viewer.get(path)
             if page is not None:
                 content_type, body, cache = page
@@ -279,7 +284,9 @@ class WebServer:
                                         ("ETag", _etag(found)), *self._validators()])
         arr, coords = found
         etag = f'"{self._token}-{arr.level}-{"-".join(map(str, coords))}"'
-        if hp.not_modified(h.headers, etag, self.last_modified):
+        # answered without reading the tile, unless "*" asks whether the chunk exists at all
+        if ((h.headers.get("if-none-match") or "").strip() != "*"
+                and hp.not_modified(h.headers, etag, self.last_modified)):
             return _Answer(304, b"", [("ETag", etag), *self._validators()])
         data, stored = self.store.chunk(arr, coords)
         if data is None:
@@ -291,9 +298,11 @@ class WebServer:
         return [("Last-Modified", hp.http_date(self.last_modified)),
                 ("Cache-Control", "no-cache")]
 
-    def _failure(self, target: str, e: BaseException) -> _Answer:
+    def _failure(self, target: str, e: BaseException, internal: bool = False) -> _Answer:
         status = 502 if isinstance(e, RemoteError) else 500
         message = " ".join(str(e).split()) or type(e).__name__
+        if internal:
+            message = f"internal error ({type(e).__name__}: {message})"
         if self.on_error is not None:
             self.on_error(f"{target[:200]}: {message}")
         return _text(status, message)

@@ -8,15 +8,16 @@ from the URL fragment instead (``#!{...}``, which the client reads and keeps up 
 the channel is only held open, silent (:meth:`Viewer.is_events`); the package is located,
 never imported, and its Python server is not used.
 
-``/view`` is a small page that builds the state with the store's URL *as the browser sees
-it* (so the link works through SSH port forwarding or a reverse proxy) and moves on to the
-client. The state: one image layer ``zarr3://<store>`` (neuroglancer reads the OME-Zarr
-0.5 multiscales: voxel size, units and the pyramid), the dimensions in header axis order
-(``x`` fastest) with their voxel size and unit, the position at the volume's centre (the
-middle of each axis), a contrast window from the coarsest level's middle slice
-(:func:`contrast_window`), and a zoom that fits the volume to the browser's window, computed
-by the page (neuroglancer then asks for the level whose voxels match the screen's pixels, and
-for the coarser ones as stand-ins while they load).
+The client's page, ``/v/jnrrd/`` (``/view`` redirects there), gets one script first in its
+head (:func:`launcher_script`): when the URL has no state yet, it builds it with the store's
+URL *as the browser sees it* (so the link works through SSH port forwarding or a reverse
+proxy) and writes it into the fragment before the client starts. The state: one image layer
+``zarr3://<store>`` (neuroglancer reads the OME-Zarr 0.5 multiscales: voxel size, units and
+the pyramid), the dimensions in header axis order (``x`` fastest) with their voxel size and
+unit, the position at the volume's centre (the middle of each axis), a contrast window from
+the coarsest level's middle slice (:func:`contrast_window`), and a zoom that fits the volume
+to the browser's window, computed by the page (neuroglancer then asks for the level whose
+voxels match the screen's pixels, and for the coarser ones as stand-ins while they load).
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ import numpy as np
 
 from ..errors import MissingDependencyError
 
-__all__ = ["LAYOUTS", "TOKEN", "VIEWER_TYPES", "Viewer", "client_dir", "contrast_window",
-           "launcher_page", "viewer_state"]
+__all__ = ["LAYOUTS", "TOKEN", "VIEWER_TYPES", "Viewer", "client_dir", "client_page",
+           "contrast_window", "launcher_script", "viewer_state"]
 
 #: the path segment the client derives its server's URLs from (``/v/<token>/``)
 TOKEN = "jnrrd"
@@ -76,10 +77,11 @@ def client_dir() -> Path:
 
 
 class Viewer:
-    """The viewer's routes: ``/view`` (the launcher page), ``/v/jnrrd/...`` (the client's
-    files, a fixed list read at start) and ``/events/jnrrd`` (the held-open channel)."""
+    """The viewer's routes: ``/v/jnrrd/`` (the client's page with the view's state),
+    ``/v/jnrrd/<file>`` (the client's files, a fixed list read at start), ``/view`` (a
+    redirect to the page) and ``/events/jnrrd`` (the held-open channel)."""
 
-    entry = "view"
+    entry = f"v/{TOKEN}/"
 
     def __init__(self, state: dict[str, Any], extent: Sequence[float],
                  root: Path | None = None) -> None:
@@ -87,53 +89,66 @@ class Viewer:
         self.files = {p.name: p for p in self.root.iterdir()
                       if p.is_file() and _NAME.fullmatch(p.name)}
         self._cache: dict[str, bytes] = {}
-        self.launcher = launcher_page(state, extent)
+        self.page = client_page((self.root / "index.html").read_bytes(),
+                                launcher_script(state, extent))
 
     def is_events(self, path: str) -> bool:
         return path == f"/events/{TOKEN}"
 
+    def redirect(self, path: str) -> str | None:
+        """The relative ``Location`` for a short path (``/view``), else ``None``."""
+        return self.entry if path == "/view" else None
+
     def get(self, path: str) -> tuple[str, bytes, str] | None:
         """``(content type, body, cache-control)`` of a viewer path, else ``None``."""
-        if path == "/" + self.entry:
-            return "text/html; charset=utf-8", self.launcher, "no-cache"
-        prefix = f"/v/{TOKEN}/"
+        prefix = "/" + self.entry
         if not path.startswith(prefix):
             return None
         name = path[len(prefix):] or "index.html"
+        if name == "index.html":
+            return _TYPES[".html"], self.page, "no-cache"
         file = self.files.get(name)
         if file is None:
             return None
         body = self._cache.get(name)
         if body is None:
             body = self._cache.setdefault(name, file.read_bytes())
-        # the bundles' names carry their content hash; index.html names them
-        cache = "no-cache" if name == "index.html" else "max-age=86400"
-        return _TYPES[Path(name).suffix], body, cache
+        # the bundles' names carry their content hash (index.html names them)
+        return _TYPES[Path(name).suffix], body, "max-age=86400"
 
 
-def launcher_page(state: dict[str, Any], extent: Sequence[float]) -> bytes:
-    """The ``/view`` page: points the layer at the store next to it, fits the volume's
-    ``extent`` (canonical voxels along the displayed axes) to the window, and opens the
-    client with the state in the URL fragment."""
-    text = json.dumps(state, separators=(",", ":")).replace("</", "<\\/")
+def client_page(index: bytes, script: str) -> bytes:
+    """neuroglancer's ``index.html`` with ``script`` first in its head: it runs before the
+    client's deferred bundles read the URL fragment."""
+    tag = f"<script>\n{script}</script>".encode()
+    at = index.find(b"<head>")
+    at = 0 if at < 0 else at + len(b"<head>")
+    return index[:at] + tag + index[at:]
+
+
+def launcher_script(state: dict[str, Any], extent: Sequence[float]) -> str:
+    """The script that opens the view when the page has no state in its fragment yet: the
+    layer pointed at the store two levels up from the page (the store's URL as the browser
+    sees it), the volume's ``extent`` (canonical voxels along the displayed axes) fitted to
+    the window, the state written into the fragment without a new navigation."""
+    # "<" escaped: nothing in the JSON can end the script element
+    text = json.dumps(state, separators=(",", ":")).replace("<", "\\u003c")
     halves = {"4panel": (2, 2), "xy-3d": (2, 1), "xz-3d": (2, 1), "yz-3d": (2, 1)}
     across, down = halves.get(state["layout"], (1, 1))
     return (
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>jnrrd view</title>"
-        "</head><body><script>\n"
-        f"const state = {text};\n"
-        f"const extent = {json.dumps([float(e) for e in extent])};\n"
-        "const store = new URL('./', window.location.href).href;\n"
-        "for (const layer of state.layers) layer.source = 'zarr3://' + store;\n"
+        "if (!window.location.hash) {\n"
+        f"  const state = {text};\n"
+        f"  const extent = {json.dumps([float(e) for e in extent])};\n"
+        "  const store = new URL('../../', window.location.href).href;\n"
+        "  for (const layer of state.layers) layer.source = 'zarr3://' + store;\n"
         # the panels' size: the window less neuroglancer's two bars, split by the layout
-        f"const w = Math.max(64, window.innerWidth / {across});\n"
-        f"const h = Math.max(64, (window.innerHeight - {_BARS}) / {down});\n"
-        "const fit = Math.max(...extent.map(e => e / Math.min(w, h)));\n"
-        f"state.crossSectionScale = Number((fit * {_MARGIN}).toPrecision(4));\n"
-        f"const client = new URL('v/{TOKEN}/', window.location.href).href;\n"
-        "window.location.replace(client + '#!' + encodeURIComponent(JSON.stringify(state)));\n"
-        "</script><noscript>The viewer needs JavaScript.</noscript></body></html>\n"
-    ).encode()
+        f"  const w = Math.max(64, window.innerWidth / {across});\n"
+        f"  const h = Math.max(64, (window.innerHeight - {_BARS}) / {down});\n"
+        "  const fit = Math.max(...extent.map(e => e / Math.min(w, h)));\n"
+        f"  state.crossSectionScale = Number((fit * {_MARGIN}).toPrecision(4));\n"
+        "  history.replaceState(null, '', '#!' + encodeURIComponent(JSON.stringify(state)));\n"
+        "}\n"
+    )
 
 
 def viewer_state(store: Any, *, name: str, layout: str = "4panel"
