@@ -258,3 +258,18 @@ def test_chunk_answers_are_cached_within_a_budget(tmp_path: Path,
         for coords in [(0, 0, 0), (1, 0, 0), (0, 0, 0)]:
             small.chunk(arr, coords)
         assert len(reads) == 6  # (0, 0, 0) was pushed out by (1, 0, 0)
+
+
+def test_a_file_behind_http_is_served_alike(tmp_path: Path, served: Any) -> None:
+    from http_server import RangeServer
+
+    data = volume((20, 17, 9))
+    jnrrd.write(tmp_path / "v.jnrrd", data, tile=8, compression="zstd", levels=2)
+    with RangeServer(tmp_path) as upstream:
+        url = upstream.url_for("v.jnrrd")
+        server = served(url)
+        group = zarr.open_group(server.url, mode="r")
+        for k in range(2):
+            expected, _ = jnrrd.read(tmp_path / "v.jnrrd", level=k, index_order="C")
+            np.testing.assert_array_equal(group[str(k)][...], expected)
+        server.close()  # before the upstream server goes
