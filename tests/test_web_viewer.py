@@ -149,3 +149,19 @@ def test_without_neuroglancer_the_extra_is_named(ct: Path, monkeypatch: pytest.M
         jnrrd.serve(ct, viewer=True)
     with jnrrd.serve(ct) as s:  # the store alone needs no viewer
         assert get(s.url + "zarr.json")[0] == 200
+
+
+def test_axis_names_are_made_valid_for_neuroglancer(tmp_path: Path) -> None:
+    assert web_viewer.dimension_names(["x", "left-right", "post ant", "ü", "9", "x"]) == [
+        "x", "left_right", "post_ant", "d_", "d9", "x_2"]
+    path = tmp_path / "l.jnrrd"
+    jnrrd.write(path, np.zeros((4, 4, 4), np.uint8), {"labels": ["left-right", "a b", "z"]},
+                tile=4)
+    with jnrrd.serve(path, viewer=True) as s:
+        axes = json.loads(get(s.url + "zarr.json")[2])["attributes"]["ome"]["multiscales"][0]
+        state = page_state(get(s.viewer_url)[2])[0]
+    assert [a["name"] for a in axes["axes"]] == ["z", "a_b", "left_right"]
+    assert list(state["dimensions"]) == ["left_right", "a_b", "z"]
+    with jnrrd.serve(path) as s:  # jnrrd serve keeps the file's labels
+        meta = json.loads(get(s.url + "0/zarr.json")[2])
+    assert meta["dimension_names"] == ["z", "a b", "left-right"]

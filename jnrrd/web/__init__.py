@@ -58,9 +58,12 @@ def serve(source: Any, *, port: int = 0, host: str = "127.0.0.1",
                 cache_bytes=cache_bytes, **policy)
     try:
         name = _display_name(source)
-        dtype = None
+        dtype = names = None
         if viewer:
-            from .viewer import VIEWER_TYPES, Viewer, viewer_state
+            from ..integrations.ngff import axis_names
+            from .viewer import VIEWER_TYPES, Viewer, dimension_names, viewer_state
+
+            names = dimension_names(axis_names(vol))
 
             if np.dtype(vol.dtype).name not in VIEWER_TYPES:
                 dtype = np.float32
@@ -68,7 +71,7 @@ def serve(source: Any, *, port: int = 0, host: str = "127.0.0.1",
                     f"{where(vol.name, 'type')}neuroglancer has no {np.dtype(vol.dtype).name} "
                     "images: the viewer's store serves the values as float32 (rounded); "
                     "jnrrd serve keeps the type"), stacklevel=2)
-        store = ZarrStore(vol, name=name, dtype=dtype)
+        store = ZarrStore(vol, name=name, dtype=dtype, axis_names=names)
         view = Viewer(*viewer_state(store, name=name, layout=layout)) if viewer else None
         server = WebServer(store, host=host, port=port, cors=origins, viewer=view,
                            last_modified=_modified(source), token=_token(vol),

@@ -91,7 +91,9 @@ class ArrayLayout:
 
 class ZarrStore:
     """The Zarr v3 keys of an open volume (``jnrrd.open(...)``, header axis order ``"F"``),
-    its values served as ``dtype`` (default: the volume's; another one re-encodes every chunk).
+    its values served as ``dtype`` (default: the volume's; another one re-encodes every chunk),
+    its axes named ``axis_names`` (header order; default: :func:`~jnrrd.integrations.ngff.
+    axis_names`, the file's labels).
 
     ``documents`` maps the metadata keys to their JSON bytes; :meth:`lookup` tells a key's
     kind; :meth:`chunk` gives a chunk's bytes (``None``: absent). Thread-safe when the volume
@@ -99,6 +101,7 @@ class ZarrStore:
     """
 
     def __init__(self, vol: Any, *, name: str | None = None, dtype: Any = None,
+                 axis_names: Sequence[str] | None = None,
                  chunk_cache_bytes: int = CHUNK_CACHE_BYTES) -> None:
         if vol.index_order != "F":
             raise ValueError("ZarrStore needs a volume opened with index_order='F'")
@@ -121,7 +124,7 @@ class ZarrStore:
         self.arrays = [self._layout(k) for k in range(len(vol.levels))]
         self._chains = [CodecChain.from_json(self._chain_json, dtype=dtype, shape=a.chunk,
                                              fill_value=self.fill) for a in self.arrays]
-        self.documents = self._documents(name)
+        self.documents = self._documents(name, axis_names)
         self._cache = _Cache(chunk_cache_bytes)
 
     # -- layout ---------------------------------------------------------------------------
@@ -143,9 +146,14 @@ class ZarrStore:
         passthrough = bool(self.file_chain and lv.level.stored and not any(grid.overlap))
         return ArrayLayout(k, shape, tuple(chunk), _ceil_div(shape, chunk), passthrough)
 
-    def _documents(self, name: str | None) -> dict[str, bytes]:
+    def _documents(self, name: str | None, axis_names: Sequence[str] | None
+                   ) -> dict[str, bytes]:
         vol = self.vol
         attributes: dict[str, Any] = {"ome": multiscales(vol, name=name)}
+        if axis_names is not None:  # header order; the NGFF axes are reversed
+            axes = attributes["ome"]["multiscales"][0]["axes"]
+            for axis, new in zip(axes, reversed(list(axis_names)), strict=True):
+                axis["name"] = new
         if vol.tiled:
             attributes["jnrrd"] = header_attribute(vol.header, vol.tiling.prefix)
         else:

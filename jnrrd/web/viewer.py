@@ -35,7 +35,7 @@ import numpy as np
 from ..errors import MissingDependencyError
 
 __all__ = ["LAYOUTS", "TOKEN", "VIEWER_TYPES", "Viewer", "client_dir", "client_page",
-           "contrast_window", "launcher_script", "viewer_state"]
+           "contrast_window", "dimension_names", "launcher_script", "viewer_state"]
 
 #: the path segment the client derives its server's URLs from (``/v/<token>/``)
 TOKEN = "jnrrd"
@@ -60,6 +60,22 @@ _SI = {
     "second": (1.0, "s"), "minute": (60.0, "s"), "hour": (3600.0, "s"),
 }
 _SHADER = "#uicontrol invlerp normalized\nvoid main() {\n  emitGrayscale(normalized());\n}\n"
+
+
+def dimension_names(names: Sequence[str]) -> list[str]:
+    """Axis names as neuroglancer takes them (a letter, then letters, digits or ``_``):
+    other characters become ``_``, a name not starting with a letter gets a ``d`` before
+    it, repeats get ``_2``, ``_3``, ... (``"left-right"`` → ``"left_right"``)."""
+    out: list[str] = []
+    for name in names:
+        new = re.sub(r"[^A-Za-z0-9_]", "_", name)
+        if not re.match(r"[A-Za-z]", new):
+            new = "d" + new
+        base, k = new, 2
+        while new in out:
+            new, k = f"{base}_{k}", k + 1
+        out.append(new)
+    return out
 
 
 def client_dir() -> Path:
