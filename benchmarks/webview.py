@@ -98,7 +98,8 @@ class StaticFiles:
     answer), with a request log ``(seconds, path, status, bytes)``."""
 
     def __init__(self, root: Path, latency: float) -> None:
-        self.latency, self.log, self.t0 = latency, [], time.monotonic()
+        self.latency, self.t0 = latency, time.monotonic()
+        self.log: list[tuple[float, str, int, int]] = []
         owner = self
 
         class Handler(SimpleHTTPRequestHandler):
@@ -246,8 +247,10 @@ def view_state(client: Any) -> dict[str, Any]:
 
     with urllib.request.urlopen(client.viewer_url) as answer:
         page = answer.read().decode()
-    state = json.loads(re.search(r"const state = (\{.*\});\n", page).group(1))
-    extent = json.loads(re.search(r"const extent = (\[.*\]);\n", page).group(1))
+    found = re.search(r"const state = (\{.*\});\n", page)
+    sizes = re.search(r"const extent = (\[.*\]);\n", page)
+    assert found is not None and sizes is not None, "the page carries no state"
+    state, extent = json.loads(found.group(1)), json.loads(sizes.group(1))
     w, h = VIEWPORT["width"] / 2, (VIEWPORT["height"] - 50) / 2  # 4panel: halves
     state["crossSectionScale"] = float(f"{max(extent) / min(w, h) * 1.1:.4g}")
     return state

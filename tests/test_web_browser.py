@@ -30,7 +30,7 @@ N = 256
 LEVELS = 3
 RADIUS = 0.3 * N
 SPHERE, BOX = 200, 20
-VIEWPORT = {"width": 320, "height": 240}
+VIEWPORT: Any = {"width": 320, "height": 240}
 #: flags that work in headless containers: no sandbox, software WebGL (SwiftShader)
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update",
@@ -126,7 +126,7 @@ def drive(view: View, shots: Path) -> None:
         try:
             page = browser.new_page(viewport=VIEWPORT)
             page.goto(view.url, timeout=TIMEOUT * 1000)
-            view.wait_for("chunks of the coarsest level", lambda: view.chunks(LEVELS - 1))
+            view.wait_for("chunks of the coarsest level", lambda: bool(view.chunks(LEVELS - 1)))
             view.settle()
             # the fitted overview needs no full-resolution chunk
             assert view.chunks(0) == [], "level 0 asked for before zooming in"
@@ -137,7 +137,7 @@ def drive(view: View, shots: Path) -> None:
             page.screenshot(path=str(shots / "overview.png"))
             page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
             page.keyboard.press("Control+Equal")  # neuroglancer: zoom in by 2
-            view.wait_for("chunks of level 0 after zooming in", lambda: view.chunks(0))
+            view.wait_for("chunks of level 0 after zooming in", lambda: bool(view.chunks(0)))
             view.settle()
             page.mouse.move(1, 1)  # off the panel: no hover legend over the picture
             page.wait_for_timeout(1000)  # the last chunks drawn
@@ -149,7 +149,7 @@ def drive(view: View, shots: Path) -> None:
     check_picture(picture, box, float(state["crossSectionScale"]))
 
 
-def check_picture(path: Path, box: dict[str, float], scale: float) -> None:
+def check_picture(path: Path, box: Any, scale: float) -> None:
     """The panel's centre shows the middle slice: bright inside the sphere, dark in the box
     around it (``scale``: level-0 voxels per screen pixel)."""
     from PIL import Image

@@ -130,7 +130,7 @@ def test_stored_tiles_are_served_byte_for_byte(tmp_path: Path, served: Any) -> N
             for coords, loc in lv.tile_locations():
                 key = f"{k}/c/" + "/".join(map(str, coords))
                 status, headers, body = _get(server.url + key)
-                assert status == 200 and "Content-Encoding" not in headers
+                assert loc is not None and status == 200 and "Content-Encoding" not in headers
                 assert body == raw[loc.offset:loc.offset + loc.size]
                 assert lv.read_tile_bytes(coords) == body
                 total += loc.size
@@ -159,6 +159,7 @@ def test_a_corrupt_stored_tile_is_an_error_never_data(tmp_path: Path, served: An
                 checksum="crc32")
     with jnrrd.open(path) as vol:
         loc = next(iter(vol.tile_locations()))[1]
+    assert loc is not None
     raw = bytearray(path.read_bytes())
     raw[loc.offset + loc.size - 1] ^= 0xFF
     path.write_bytes(bytes(raw))
@@ -243,12 +244,16 @@ def test_chunk_answers_are_cached_within_a_budget(tmp_path: Path,
     jnrrd.write(path, volume((32, 32, 16)), tile=8, compression="zstd")
     reads: list[Any] = []
     real = jnrrd.LevelView.read_tile_bytes
-    monkeypatch.setattr(jnrrd.LevelView, "read_tile_bytes",
-                        lambda self, c: reads.append(c) or real(self, c))
+    def counted(self: Any, coords: Any) -> Any:
+        reads.append(coords)
+        return real(self, coords)
+
+    monkeypatch.setattr(jnrrd.LevelView, "read_tile_bytes", counted)
     with jnrrd.open(path) as vol:
         store = ZarrStore(vol)
         arr = store.arrays[0]
         first = store.chunk(arr, (1, 2, 0))
+        assert first[0] is not None and first[1]
         assert store.chunk(arr, (1, 2, 0)) == first and len(reads) == 1
         none = ZarrStore(vol, chunk_cache_bytes=0)
         none.chunk(arr, (1, 2, 0))

@@ -31,9 +31,10 @@ def get(url: str) -> tuple[int, dict[str, str], bytes]:
 
 def page_state(page: bytes) -> tuple[dict[str, Any], list[float]]:
     text = page.decode()
-    state = json.loads(re.search(r"const state = (\{.*\});\n", text).group(1))
-    extent = json.loads(re.search(r"const extent = (\[.*\]);\n", text).group(1))
-    return state, extent
+    state = re.search(r"const state = (\{.*\});\n", text)
+    extent = re.search(r"const extent = (\[.*\]);\n", text)
+    assert state is not None and extent is not None
+    return json.loads(state.group(1)), json.loads(extent.group(1))
 
 
 def no_redirect(url: str) -> tuple[int, dict[str, str]]:
@@ -64,7 +65,7 @@ def test_the_client_page_carries_the_volume_state(ct: Path) -> None:
     root = web_viewer.client_dir()
     with jnrrd.serve(ct, viewer=True, layout="xy") as s:
         assert s.viewer_url == s.url + "v/jnrrd/"
-        status, headers, page = get(s.viewer_url)
+        status, headers, page = get(str(s.viewer_url))
         assert no_redirect(s.url + "view") == (302, no_redirect(s.url + "view")[1])
         assert no_redirect(s.url + "view")[1]["Location"] == "v/jnrrd/"
         assert get(s.url + "view")[2] == page  # the short name lands on the same page
@@ -95,7 +96,7 @@ def test_nothing_in_the_state_ends_the_script(tmp_path: Path) -> None:
     path = tmp_path / "a<!--b<script>c.jnrrd"  # the file's name is the layer's name
     jnrrd.write(path, np.zeros((4, 4, 4), np.uint8), tile=4)
     with jnrrd.serve(path, viewer=True) as s:
-        page = get(s.viewer_url)[2]
+        page = get(str(s.viewer_url))[2]
     index = (web_viewer.client_dir() / "index.html").read_bytes()
     assert page.count(b"<script") == 1 + index.count(b"<script")
     assert b"<!--" not in page
@@ -105,7 +106,7 @@ def test_nothing_in_the_state_ends_the_script(tmp_path: Path) -> None:
 def test_two_d_volumes_get_one_panel(tmp_path: Path) -> None:
     jnrrd.write(tmp_path / "p.jnrrd", np.arange(600, dtype=np.uint8).reshape(30, 20), tile=8)
     with jnrrd.serve(tmp_path / "p.jnrrd", viewer=True) as s:
-        state, extent = page_state(get(s.viewer_url)[2])
+        state, extent = page_state(get(str(s.viewer_url))[2])
     assert state["layout"] == "xy" and extent == [30.0, 20.0]
     with pytest.raises(ValueError, match="layout"):
         jnrrd.serve(tmp_path / "p.jnrrd", viewer=True, layout="6panel")
@@ -159,7 +160,7 @@ def test_axis_names_are_made_valid_for_neuroglancer(tmp_path: Path) -> None:
                 tile=4)
     with jnrrd.serve(path, viewer=True) as s:
         axes = json.loads(get(s.url + "zarr.json")[2])["attributes"]["ome"]["multiscales"][0]
-        state = page_state(get(s.viewer_url)[2])[0]
+        state = page_state(get(str(s.viewer_url))[2])[0]
     assert [a["name"] for a in axes["axes"]] == ["z", "a_b", "left_right"]
     assert list(state["dimensions"]) == ["left_right", "a_b", "z"]
     with jnrrd.serve(path) as s:  # jnrrd serve keeps the file's labels
