@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .api import open, read, read_header
+from .clinical.sitk import from_sitk, to_sitk
 from .conversion import convert
 from .engine.volume import LevelView, Volume
 from .errors import (
@@ -23,6 +24,7 @@ from .integrations.zarr_refs import kerchunk_refs
 from .storage.leftovers import cleanup
 from .validate import Problem, validate
 from .web import serve
+from .world import WorldRegion
 from .writing.dispatch import write
 
 __version__ = "0.1.0"
@@ -43,14 +45,17 @@ __all__ = [
     "ValidationError",
     "VersionError",
     "Volume",
+    "WorldRegion",
     "__version__",
     "cleanup",
     "convert",
+    "from_sitk",
     "kerchunk_refs",
     "open",
     "read",
     "read_header",
     "serve",
+    "to_sitk",
     "validate",
     "write",
 ]
