@@ -27,7 +27,7 @@ from ..tiling.spec import Tiling
 from ..world import WorldQueries
 from .cache import CacheInfo, TileCache, check_cache_bytes, default_cache_bytes
 from .indexing import OIndex, finish_basic, has_array_index, numpy_getitem, planes_read, read_into
-from .locations import TileLocation, tile_locations
+from .locations import TileLocation, checked_coords, tile_locations
 from .pickling import reduce_view
 from .sources import ExternalSource, InternalSource
 from .tiles import TileDecoder
@@ -110,8 +110,7 @@ class LevelView:
                 f"scale={self.scale}>")
 
     def read(self, selection: Any = ..., *, out: np.ndarray | None = None) -> np.ndarray:
-        """``self[selection]``, or written into ``out`` (a writeable array of its shape and
-        dtype) and returned (docs/api.md, "Reading into your own array")."""
+        """``self[selection]``; with ``out``, written into it and returned (docs/api.md)."""
         return self[selection] if out is None else read_into(self, selection, out)
 
     def __getitem__(self, key: Any) -> np.ndarray:
@@ -153,23 +152,26 @@ class LevelView:
 
         Raises :class:`~jnrrd.errors.UnsupportedError` for an untiled volume (it has no tiles;
         slice it instead)."""
-        if not self._vol.tiled:
-            raise UnsupportedError(
-                f"{where(self._vol.name, 'read_tile')}the volume is not tiled (no tile:enabled "
-                "tiling), so it has no tiles to read; slice it instead (vol[...])")
-        grid = self._level.grid
-        coords = tuple(int(c) for c in coords)
-        if self.c_order:
-            coords = coords[::-1]
-        if len(coords) != len(grid.grid) or any(
-            not 0 <= c < g for c, g in zip(coords, grid.grid, strict=True)
-        ):
-            raise IndexError(f"tile coordinates {list(coords)} are outside the grid "
-                             f"{list(grid.grid)}")
+        coords = self._tile_coords(coords)
         tile = self._vol._tile(self._level, coords)
         if core:
-            tile = tile[grid.stored_from_core(coords)]
+            tile = tile[self._level.grid.stored_from_core(coords)]
         return tile.T if self.c_order else tile
+
+    def read_tile_bytes(self, coords: Sequence[int]) -> bytes | memoryview | None:
+        """The stored (encoded) bytes of the tile at tile-grid ``coords`` as the file holds
+        them, checksum verified when the file records one; ``None`` for a sparse tile.
+        :class:`~jnrrd.errors.UnsupportedError` for an untiled volume or a virtual level."""
+        coords = self._tile_coords(coords)
+        if self._vol._decoder is None or not self._level.stored:
+            raise UnsupportedError(f"{where(self._vol.name)}level {self.index} is virtual "
+                                   "(computed on read): it has no stored tile bytes")
+        self._vol._check_open()
+        return self._vol._decoder.checked_bytes(self._level, coords)
+
+    def _tile_coords(self, coords: Sequence[int]) -> tuple[int, ...]:
+        return checked_coords(coords, self._level.grid if self._vol.tiled else None,
+                              reverse=self.c_order, name=self._vol.name)
 
     def tile_locations(self) -> Iterator[tuple[tuple[int, ...], TileLocation | None]]:
         """``(coords, location)`` of every tile of this level in linear-index order, without
@@ -352,8 +354,7 @@ class Volume(WorldQueries, LevelView):
             raise JnrrdError(f"{where(self.name)}the volume is closed; open the file again "
                              "to read it")
 
-    def _read(self, level: Level, sel: tuple[AxisSel, ...], out: np.ndarray | None = None
-              ) -> np.ndarray:
+    def _read(self, level: Level, sel: tuple[AxisSel, ...], out: Any = None) -> np.ndarray:
         """``sel`` in header order (F order), or ``out`` (its shape and dtype) filled."""
         if self._closed:
             self._check_open()
@@ -361,8 +362,7 @@ class Volume(WorldQueries, LevelView):
             return self._untiled.read(sel, out)
         if out is None:
             counts = tuple([s.count for s in sel])
-            nbytes = math.prod(counts) * self._dtype.itemsize
-            if nbytes > self._policy.max_bytes:
+            if (nbytes := math.prod(counts) * self._dtype.itemsize) > self._policy.max_bytes:
                 self._policy.check_bytes(nbytes, "the selection", self.name)
             out = np.empty(counts, self._dtype, order="F")
         if out.size == 0 or (self._use_cache and self._cache.copy_region(level.index, sel, out)):
