@@ -276,3 +276,7 @@ def phantom(shape: tuple[int, int, int], seed: int = 0) -> np.ndarray:
     ball = (x**2 + y**2 + z**2) < 0.6
     out = np.where(ball, 1100, 24) + rng.integers(0, 60, shape)
     return out.astype(np.uint16)
+
+
+#: an oblique CT geometry (0.7 x 0.8 mm pixels, 2.5 mm slices)
+OBLIQUE_CT = Geometry.make(rotation(0.2, -0.1, 0.3), (0.7, 0.8, 2.5), (-100.0, 20.0, -30.0))

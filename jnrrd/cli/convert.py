@@ -48,8 +48,8 @@ def register(sub: Any) -> None:
     conv.add_argument("input", metavar="IN")
     conv.add_argument("output", metavar="OUT")
     conv.add_argument("--format", choices=_FORMATS, dest="out_format",
-                      help="output file format (default: by OUT's suffix; needed for other "
-                           "suffixes)")
+                      help="output file format: jnrrd, nrrd, npy, ome-zarr (zarr is the same), "
+                           "nifti (default: by OUT's suffix; needed for other suffixes)")
     conv.add_argument("--encoding", choices=_ENCODINGS,
                       help="untiled data encoding, e.g. gzip for a compressed NRRD (default: "
                            "the input's; zstd and lz4 are JNRRD only)")
@@ -62,7 +62,8 @@ def register(sub: Any) -> None:
     conv.add_argument("--codecs", type=codecs_arg, metavar="JSON",
                       help="tile codec list as Zarr v3 JSON (or @FILE holding it)")
     conv.add_argument("--levels", type=positive_int, metavar="N",
-                      help="pyramid levels (scales 1, 2, 4, ... on every tiled axis)")
+                      help="pyramid levels (scales 1, 2, 4, ... on every tiled axis but time "
+                           "axes, which keep every sample and are tiled 1 by 1)")
     conv.add_argument("--downsample", choices=METHODS, help="pyramid method (default average)")
     conv.add_argument("--external", nargs="?", const="", metavar="PATTERN",
                       help="store tiles as separate files named by PATTERN "
@@ -103,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
     order = args.index_order
     options = storage_options(args.storage_option)
     reader = {k: v for k, v in (("series", args.series), ("resample", args.resample)) if v}
+    _check_dicom_options(args.input, reader)
     src = open_source(args.input, index_order="F" if dst_kind in (OME_ZARR, NIFTI) else order,
                       storage_options=options, **reader)
     with src:
@@ -117,6 +119,20 @@ def run(args: argparse.Namespace) -> int:
                         progress=None if args.quiet else True,
                         storage_options=options, **kw)
     return 0
+
+
+def _check_dicom_options(source: str, reader: dict[str, Any]) -> None:
+    """``--series``/``--resample`` apply to DICOM input only: a usage error otherwise."""
+    if not reader:
+        return
+    from ..conversion import source_format
+
+    kind = source_format(source)
+    if kind != "dicom":
+        name = {"jnrrd": "JNRRD or NRRD", "nifti": "NIfTI", "npy": ".npy",
+                "ome-zarr": "OME-Zarr"}.get(kind, kind)
+        raise UsageError(f"{', '.join('--' + k for k in reader)}: an option of DICOM input (a "
+                         f"folder of a series, or a DICOM file); {source} is {name}")
 
 
 def _check_options(args: argparse.Namespace, dst_kind: str, asked: list[str]) -> None:

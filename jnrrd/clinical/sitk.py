@@ -29,13 +29,14 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from ..errors import JnrrdWarning, UnsupportedError, where
+from ..errors import FormatError, JnrrdWarning, UnsupportedError, where
 from ..optional import require
 from ..tiling.kinds import axis_kinds, is_domain
 from .units import to_mm, to_seconds
@@ -74,6 +75,8 @@ def to_sitk(source: Any, level: int = 0, **open_options: Any) -> Any:
     sitk = _sitk()
     from ..api import open as jopen
 
+    if not hasattr(source, "levels"):
+        _refuse_what_sitk_reads(source)
     vol = source if hasattr(source, "levels") else jopen(source, **open_options)
     try:
         if getattr(vol, "index_order", "F") != "F":
@@ -91,6 +94,21 @@ def to_sitk(source: Any, level: int = 0, **open_options: Any) -> Any:
     finally:
         if vol is not source:
             vol.close()
+
+
+def _refuse_what_sitk_reads(source: Any) -> None:
+    """A ``FormatError`` for a NIfTI or DICOM path: SimpleITK reads those itself."""
+    from .sources import clinical_format
+
+    kind = clinical_format(source)
+    if kind is None:
+        return
+    path = os.fspath(source)
+    how = (f"SimpleITK.ReadImage({path!r})" if kind == "nifti" else
+           "SimpleITK.ImageSeriesReader (a series folder) or SimpleITK.ReadImage (one file)")
+    raise FormatError(f"{path}: to_sitk reads JNRRD and NRRD volumes; SimpleITK reads "
+                      f"{'NIfTI' if kind == 'nifti' else 'DICOM'} itself: {how} (or "
+                      "jnrrd.convert() it to .jnrrd first)")
 
 
 def _set_geometry(image: Any, vol: Any, lv: Any, axes: list[int]) -> None:

@@ -89,7 +89,7 @@ def client_dir() -> Path:
             return path
     raise MissingDependencyError(
         "jnrrd view needs neuroglancer's web client, which the neuroglancer package ships: "
-        'pip install "jnrrd[viewer]"')
+        "pip install neuroglancer (jnrrd's extra jnrrd[viewer])")
 
 
 class Viewer:
