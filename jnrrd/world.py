@@ -27,7 +27,7 @@ import numpy as np
 
 from .errors import UnsupportedError, where
 
-__all__ = ["WorldQueries", "WorldRegion", "query"]
+__all__ = ["WorldQueries", "WorldRegion", "query", "world_bounds"]
 
 #: anatomical spaces → sign of each axis relative to LPS
 _SIGNS = {"left_posterior_superior": (1, 1, 1), "right_anterior_superior": (-1, -1, 1),
@@ -60,6 +60,13 @@ class WorldQueries:
         ``(data, affine, level)``; ``space="LPS"``/``"RAS"`` gives the box (and the affine)
         in that space. Rules: docs/clinical.md#world-queries."""
         return query(self, lower, upper, spacing=spacing, space=space)
+
+    def world_bounds(self, space: Any = None, level: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """``(lower, upper)``: the world box holding the centres of every voxel of level
+        ``level`` (oblique volumes: the box around their corners), in the file's space or
+        ``space`` (``"LPS"``, ``"RAS"``, ``"LAS"``); ``(lower + upper) / 2`` is the volume's
+        centre, and ``vol.query(lower, upper)`` gives all of it."""
+        return world_bounds(self, space=space, level=level)
 
 
 def _space_name(space: Any) -> str | None:
@@ -128,7 +135,7 @@ def query(vol: Any, lower: Any, upper: Any, spacing: float | None = None,
     if lo.shape != (sd,) or hi.shape != (sd,) or not (np.isfinite(lo).all()
                                                       and np.isfinite(hi).all()):
         raise ValueError(f"lower and upper must be {sd} finite world coordinates, got "
-                         f"{list(lo)} and {list(hi)}")
+                         f"{[float(v) for v in lo]} and {[float(v) for v in hi]}")
     signs = _flip(vol, space, sd)
     corners = np.array([[(hi if c else lo)[i] for i, c in enumerate(bits)]
                         for bits in itertools.product((0, 1), repeat=sd)]) * signs
@@ -140,8 +147,8 @@ def query(vol: Any, lower: Any, upper: Any, spacing: float | None = None,
     for j, a in enumerate(axes):
         first = int(np.floor(idx[:, j].min() + 0.5 + _EPS))
         last = int(np.ceil(idx[:, j].max() - 0.5 - _EPS))
-        first, last = max(first, 0), min(last, lv.shape[a] - 1)
-        sel[a] = slice(first, max(first, last + 1))
+        first, last = min(max(first, 0), lv.shape[a]), min(last, lv.shape[a] - 1)
+        sel[a] = slice(first, max(first, last + 1))  # empty, inside the level, when missed
         start[j] = first
     index = tuple(sel)
     data = lv[index] if all(s.stop > s.start for s in index) else np.empty(
@@ -150,3 +157,15 @@ def query(vol: Any, lower: Any, upper: Any, spacing: float | None = None,
     out[:sd, k] = org + lin @ start
     out[:sd, :] *= signs[:, None]
     return WorldRegion(np.asarray(data), out, level, index)
+
+
+def world_bounds(vol: Any, space: Any = None, level: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The world box of the voxel centres of ``vol.levels[level]`` (see
+    :meth:`WorldQueries.world_bounds`)."""
+    lv = vol.levels[level]
+    aff = np.asarray(lv.affine, dtype=np.float64)
+    sd, k = aff.shape[0] - 1, aff.shape[1] - 1
+    ends = [(0, lv.shape[a] - 1) for a in _spatial_axes(lv)]
+    corners = np.array(list(itertools.product(*ends)), dtype=np.float64).reshape(-1, k)
+    world = (corners @ aff[:sd, :k].T + aff[:sd, k]) * _flip(vol, space, sd)
+    return world.min(axis=0), world.max(axis=0)
