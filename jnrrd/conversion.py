@@ -62,7 +62,7 @@ def source_format(source: Any) -> str:
     directory, a ``.dcm`` file or a file with the DICOM marker) or ``"jnrrd"`` (JNRRD or NRRD:
     the content decides)."""
     from .clinical.sources import clinical_format
-    from .integrations.omezarr import is_zarr_path
+    from .header.foreign import is_zarr_path
 
     if not isinstance(source, (str, os.PathLike)):
         return "jnrrd"

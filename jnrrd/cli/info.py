@@ -10,10 +10,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from ..errors import JnrrdError
-from ..storage.remote import is_remote
 from .common import add_storage_option, one_line, options_for, storage_options
 
 __all__ = ["register"]
@@ -131,6 +128,8 @@ def _preview_line(path: str) -> str:
 
 
 def _level_facts(vol: Any, k: int, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    from ..storage.remote import is_remote
+
     lv = vol.levels[k]
     stored = bool(lv.stored)
     nbytes = int(lv.nbytes)
@@ -243,6 +242,8 @@ def _fmt_codec(c: dict[str, Any]) -> str:
 
 
 def _info_lines(path: str, vol: Any, levels: list[dict[str, Any]]) -> list[str]:
+    import numpy as np
+
     h = vol.header
     lines = [f"file:        {path}"]
     typ = str(h.get("type"))
@@ -322,6 +323,8 @@ def _measurement_frame(mf: Any) -> list[str]:
     """The measurement frame as matrix rows (inner list *i* of the field is column *i*)."""
     if mf is None:
         return []
+    import numpy as np
+
     try:
         rows = np.asarray(mf, dtype=np.float64).T
     except (TypeError, ValueError):
@@ -377,6 +380,8 @@ def _dump_json(doc: dict[str, Any]) -> str:
 
 def _jsonable(v: Any) -> Any:
     """Header values as strict-enough JSON: NaN becomes null (digest 1.2), NumPy → Python."""
+    import numpy as np
+
     if isinstance(v, dict):
         return {str(k): _jsonable(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UnsupportedError, where
+from ..header.foreign import is_nifti_path
 from ..optional import require
 from .labels import mark_label_map
 from .loaded import Loaded
@@ -43,14 +44,6 @@ SPACE_UNITS = {"meter": "m", "mm": "mm", "micron": "um"}
 TIME_UNITS = {"sec": "s", "msec": "ms", "usec": "us", "hz": "Hz", "ppm": "ppm", "rads": "rad/s"}
 #: NIfTI intent codes of label maps: NIFTI_INTENT_LABEL, NIFTI_INTENT_NEURONAME
 LABEL_INTENTS = (1002, 1003)
-_SUFFIXES = (".nii", ".nii.gz")
-
-
-def is_nifti_path(path: Any) -> bool:
-    """True for a ``.nii`` or ``.nii.gz`` path (any case)."""
-    return isinstance(path, (str, os.PathLike)) and os.fspath(path).lower().endswith(_SUFFIXES)
-
-
 def _nibabel() -> Any:
     return require("nibabel", extra="nifti", feature="NIfTI")
 

@@ -12,11 +12,29 @@ import zlib
 from typing import IO, Any
 
 __all__ = ["check_not_a_folder", "convert_hint", "describe_bytes", "describe_folder",
-           "sniff_stream"]
+           "is_dicom_file", "is_nifti_path", "is_zarr_path", "sniff_stream"]
 
 #: bytes read to tell the formats apart (a NIfTI-2 header is 540 bytes; gzip needs more)
 _HEAD = 4096
 _NIFTI = ((348, 344, (b"n+1\0", b"ni1\0"), "NIfTI-1"), (540, 4, (b"n+2\0", b"ni2\0"), "NIfTI-2"))
+
+
+def is_nifti_path(path: Any) -> bool:
+    """True for a ``.nii`` or ``.nii.gz`` path (any case)."""
+    return isinstance(path, (str, os.PathLike)) and os.fspath(path).lower().endswith(
+        (".nii", ".nii.gz"))
+
+
+def is_zarr_path(path: Any) -> bool:
+    """True for a ``.zarr``/``.ome.zarr`` path or URL (any case, a trailing ``/`` allowed)."""
+    if not isinstance(path, (str, os.PathLike)):
+        return False
+    return os.fspath(path).rstrip("/\\").lower().endswith(".zarr")
+
+
+def is_dicom_file(path: str) -> bool:
+    """A ``.dcm``/``.dicom`` name, or the ``DICM`` marker at byte 128."""
+    return path.lower().endswith((".dcm", ".dicom")) or _dicom_marker(path)
 
 
 def describe_bytes(head: bytes, name: str = "") -> str | None:
@@ -65,8 +83,7 @@ def describe_folder(path: str) -> str:
             for k, entry in enumerate(entries):
                 if k >= 64:
                     break
-                if entry.is_file() and (entry.name.lower().endswith((".dcm", ".dicom"))
-                                        or _dicom_marker(entry.path)):
+                if entry.is_file() and is_dicom_file(entry.path):
                     return "a folder of DICOM files"
     except OSError:
         pass

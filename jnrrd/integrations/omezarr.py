@@ -29,6 +29,7 @@ import numpy as np
 
 from ..clinical.labels import is_label_map, palette, segments
 from ..errors import JnrrdWarning, MissingDependencyError, UnsupportedError
+from ..header.foreign import is_zarr_path
 from ..optional import missing_message
 from ..storage.leftovers import write_guard
 from ..storage.names import fresh_token, tmp_marker
@@ -63,13 +64,6 @@ def require_zarr() -> Any:
         raise MissingDependencyError(f"OME-Zarr needs zarr-python 3, found {zarr.__version__}:"
                                      " pip install 'zarr>=3.1' (jnrrd's extra jnrrd[zarr])")
     return zarr
-
-
-def is_zarr_path(path: Any) -> bool:
-    """True for a ``.zarr``/``.ome.zarr`` path or URL (any case, a trailing ``/`` allowed)."""
-    if not isinstance(path, (str, os.PathLike)):
-        return False
-    return os.fspath(path).rstrip("/\\").lower().endswith(".zarr")
 
 
 def header_attribute(header: Mapping[str, Any], tile_prefixes: set[str]) -> dict[str, Any]:

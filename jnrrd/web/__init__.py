@@ -17,13 +17,13 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..errors import JnrrdWarning, where
-from .server import Request, WebServer
-from .store import ZarrStore
+
+if TYPE_CHECKING:
+    from .server import Request, WebServer
+    from .store import ZarrStore
 
 __all__ = ["DEFAULT_CACHE_BYTES", "Request", "WebServer", "ZarrStore", "serve"]
 
@@ -50,7 +50,11 @@ def serve(source: Any, *, port: int = 0, host: str = "127.0.0.1",
     :func:`jnrrd.open` (``bfloat16`` defaults to ``"float32"``: Zarr readers have no
     bfloat16).
     """
+    import numpy as np
+
     from ..api import open as jopen
+    from .server import WebServer
+    from .store import ZarrStore
 
     policy.setdefault("bfloat16", "float32")
     origins = (cors,) if isinstance(cors, str) else tuple(cors or ())
@@ -85,6 +89,20 @@ def serve(source: Any, *, port: int = 0, host: str = "127.0.0.1",
             f"port {server.port} of this machine can read the volume (docs/web-view.md)"),
             stacklevel=2)
     return server
+
+
+def __getattr__(name: str) -> Any:
+    """The server and store classes, imported on first use (the package stays light for the
+    command line's start)."""
+    if name in ("Request", "WebServer"):
+        from . import server
+
+        return getattr(server, name)
+    if name == "ZarrStore":
+        from .store import ZarrStore
+
+        return ZarrStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _display_name(source: Any) -> str:

@@ -30,8 +30,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..errors import MissingDependencyError
 
 __all__ = ["LAYOUTS", "TOKEN", "VIEWER_TYPES", "Viewer", "client_dir", "client_page",
@@ -211,6 +209,8 @@ def viewer_state(store: Any, *, name: str, layout: str = "4panel"
 def contrast_window(store: Any) -> tuple[float, float]:
     """The 0.5 and 99.5 percentiles of the coarsest level's middle plane (across the first
     two axes), the window the layer opens with."""
+    import numpy as np
+
     plane = np.asarray(store.middle_plane(), dtype=np.float64)
     plane = plane[np.isfinite(plane)]
     if plane.size == 0:
