@@ -1,4 +1,4 @@
-"""DICOM → JNRRD fields and data through pydicom (``pip install "jnrrd[dicom]"``).
+"""DICOM → JNRRD fields and data through pydicom (``pip install pydicom``; the ``dicom`` extra).
 
 A source is a folder (its files read recursively and grouped by SeriesInstanceUID:
 :mod:`jnrrd.clinical.dicom_scan`; ``series=`` picks one) or one file. Classic series (one

@@ -1,4 +1,5 @@
-"""NIfTI-1/2 → JNRRD fields and data, through nibabel (``pip install "jnrrd[nifti]"``).
+"""NIfTI-1/2 → JNRRD fields and data, through nibabel (``pip install nibabel``; the
+``nifti`` extra).
 
 - **Geometry**: the sform when its code is set, else the qform, else none (NIfTI's "method
   1": only ``spacings`` from ``pixdim``). The affine maps (i, j, k) to RAS+ millimetres; the

@@ -44,7 +44,7 @@ def serve(source: Any, *, port: int = 0, host: str = "127.0.0.1",
     ``port`` 0 picks a free port. ``host`` other than a loopback address warns
     (:class:`~jnrrd.JnrrdWarning`): anyone who can reach it can read the volume. ``cors``:
     ``"*"`` or the origin(s) whose pages may read the store. ``viewer=True`` also serves
-    neuroglancer's client (``pip install "jnrrd[viewer]"``) at ``.viewer_url``, in the
+    neuroglancer's client (``pip install neuroglancer``) at ``.viewer_url``, in the
     ``layout`` given. ``on_request`` is called with every answered :class:`Request`,
     ``on_error`` with the message of every failed one. The other keywords go to
     :func:`jnrrd.open` (``bfloat16`` defaults to ``"float32"``: Zarr readers have no

@@ -1,6 +1,6 @@
 """The neuroglancer client of ``jnrrd view``, served beside the store (docs/web-view.md).
 
-The ``neuroglancer`` Python package (``pip install "jnrrd[viewer]"``) ships its web client
+The ``neuroglancer`` Python package (``pip install neuroglancer``) ships its web client
 as static files (``neuroglancer/static/client``). That build expects to be served at
 ``/v/<token>/`` by neuroglancer's own Python server, with a server-sent-event channel at
 ``/events/<token>`` through which that server pushes state. Here the viewer's state comes
