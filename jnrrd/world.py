@@ -3,15 +3,18 @@ space=None)`` → :class:`WorldRegion` (docs/clinical.md#world-queries).
 
 - **The box** ``[lower, upper]`` is axis-aligned in world coordinates: the file's own space
   (``space_origin``/``space_directions``; without space fields, the spacing-based frame of
-  ``Volume.affine``), or, with ``space="LPS"``/``"RAS"`` (or the long names), that space,
-  turned into the file's (which must then be an anatomical space: LPS, RAS or LAS).
-- **The level** is the coarsest whose voxel spacing (the length of every spatial direction)
-  is ≤ ``spacing``; the finest (level 0) when ``spacing`` is None or no level is that fine.
+  ``Volume.affine``), or, with ``space="LPS"``/``"RAS"``/``"LAS"`` (or the long names), that
+  space, turned into the file's (which must then be an anatomical space: LPS, RAS or LAS).
+- **The level** is the coarsest whose voxel spacing is ≤ ``spacing`` along every spatial axis
+  (the longest direction decides); the finest (level 0) when ``spacing`` is None or no level
+  is that fine.
 - **The index box** is the smallest one holding every voxel whose cell (±½ voxel around its
   centre) meets the world box: the 2^d corners of the box are mapped to continuous indices
   (oblique directions included), and each axis takes ``floor(min + ½) .. ceil(max − ½)``,
-  clipped to the level. Axes without a direction (vectors, time) are taken whole. Only the
-  tiles under that box are read (from a URL too).
+  clipped to the level (an oblique volume's index box holds voxels outside the world box too:
+  there is no mask). Axes without a direction (vectors, time) are taken whole. Only the
+  tiles under that box are read (from a URL too). :func:`world_bounds` gives the box of a
+  level's voxel centres.
 - **The result**: ``data`` in the volume's index order (empty along an axis the box misses),
   ``affine`` mapping ``data``'s spatial indices to world coordinates **in the query's space**,
   ``level``, and ``index`` (the slices of the level that were read).
@@ -102,7 +105,7 @@ def _choose_level(vol: Any, spacing: float | None) -> int:
         return 0
     s = float(spacing)
     if not np.isfinite(s) or s <= 0:
-        raise ValueError(f"spacing must be a positive number of world units, got {spacing!r}")
+        raise ValueError(f"spacing must be a positive number of world units, got {s}")
     best = 0
     for k, lv in enumerate(vol.levels):
         if _level_spacing(lv) <= s * (1 + _EPS):

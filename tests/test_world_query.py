@@ -157,6 +157,9 @@ def test_messages_print_plain_numbers(tmp_path):
     with jnrrd.open(tmp_path / "a.jnrrd") as vol, pytest.raises(ValueError) as e:
         vol.query([15.0, 1.0], [20.0, 2.0])
     assert "np.float64" not in str(e.value) and "[15.0, 1.0]" in str(e.value)
+    with jnrrd.open(tmp_path / "a.jnrrd") as vol, pytest.raises(ValueError) as e:
+        vol.query([0.0] * 3, [1.0] * 3, spacing=np.float64(-2.0))
+    assert str(e.value).endswith("got -2.0")
 
 
 def test_world_bounds_and_the_centre_of_a_four_d_oblique_volume(tmp_path):
