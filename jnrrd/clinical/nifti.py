@@ -69,8 +69,8 @@ def read_nifti(path: Any) -> Loaded:
                                "supported (integers, floats and complex numbers are)")
     raw = _unscaled(nib, proxy, name)
     axes = stored_axes(tuple(int(n) for n in img.shape))
-    if len(axes) < raw.ndim:  # the 4th dimension only holds the 5th's place
-        raw = raw.reshape(tuple(raw.shape[a] for a in axes))
+    if len(axes) < raw.ndim:  # the 4th dimension only holds the 5th's place (a view)
+        raw = np.squeeze(raw, axis=3)
     slope, inter = _scaling(proxy)
     plan = plan_rescale(stored.newbyteorder("="), slope, inter)
     data = raw if plan.identity and raw.dtype.isnative else Rescaled(raw, plan)
