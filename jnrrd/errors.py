@@ -11,8 +11,8 @@ these. Leaves also inherit the matching builtin, so ``except PermissionError`` o
         ├── HeaderError            malformed, missing or inconsistent header fields
         ├── DataError              stored bytes corrupt, short, oversized, or failing a checksum
         ├── CodecError             invalid codec configuration, or a value a codec cannot map
-        │   ├── UnknownCodecError      (also LookupError) no codec of that name
-        │   └── MissingDependencyError (also ImportError) the codec needs an optional package
+        │   └── UnknownCodecError      (also LookupError) no codec of that name
+        ├── MissingDependencyError (also ImportError) a feature needs an optional package
         ├── UnsupportedError       valid, but not supported here (or over a resource cap)
         ├── SecurityError          (also PermissionError) blocked by the path/URL policy
         └── ValidationError        raised by ``validate(..., strict=True)``
@@ -74,8 +74,9 @@ class UnknownCodecError(CodecError, LookupError):
     """No codec is registered under that name."""
 
 
-class MissingDependencyError(CodecError, ImportError):
-    """The codec (or feature) needs an optional package that is not installed."""
+class MissingDependencyError(JnrrdError, ImportError):
+    """A feature (a format, a codec, an integration) needs an optional package that is not
+    installed; the message names the package and the install command."""
 
 
 class UnsupportedError(JnrrdError):

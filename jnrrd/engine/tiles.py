@@ -18,7 +18,6 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-import crc32c
 import numpy as np
 
 from ..codecs import CodecChain, is_raw_chain
@@ -79,6 +78,8 @@ def checksum_of(algo: str, data: Any) -> int:
     """The ``crc32`` (zlib CRC-32) or ``crc32c`` checksum of stored tile bytes."""
     if algo == "crc32":
         return zlib.crc32(data) & 0xFFFFFFFF
+    import crc32c  # on first use (its import costs a command's start ~20 ms)
+
     return crc32c.crc32c(data) & 0xFFFFFFFF
 
 
