@@ -62,11 +62,12 @@ class Sink(Protocol):
 
 async def read_exact(read: Read, size: int, sink: Sink | None = None, *,
                      more: Callable[[], bool] | None = None) -> bytearray:
-    """Exactly ``size`` body bytes, read at most :data:`PIECE` at a time (``sink`` is told as
-    they arrive); ``more()``, asked after the last one, says whether the body already holds
-    another byte. ``ShortBody`` / ``LongBody`` otherwise."""
-    buf = bytearray(size)
-    view = memoryview(buf)
+    """Exactly ``size`` body bytes, read at most :data:`PIECE` at a time; ``more()``, asked
+    after the last one, says whether the body already holds another byte. ``ShortBody`` /
+    ``LongBody`` otherwise. With a ``sink`` (told as the bytes arrive, and handing out views
+    of them) the buffer is allocated at once; without, it grows with what arrives, so a
+    server that promises much and sends little costs only what it sent."""
+    buf = bytearray(size) if sink is not None else bytearray()
     got = 0
     while got < size:
         chunk = await read(min(size - got, PIECE))
@@ -74,10 +75,13 @@ async def read_exact(read: Read, size: int, sink: Sink | None = None, *,
             raise ShortBody(f"the body ended early ({got} of {size} bytes)")
         if len(chunk) > size - got:
             raise LongBody(f"the body holds more than the {size} bytes asked for")
-        view[got : got + len(chunk)] = chunk
-        got += len(chunk)
         if sink is not None:
+            buf[got : got + len(chunk)] = chunk
+            got += len(chunk)
             sink.received(buf, got)
+        else:
+            buf += chunk
+            got += len(chunk)
     if more is not None and more():
         raise LongBody(f"the body holds more than the {size} bytes asked for")
     return buf

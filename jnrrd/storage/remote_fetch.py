@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._threads import io_submit
-from ..errors import DataError, ObjectNotFoundError, RemoteError
+from ..errors import DataError, JnrrdError, ObjectNotFoundError, RemoteError
 from ..policy import Policy
 from .bodies import Answer, LongBody, Retry, ShortBody, read_exact
 from .remote_http import describe, http_get, span
@@ -180,7 +180,7 @@ class Fetcher:
             data = await self.fs._cat_file(path, start=start, end=stop)
         except FileNotFoundError as exc:
             raise ObjectNotFoundError(errno.ENOENT, f"no such object ({exc})", url) from None
-        except (IsADirectoryError, RemoteError, DataError, Retry):
+        except (IsADirectoryError, JnrrdError, Retry):
             raise
         except PermissionError as exc:
             raise RemoteError(f"{url}: {span(start, stop)}: access denied ({exc})") from None

@@ -32,7 +32,7 @@ import re
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
-from ..errors import DataError, ObjectNotFoundError, RemoteError, SecurityError
+from ..errors import DataError, JnrrdError, ObjectNotFoundError, RemoteError, SecurityError
 from ..policy import Policy
 from .bodies import Answer, LongBody, Retry, ShortBody, Sink, read_at_most, read_exact
 from .validators import Validator
@@ -45,8 +45,8 @@ _REDIRECTS = (301, 302, 303, 307, 308)
 _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.IGNORECASE)
 _UNSATISFIED = re.compile(r"^\s*bytes\s+\*/(\d+)\s*$", re.IGNORECASE)
 #: what to do about a server that answers ranged requests with the whole object
-NO_RANGES = ("the server does not serve byte ranges (it answered HTTP 200 with the whole "
-             "object): download the file, or serve it with a server that does")
+NO_RANGES = ("the server does not serve byte ranges: download the file, or serve it with a "
+             "server that does (it answered HTTP 200 with the whole object)")
 
 
 def span(start: int, stop: int | None) -> str:
@@ -91,7 +91,7 @@ async def http_get(fs: Any, url: str, start: int, stop: int, *, policy: Policy,
                 if not r.content.at_eof():
                     r.close()  # unread bytes: drop the connection rather than drain it
                 return answer
-    except (ObjectNotFoundError, RemoteError, DataError, Retry):
+    except (JnrrdError, FileNotFoundError, Retry):
         raise
     except Exception as exc:  # aiohttp's errors, a dropped connection, a timeout
         raise _failure(exc, url, start, stop, policy) from None
@@ -171,6 +171,8 @@ async def _answer(r: Any, start: int, stop: int, url: str, expect: Validator | N
     if status not in (200, 206):
         raise RemoteError(f"{where}: HTTP {status} {r.reason or ''}".rstrip())
     encoding = r.headers.get("Content-Encoding", "").strip().lower()
+    if encoding not in ("", "identity") and head:  # it exists; its size is unknown
+        return Answer(b"", None, Validator.of(r.headers, None))
     if encoding not in ("", "identity"):
         raise RemoteError(f"{where}: the server encoded its answer (Content-Encoding: "
                           f"{encoding}) although the request asked for identity: its bytes "
