@@ -68,7 +68,7 @@ def local_path(source: Any) -> Any:
 def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple[Any, str]:
     """The fsspec filesystem and path of ``url`` (``storage_options`` passed unchanged)."""
     try:
-        from fsspec.core import url_to_fs
+        from fsspec.core import url_to_fs  # type: ignore[import-untyped]
     except ImportError:
         raise MissingDependencyError(
             f"{url}: reading or writing URLs needs fsspec: pip install 'jnrrd[remote]' "
@@ -144,7 +144,7 @@ class RemoteReader:
             more = self._fetch(len(self.head), upto)
             self.head = self.head + more
 
-    def get_range(self, start: int, stop: int) -> memoryview | bytes:
+    def get_range(self, start: int, stop: int) -> memoryview | bytes | bytearray:
         """Bytes ``start:stop``; ``DataError("file ended early")`` past the object's end."""
         if stop <= len(self.head):
             return memoryview(self.head)[start:stop]
@@ -198,10 +198,10 @@ class RemoteReader:
 class Done:
     """An already available answer, shaped like a pending one."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes | bytearray) -> None:
         self.data = data
 
-    def result(self) -> bytes:
+    def result(self) -> bytes | bytearray:
         return self.data
 
 
@@ -302,7 +302,7 @@ class RemoteStore:
         return self.fetcher.submit(path, 0, limit, url=self.url(path), exact=False)
 
     def get(self, key: str, *, limit: int | None = None, field: str = "data_file",
-            what: str = "") -> bytes:
+            what: str = "") -> bytes | bytearray:
         """The whole object, at most ``limit`` bytes (default ``max_bytes``);
         ``FileNotFoundError`` when it is absent."""
         path = self.path(key, field=field)

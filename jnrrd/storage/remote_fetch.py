@@ -308,6 +308,7 @@ class Parts:
             if exc is not None:
                 fut.set_exception(exc)
             else:
+                assert data is not None
                 fut.set_result(memoryview(data)[a:b])
 
 
