@@ -61,6 +61,21 @@ def _summary() -> dict[str, object]:
             "escaped": {k: dict(v) for k, v in sorted(ESCAPED.items())}, "worst": WORST}
 
 
+def _failed(sc: rf.Scenario, exc: BaseException) -> AssertionError:
+    """A scenario over the bounds (or with wrong data): noted in the figures, then raised."""
+    FIGURES["failures"] += 1
+    WORST[f"failure {int(FIGURES['failures'])}"] = f"{sc}: {type(exc).__name__}: {exc}"[:800]
+    _dump()
+    return AssertionError(f"{sc}: {exc}")
+
+
+def _dump() -> None:
+    out = os.environ.get("JNRRD_FUZZ_STATS")
+    if out:
+        with open(out, "w") as f:
+            json.dump(_summary(), f, indent=1)
+
+
 def _record(sc: rf.Scenario, outcome: rf.Outcome) -> None:
     FIGURES["scenarios"] += 1
     FIGURES["data returned"] += outcome.escaped is None
@@ -73,20 +88,15 @@ def _record(sc: rf.Scenario, outcome: rf.Outcome) -> None:
     FIGURES["over 2 s"] += outcome.seconds > 2.0
     FIGURES["max RSS MiB"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     ESCAPED[sc.entry][type(outcome.escaped).__name__ if outcome.escaped else "none"] += 1
-    out = os.environ.get("JNRRD_FUZZ_STATS")
-    if out:
-        with open(out, "w") as f:
-            json.dump(_summary(), f, indent=1)
+    _dump()
 
 
 def _run(served, sc: rf.Scenario) -> rf.Outcome:
     server, site = served
     try:
         outcome = rf.run(server, site, sc, deadline=DEADLINE_S, max_peak=MAX_PEAK)
-    except fz.Deadline as exc:
-        raise AssertionError(f"{sc}: {exc}") from None
-    except AssertionError as exc:
-        raise AssertionError(f"{sc}: {exc}") from None
+    except (fz.Deadline, AssertionError) as exc:
+        raise _failed(sc, exc) from None
     _record(sc, outcome)
     exc = outcome.escaped
     assert exc is None or isinstance(exc, rf.ALLOWED), \

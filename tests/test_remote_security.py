@@ -392,13 +392,17 @@ def mem():
         pass
 
 
-@pytest.mark.parametrize("name", ["dd/x/../y.jnrrd", "dd/./y.jnrrd", "dd//y.jnrrd",
-                                  "dd/x/%2e%2e/y.jnrrd"])
-@pytest.mark.parametrize("kw", [{"storage": "external", "tile": 4}, {"detached": True}, {}])
+TARGET_KINDS = [{"storage": "external", "tile": 4}, {"detached": True}, {}]
+
+
+@pytest.mark.parametrize(("name", "kw"), [
+    *[(n, kw) for n in ("dd/x/../y.jnrrd", "dd/./y.jnrrd", "dd//y.jnrrd",
+                        "dd/x/%2e%2e/y.jnrrd") for kw in TARGET_KINDS],
+    ("dd/x/../y.nhdr", {})])
 def test_a_target_with_dot_segments_is_refused_before_anything_is_written(mem, name, kw):
     fs, root = mem
     url = f"memory://{root}/{name}"
-    with pytest.raises(jnrrd.UnsupportedError, match="dd/y.jnrrd"):
+    with pytest.raises(jnrrd.UnsupportedError, match=r"dd/y\.(jnrrd|nhdr)"):
         jnrrd.write(url, np.arange(8, dtype=np.uint8), **kw)
     with pytest.raises(jnrrd.UnsupportedError):
         jnrrd.read(url)

@@ -114,6 +114,8 @@ def _failure(exc: Exception, url: str, start: int, stop: int, policy: Policy) ->
                            "(read_timeout)")
     if isinstance(exc, (TypeError, ValueError, aiohttp.InvalidURL)):
         return RemoteError(f"{where}: {describe(exc)}")
+    if isinstance(exc, aiohttp.ClientResponseError):  # a malformed answer: no retry helps
+        return RemoteError(f"{where}: the server's answer is malformed ({describe(exc)})")
     return Retry(describe(exc))
 
 
