@@ -71,7 +71,7 @@ async def http_get(fs: Any, url: str, start: int, stop: int, *, policy: Policy,
     session = await fs.set_session()
     kw = dict(fs.kwargs)
     headers = dict(kw.pop("headers", None) or {})
-    for name in ("allow_redirects", "timeout"):
+    for name in ("allow_redirects", "timeout", "auto_decompress"):
         kw.pop(name, None)
     headers["Range"] = f"bytes={start}-{stop - 1}"
     headers["Accept-Encoding"] = "identity"  # byte offsets of the object, not of a gzip
@@ -82,8 +82,10 @@ async def http_get(fs: Any, url: str, start: int, stop: int, *, policy: Policy,
     target = url
     try:
         for _ in range(MAX_REDIRECTS + 1):
+            # auto_decompress=False: an encoded answer is refused, never decoded (decoding a
+            # hostile gzip body in the client would cost memory and, once, crashed it)
             async with session.get(fs.encode_url(target), headers=headers, timeout=timeout,
-                                   allow_redirects=False, **kw) as r:
+                                   allow_redirects=False, auto_decompress=False, **kw) as r:
                 if r.status in _REDIRECTS:
                     target = _redirect(r, url, target, policy)
                     continue
