@@ -68,7 +68,7 @@ def local_path(source: Any) -> Any:
 def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple[Any, str]:
     """The fsspec filesystem and path of ``url`` (``storage_options`` passed unchanged)."""
     try:
-        from fsspec.core import url_to_fs  # type: ignore[import-untyped]
+        from fsspec.core import url_to_fs
     except ImportError:
         raise MissingDependencyError(
             f"{url}: reading or writing URLs needs fsspec: pip install 'jnrrd[remote]' "
