@@ -51,6 +51,8 @@ WORST: dict[str, str] = {}
 def served():
     site = rf.build_site()
     with HostileServer(site.objects, **rf.SERVER) as server:
+        if not QUICK:
+            rf.warm_up(server, site)
         yield server, site
     if FIGURES:
         print("\nhostile-server scenarios:", _summary())
