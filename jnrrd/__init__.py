@@ -23,6 +23,7 @@ from .header import Header
 from .integrations.zarr_refs import kerchunk_refs
 from .storage.leftovers import cleanup
 from .validate import Problem, validate
+from .web import serve
 from .world import WorldRegion
 from .writing.dispatch import write
 
@@ -53,6 +54,7 @@ __all__ = [
     "open",
     "read",
     "read_header",
+    "serve",
     "to_sitk",
     "validate",
     "write",

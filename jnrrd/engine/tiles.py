@@ -161,6 +161,13 @@ class TileDecoder(TileCodec):
             return self.source.read(level.first + local)
         return self.source.read(level, coords, local, self.tile_limit(level))
 
+    def checked_bytes(self, level: Level, coords: tuple[int, ...]) -> Any:
+        """The stored bytes of a tile (None when sparse), checksum verified."""
+        data = self.stored_bytes(level, coords)
+        if data is not None:
+            self._verify(level.first + level.grid.index(coords), data)
+        return data
+
     def tile_limit(self, level: Level) -> int:
         """The most bytes a tile file of ``level`` is read (and a remote one requested) for:
         a raw or shorthand-compressed tile is never longer than its decoded size plus a
