@@ -14,6 +14,9 @@ these. Leaves also inherit the matching builtin, so ``except PermissionError`` o
         │   └── UnknownCodecError      (also LookupError) no codec of that name
         ├── MissingDependencyError (also ImportError) a feature needs an optional package
         ├── UnsupportedError       valid, but not supported here (or over a resource cap)
+        ├── RemoteError            (also OSError) a remote store failed: status, body, timeout
+        │   ├── ObjectNotFoundError    (also FileNotFoundError) no such remote object
+        │   └── AccessDeniedError      (also PermissionError) the store refused access
         ├── SecurityError          (also PermissionError) blocked by the path/URL policy
         └── ValidationError        raised by ``validate(..., strict=True)``
 
@@ -30,6 +33,7 @@ import os
 from typing import Any
 
 __all__ = [
+    "AccessDeniedError",
     "CodecError",
     "DataError",
     "FormatError",
@@ -37,6 +41,7 @@ __all__ = [
     "JnrrdError",
     "JnrrdWarning",
     "MissingDependencyError",
+    "ObjectNotFoundError",
     "RemoteError",
     "SecurityError",
     "UnknownCodecError",
@@ -86,6 +91,16 @@ class UnsupportedError(JnrrdError):
 class RemoteError(JnrrdError, OSError):
     """A remote store failed: an HTTP status, a truncated body, a wrong range, a timeout.
     The message names the URL and the byte range."""
+
+
+class ObjectNotFoundError(FileNotFoundError, RemoteError):
+    """A remote object (a URL, an object store key) does not exist; also a
+    ``FileNotFoundError``, as a missing local file is. (The builtin comes first so that
+    ``ObjectNotFoundError(errno, message, url)`` fills ``errno`` and ``filename``.)"""
+
+
+class AccessDeniedError(PermissionError, RemoteError):
+    """A remote store refused the request (no permission); also a ``PermissionError``."""
 
 
 class SecurityError(JnrrdError, PermissionError):
