@@ -15,6 +15,7 @@ from .engine.untiled import UntiledData, data_paths
 from .engine.volume import Volume
 from .errors import DataError, UnsupportedError, where
 from .header import CoreFields, Header, core_fields, parse_header
+from .header.foreign import check_not_a_folder
 from .header.geometry_fields import canonical_space
 from .policy import Policy
 from .storage.local import file_version
@@ -48,6 +49,7 @@ def read_header(source: Any, *, storage_options: dict[str, Any] | None = None,
                 **policy: Any) -> Header:
     """Read only the header of a JNRRD (or classic NRRD) file (a path, URL or stream)."""
     pol = Policy.from_kwargs(**policy)
+    check_not_a_folder(source)
     with opened(source, pol, storage_options) as src:
         f = src.stream
         if _is_nrrd(f):
@@ -80,6 +82,7 @@ def open(
     if missing not in ("error", "fill"):
         raise ValueError(f"missing must be 'error' or 'fill', got {missing!r}")
     pol = Policy.from_kwargs(**policy)
+    check_not_a_folder(source)  # a DICOM series or a Zarr store: say so, and how to convert
     src = resolve(source, pol, storage_options)
     by_path = isinstance(source, (str, os.PathLike))
     base = pol

@@ -19,7 +19,6 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-import crc32c
 import numpy as np
 
 from ..codecs import CodecChain, is_raw_chain
@@ -80,6 +79,8 @@ def checksum_of(algo: str, data: Any) -> int:
     """The ``crc32`` (zlib CRC-32) or ``crc32c`` checksum of stored tile bytes."""
     if algo == "crc32":
         return zlib.crc32(data) & 0xFFFFFFFF
+    import crc32c  # on first use (its import costs a command's start ~20 ms)
+
     return crc32c.crc32c(data) & 0xFFFFFFFF
 
 
@@ -160,7 +161,7 @@ class TileDecoder(TileCodec):
             return fetched.take(coords)
         if isinstance(self.source, InternalSource):
             return self.source.read(level.first + local)
-        return self.source.read(level, coords, local, self.tile_limit)
+        return self.source.read(level, coords, local, self.tile_limit(level))
 
     def checked_bytes(self, level: Level, coords: tuple[int, ...]) -> Any:
         """The stored bytes of a tile (None when sparse), checksum verified."""
@@ -169,10 +170,17 @@ class TileDecoder(TileCodec):
             self._verify(level.first + level.grid.index(coords), data)
         return data
 
-    @property
-    def tile_limit(self) -> int:
-        """The most bytes a tile file is read for."""
-        return self.policy.max_tile_bytes + (1 << 20)
+    def tile_limit(self, level: Level) -> int:
+        """The most bytes a tile file of ``level`` is read (and a remote one requested) for:
+        a raw or shorthand-compressed tile is never longer than its decoded size plus a
+        compressor's worst-case overhead (under 1/64 + 64 KiB for gzip, zstd, lz4, bzip2),
+        so memory follows the tile, not the cap; other chains up to ``max_tile_bytes``."""
+        cap = self.policy.max_tile_bytes + (1 << 20)
+        if not (self.raw or self.simple):
+            return cap
+        n = int(np.prod(level.grid.max_stored_shape(), dtype=object)) \
+            * self.stored_dtype.itemsize
+        return min(cap, n + n // 64 + (64 << 10))
 
     def prefetch(self, level: Level, coords: list[tuple[int, ...]]) -> Fetched:
         """Start fetching the stored bytes of the tiles ``coords`` of ``level`` at once."""
@@ -248,7 +256,7 @@ class Fetched:
             self.index = {c: level.first + level.grid.index(c) for c in coords}
             started = self.source.prefetch([self.index[c] for c in coords])
         else:
-            started = self.source.prefetch(level, coords, decoder.tile_limit)
+            started = self.source.prefetch(level, coords, decoder.tile_limit(level))
         self.pending = dict(zip(coords, started, strict=True))
 
     def rank(self, coords: tuple[int, ...]) -> int:

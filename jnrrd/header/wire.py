@@ -18,7 +18,7 @@ import warnings
 from dataclasses import dataclass
 from typing import IO, Any
 
-from ..errors import FormatError, HeaderError, JnrrdWarning, VersionError, where
+from ..errors import FormatError, HeaderError, JnrrdWarning, VersionError, describe_source, where
 from ..policy import Policy
 
 __all__ = ["MAGIC_KEY", "MAX_NESTING", "PROBE", "VERSION", "Entry", "nesting_depth",
@@ -270,8 +270,26 @@ def _read_magic(stream: IO[bytes], base: int, source: Any) -> int:
             stacklevel=4,  # the caller of parse_header (read_entries calls this)
         )
         first = first[len(BOM) :]
-    _check_magic(first, truncated, where(source, "line 1"))
+    try:
+        _check_magic(first, truncated, where(source, "line 1"))
+    except FormatError:
+        _name_the_format(stream, base, first, source)
+        raise
     return offset
+
+
+def _name_the_format(stream: IO[bytes], base: int, first: bytes, source: Any) -> None:
+    """A ``FormatError`` naming the format of a file that is not JNRRD when it is one that
+    ``jnrrd convert`` reads (NIfTI, DICOM, .npy); nothing otherwise."""
+    from .foreign import convert_hint, describe_bytes, sniff_stream
+
+    path = getattr(stream, "name", None)
+    name = describe_source(source) or (path if isinstance(path, str) else "")
+    what = (sniff_stream(stream, base, name) if _seekable(stream) else None) or describe_bytes(
+        first, name)
+    if what is not None:
+        raise FormatError(f"{where(source)}not a JNRRD file: it is {what}; "
+                          f"{convert_hint(name or None, what)}") from None
 
 def _too_long(prefix: str, length: int, size: int, policy: Policy) -> None:
     if size + length > policy.max_header_bytes and length <= policy.max_line_bytes:

@@ -230,7 +230,8 @@ def volume_to_dask(vol: Any, level: int = 0) -> Any:
     """
     from ..optional import require
 
-    da = require("dask.array", extra="dask", feature="to_dask()", package="dask")
+    da = require("dask.array", extra="dask", feature="to_dask()", package="dask",
+                 pip="dask[array]")
     from dask.base import tokenize
     from dask.highlevelgraph import HighLevelGraph
 
