@@ -147,6 +147,9 @@ SYSTEM = _system()
 #: whether a file may be replaced (``os.replace``) while a descriptor of it is open: POSIX
 #: yes; on Windows that fails, so nothing may hold the old file across a replace
 REPLACE_WHILE_OPEN = SYSTEM != "windows"
+#: whether a listening socket may take a port still in TIME_WAIT (``SO_REUSEADDR``): on
+#: Windows that option lets another process share a bound port, so it stays off there
+REUSE_ADDRESS = SYSTEM != "windows"
 
 #: whether the system has file locks that :func:`lock_taken` can see (``fcntl.flock`` on
 #: POSIX, ``msvcrt.locking`` on Windows; both belong to the open file, not the process, so a
