@@ -296,7 +296,7 @@ class TileEncoder(TileCodec):
             # [bytes] or [bytes, compressor] in native byte order: the F-ordered tile's memory
             # is already the stored byte order, so compress it in place (no chain, no copy).
             name, level = self._simple
-            flat = memoryview(np.asfortranarray(tile).T).cast("B")
+            flat = np.asfortranarray(tile).T.data.cast("B")
             # raw: the byte view itself (it keeps the tile alive until it is written)
             return flat if name is None else compress(name, flat, level=level)
         return self.chain(tile.shape).encode(tile, tile_index=index)
@@ -306,7 +306,7 @@ class TileEncoder(TileCodec):
         return (self._simple == (None, None) and dtype == self.chain_dtype
                 and self.plan.type_name != "bfloat16")
 
-    def metadata(self, core: np.ndarray, data: bytes | None) -> dict[str, Any]:
+    def metadata(self, core: np.ndarray, data: bytes | memoryview | None) -> dict[str, Any]:
         """The ``tile:metadata`` entry of one tile (stats of its core, checksum of ``data``)."""
         meta: dict[str, Any] = {}
         if self.plan.tile_stats:
