@@ -31,10 +31,12 @@ from .errors import (
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from .api import open, read, read_header
     from .clinical.sitk import from_sitk, to_sitk
+    from .config import config
     from .conversion import convert
     from .engine.volume import LevelView, Volume
     from .header import Header
     from .integrations.zarr_refs import kerchunk_refs
+    from .policy import IOSettings, Policy
     from .storage.leftovers import cleanup
     from .validate import Problem, validate
     from .web import serve
@@ -47,10 +49,12 @@ __version__ = "0.1.0"
 _LAZY = {
     "open": "api", "read": "api", "read_header": "api",
     "from_sitk": "clinical.sitk", "to_sitk": "clinical.sitk",
+    "config": "config",
     "convert": "conversion",
     "LevelView": "engine.volume", "Volume": "engine.volume",
     "Header": "header",
     "kerchunk_refs": "integrations.zarr_refs",
+    "IOSettings": "policy", "Policy": "policy",
     "cleanup": "storage.leftovers",
     "Problem": "validate", "validate": "validate",
     "serve": "web",
@@ -64,10 +68,12 @@ __all__ = [
     "FormatError",
     "Header",
     "HeaderError",
+    "IOSettings",
     "JnrrdError",
     "JnrrdWarning",
     "LevelView",
     "MissingDependencyError",
+    "Policy",
     "Problem",
     "RemoteError",
     "SecurityError",
@@ -78,6 +84,7 @@ __all__ = [
     "WorldRegion",
     "__version__",
     "cleanup",
+    "config",
     "convert",
     "from_sitk",
     "kerchunk_refs",
@@ -112,13 +119,14 @@ def __dir__() -> list[str]:
 
 
 class _Package(types.ModuleType):
-    """The package module: importing the submodule ``jnrrd.validate`` binds the package's
-    ``validate`` to the function of that name, as ``from .validate import validate`` did
-    (Python binds a package attribute to each submodule it imports)."""
+    """The package module: importing the submodule ``jnrrd.validate`` (``jnrrd.config``)
+    binds the package's ``validate`` (``config``) to the object of that name, as ``from
+    .validate import validate`` did (Python binds a package attribute to each submodule it
+    imports)."""
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name == "validate" and isinstance(value, types.ModuleType):
-            value = value.validate
+        if name in ("validate", "config") and isinstance(value, types.ModuleType):
+            value = getattr(value, name)
         super().__setattr__(name, value)
 
 
