@@ -25,10 +25,12 @@ if TYPE_CHECKING:
     from .server import Request, WebServer
     from .store import ZarrStore
 
-__all__ = ["DEFAULT_CACHE_BYTES", "Request", "WebServer", "ZarrStore", "serve"]
+__all__ = ["DEFAULT_CACHE_BYTES", "REQUEST_LOG_SIZE", "Request", "WebServer", "ZarrStore", "serve"]
 
 #: the decoded-tile cache of a served volume (re-encoded chunks and virtual levels use it)
 DEFAULT_CACHE_BYTES = 256 << 20
+#: the answered requests :attr:`WebServer.requests` keeps by default (the newest)
+REQUEST_LOG_SIZE = 10_000
 
 
 def serve(source: Any, *, port: int = 0, host: str = "127.0.0.1",
@@ -36,7 +38,8 @@ def serve(source: Any, *, port: int = 0, host: str = "127.0.0.1",
           layout: str = "4panel", storage_options: Mapping[str, Any] | None = None,
           cache_bytes: int | None = DEFAULT_CACHE_BYTES,
           on_request: Callable[[Request], None] | None = None,
-          on_error: Callable[[str], None] | None = None, **policy: Any) -> WebServer:
+          on_error: Callable[[str], None] | None = None,
+          keep_requests: int = REQUEST_LOG_SIZE, **policy: Any) -> WebServer:
     """Serve ``source`` (a path or URL, as :func:`jnrrd.open` takes it) read-only as a Zarr v3
     group with OME-Zarr 0.5 metadata, one array per level, C-order axes; returns the running
     :class:`WebServer` (``.url``, ``.close()``, a context manager).
@@ -46,7 +49,8 @@ def serve(source: Any, *, port: int = 0, host: str = "127.0.0.1",
     ``"*"`` or the origin(s) whose pages may read the store. ``viewer=True`` also serves
     neuroglancer's client (``pip install neuroglancer``) at ``.viewer_url``, in the
     ``layout`` given. ``on_request`` is called with every answered :class:`Request`,
-    ``on_error`` with the message of every failed one. The other keywords go to
+    ``on_error`` with the message of every failed one; ``.requests`` keeps the last
+    ``keep_requests`` (0: none). The other keywords go to
     :func:`jnrrd.open` (``bfloat16`` defaults to ``"float32"``: Zarr readers have no
     bfloat16).
     """
@@ -79,7 +83,8 @@ def serve(source: Any, *, port: int = 0, host: str = "127.0.0.1",
         view = Viewer(*viewer_state(store, name=name, layout=layout)) if viewer else None
         server = WebServer(store, host=host, port=port, cors=origins, viewer=view,
                            last_modified=_modified(source), token=_token(vol),
-                           on_request=on_request, on_error=on_error)
+                           on_request=on_request, on_error=on_error,
+                           keep_requests=keep_requests)
     except BaseException:
         vol.close()
         raise

@@ -37,7 +37,9 @@ ALLOWED_METHODS = ("GET", "HEAD", "OPTIONS")
 #: headers that must not repeat
 _SINGLE = ("host", "range", "if-range", "if-none-match", "if-modified-since", "origin")
 _PRINTABLE = re.compile(r"[\x21-\x7e]+")
-_RANGE = re.compile(r"bytes=([0-9]{0,19})-([0-9]{0,19})")
+#: a range's numbers: any end past the body is clamped (RFC 9110 §14.1.1); more digits than
+#: this is a malformed range (ignored)
+_RANGE = re.compile(r"bytes=([0-9]{0,64})-([0-9]{0,64})")
 _ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?|https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?")
 #: request headers a cross-origin page may send (the preflight's answer)
 _CORS_REQUEST_HEADERS = "Range, If-None-Match, If-Modified-Since, If-Range"
@@ -193,14 +195,13 @@ def _allowed(origin: str | None, allowed: Sequence[str]) -> str | None:
 def cors_headers(headers: Mapping[str, str] | Any, allowed: Sequence[str]
                  ) -> list[tuple[str, str]]:
     """The CORS response headers of a simple request (none when the origin is not allowed)."""
+    # with named origins, every answer depends on Origin (a shared cache keeps them apart)
+    vary = [("Vary", "Origin")] if allowed and "*" not in allowed else []
     value = _allowed(headers.get("origin"), allowed)
     if value is None:
-        return []
-    out = [("Access-Control-Allow-Origin", value),
-           ("Access-Control-Expose-Headers", _CORS_EXPOSE)]
-    if value != "*":
-        out.append(("Vary", "Origin"))
-    return out
+        return vary
+    return [("Access-Control-Allow-Origin", value),
+            ("Access-Control-Expose-Headers", _CORS_EXPOSE), *vary]
 
 
 def preflight_headers(headers: Any, allowed: Sequence[str]) -> list[tuple[str, str]]:
@@ -208,8 +209,8 @@ def preflight_headers(headers: Any, allowed: Sequence[str]) -> list[tuple[str, s
     Chrome's private network access check included (a public page reading a loopback
     server asks for it)."""
     out = cors_headers(headers, allowed)
-    if not out:
-        return []
+    if not any(k == "Access-Control-Allow-Origin" for k, _ in out):
+        return out
     out += [("Access-Control-Allow-Methods", ", ".join(ALLOWED_METHODS)),
             ("Access-Control-Allow-Headers", _CORS_REQUEST_HEADERS),
             ("Access-Control-Max-Age", "600")]

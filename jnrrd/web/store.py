@@ -106,6 +106,8 @@ class ZarrStore:
         if vol.index_order != "F":
             raise ValueError("ZarrStore needs a volume opened with index_order='F'")
         self.vol = vol
+        #: the volume's name in the metadata and pages
+        self.name = name or "volume"
         dtype = np.dtype(vol.dtype if dtype is None else dtype)
         if dtype.name not in _TYPES:
             raise UnsupportedError(
