@@ -60,8 +60,18 @@ def serve(source: Any, *, port: int = 0, host: str = "127.0.0.1",
     from .server import WebServer
     from .store import ZarrStore
 
+    from .protocol import check_cors
+    from .viewer import LAYOUTS
+
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValueError(f"port {port!r}: expected 0 to 65535 (0: a free port)")
+    if not isinstance(host, str) or not host.strip() or host != host.strip():
+        raise ValueError(f"host {host!r}: expected an address such as 127.0.0.1 (this "
+                         "machine only) or 0.0.0.0 (all its addresses)")
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout {layout!r}: expected one of {', '.join(LAYOUTS)}")
+    origins = check_cors((cors,) if isinstance(cors, str) else tuple(cors or ()))
     policy.setdefault("bfloat16", "float32")
-    origins = (cors,) if isinstance(cors, str) else tuple(cors or ())
     vol = jopen(source, storage_options=dict(storage_options) if storage_options else None,
                 cache_bytes=cache_bytes, **policy)
     try:
@@ -89,10 +99,12 @@ def serve(source: Any, *, port: int = 0, host: str = "127.0.0.1",
         vol.close()
         raise
     if not server.loopback:
+        where_ = "every address of this machine" if server.all_addresses else host
         warnings.warn(JnrrdWarning(
-            f"serving {name} on {host}, not a loopback address: anyone who can reach "
-            f"port {server.port} of this machine can read the volume (docs/web-view.md)"),
-            stacklevel=2)
+            f"serving {name} on {where_}, not a loopback address: anyone who can reach "
+            f"port {server.port} of this machine can read the volume (there is no "
+            "authentication; for access from elsewhere, keep 127.0.0.1 and put a web server "
+            "with authentication and TLS in front)"), stacklevel=2)
     return server
 
 

@@ -170,14 +170,14 @@ def http_date(timestamp: float) -> str:
     return email.utils.formatdate(timestamp, usegmt=True)
 
 
-def check_cors(origins: Sequence[str]) -> tuple[str, ...]:
-    """The ``--cors`` values checked: ``*`` or ``scheme://host[:port]`` origins
-    (``ValueError`` otherwise)."""
+def check_cors(origins: Sequence[str], name: str = "cors") -> tuple[str, ...]:
+    """The ``cors`` values checked: ``*`` or ``scheme://host[:port]`` origins
+    (``ValueError`` otherwise, naming the option as ``name``)."""
     out = []
     for o in origins:
         o = o.strip().rstrip("/")
         if o != "*" and not _ORIGIN.fullmatch(o):
-            raise ValueError(f"--cors {o!r}: expected '*' or an origin such as "
+            raise ValueError(f"{name} {o!r}: expected '*' or an origin such as "
                              "https://neuroglancer-demo.appspot.com")
         out.append(o)
     return tuple(out)

@@ -108,10 +108,12 @@ class ZarrStore:
         self.vol = vol
         #: the volume's name in the metadata and pages
         self.name = name or "volume"
+        stored_name = str(getattr(vol.core, "type_name", np.dtype(vol.dtype).name))
         dtype = np.dtype(vol.dtype if dtype is None else dtype)
         if dtype.name not in _TYPES:
+            shown = stored_name if dtype == vol.dtype else dtype.name
             raise UnsupportedError(
-                f"{where(vol.name, 'type')}{dtype.name!r} has no Zarr v3 data type the web "
+                f"{where(vol.name, 'type')}{shown!r} has no Zarr v3 data type the web "
                 f"viewers read ({', '.join(sorted(_TYPES))})")
         self.dtype = dtype
         tiling = vol.tiling
