@@ -57,10 +57,9 @@ def serve(source: Any, *, port: int = 0, host: str = "127.0.0.1",
     import numpy as np
 
     from ..api import open as jopen
+    from .protocol import check_cors
     from .server import WebServer
     from .store import ZarrStore
-
-    from .protocol import check_cors
     from .viewer import LAYOUTS
 
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
