@@ -71,7 +71,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Serve ``args.file`` until interrupted; return the exit code."""
-    from ..web import serve
+    from ..web import redact, serve
 
     server = serve(args.file, port=args.port, host=args.host, cors=args.cors,
                    **callbacks(args), **options_for(args.file,
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
 
     def announce() -> None:
         print(server.url, flush=True)
-        _say(f"serving {args.file} read-only as a Zarr v3 / OME-Zarr 0.5 group at "
+        _say(f"serving {redact(args.file)} read-only as a Zarr v3 / OME-Zarr 0.5 group at "
              f"{server.url}{listening(server)} (Ctrl-C stops)")
     return run_server(server, announce)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
     from .server import Request, WebServer
     from .store import ZarrStore
 
-__all__ = ["DEFAULT_CACHE_BYTES", "REQUEST_LOG_SIZE", "Request", "WebServer", "ZarrStore", "serve"]
+__all__ = ["DEFAULT_CACHE_BYTES", "REQUEST_LOG_SIZE", "Request", "WebServer", "ZarrStore",
+           "redact", "serve"]
 
 #: the decoded-tile cache of a served volume (re-encoded chunks and virtual levels use it)
 DEFAULT_CACHE_BYTES = 256 << 20
@@ -121,9 +123,22 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+#: a URL: scheme, credentials, the rest up to the query, the query and fragment
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)([^\s/?#@]*@)?([^\s?#]*)([?#]\S*)?")
+
+
+def redact(text: str) -> str:
+    """``text`` with every URL's credentials (``user:password@``) removed and its query and
+    fragment (a signed URL's signature, a token) replaced by ``?…``: what the server shows
+    its clients (names, error messages) never carries them."""
+    return _URL.sub(lambda m: m.group(1) + m.group(3) + ("?…" if m.group(4) else ""), text)
+
+
 def _display_name(source: Any) -> str:
     text = os.fspath(source) if isinstance(source, (str, os.PathLike)) else str(
         getattr(source, "name", "volume"))
+    if _URL.match(text):
+        text = _URL.sub(lambda m: m.group(1) + m.group(3), text)
     base = text.rstrip("/").rsplit("/", 1)[-1].rsplit("\\", 1)[-1]
     for suffix in (".jnrrd", ".nrrd", ".nhdr"):
         if base.lower().endswith(suffix):

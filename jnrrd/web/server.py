@@ -352,7 +352,10 @@ class WebServer:
 
     def _failure(self, target: str, e: BaseException, internal: bool = False) -> _Answer:
         status = 502 if isinstance(e, RemoteError) else 500
-        message = " ".join(str(e).split()) or type(e).__name__
+        from . import redact
+
+        # a URL's query (a signed URL's signature, a token) and credentials stay here
+        message = redact(" ".join(str(e).split())) or type(e).__name__
         if internal:
             message = f"internal error ({type(e).__name__}: {message})"
         if self.on_error is not None:
