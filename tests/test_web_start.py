@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import jnrrd
+from jnrrd.web import protocol as hp
 from jnrrd.web import server as web_server
 
 
@@ -58,11 +59,11 @@ def test_a_port_in_use_and_a_foreign_address_are_clear_errors(small: Path) -> No
 
 
 def test_the_url_of_a_wildcard_address_is_one_to_open() -> None:
-    assert web_server.url_host("0.0.0.0") == "127.0.0.1"
-    assert web_server.url_host("::") == "[::1]"
-    assert web_server.url_host("127.0.0.1") == "127.0.0.1"
-    assert web_server.url_host("::1") == "[::1]"
-    assert web_server.url_host("example.org") == "example.org"
+    assert hp.url_host("0.0.0.0") == "127.0.0.1"
+    assert hp.url_host("::") == "[::1]"
+    assert hp.url_host("127.0.0.1") == "127.0.0.1"
+    assert hp.url_host("::1") == "[::1]"
+    assert hp.url_host("example.org") == "example.org"
 
 
 def test_the_non_loopback_warning_carries_its_advice(small: Path,

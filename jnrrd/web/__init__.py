@@ -14,13 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import JnrrdWarning, where
+from .protocol import REQUEST_LOG_SIZE, redact, without_query
 
 if TYPE_CHECKING:
     from .server import Request, WebServer
@@ -31,8 +31,7 @@ __all__ = ["DEFAULT_CACHE_BYTES", "REQUEST_LOG_SIZE", "Request", "WebServer", "Z
 
 #: the decoded-tile cache of a served volume (re-encoded chunks and virtual levels use it)
 DEFAULT_CACHE_BYTES = 256 << 20
-#: the answered requests :attr:`WebServer.requests` keeps by default (the newest)
-REQUEST_LOG_SIZE = 10_000
+
 
 
 def serve(source: Any, *, port: int = 0, host: str = "127.0.0.1",
@@ -91,6 +90,7 @@ def serve(source: Any, *, port: int = 0, host: str = "127.0.0.1",
                     "images: the viewer's store serves the values as float32 (rounded); "
                     "jnrrd serve keeps the type"), stacklevel=2)
         store = ZarrStore(vol, name=name, dtype=dtype, axis_names=names)
+        _warn_geometry(vol, viewer)
         view = Viewer(*viewer_state(store, name=name, layout=layout)) if viewer else None
         server = WebServer(store, host=host, port=port, cors=origins, viewer=view,
                            last_modified=_modified(source), token=_token(vol),
@@ -109,6 +109,29 @@ def serve(source: Any, *, port: int = 0, host: str = "127.0.0.1",
     return server
 
 
+def _warn_geometry(vol: Any, viewer: bool) -> None:
+    """Warn when the served metadata cannot carry the file's world frame or axis order."""
+    from ..integrations.ngff import axis_types, is_oblique
+
+    shown = "the viewer shows" if viewer else "the OME-Zarr metadata give"
+    if is_oblique(vol):
+        warnings.warn(JnrrdWarning(
+            f"{where(vol.name, 'space_directions')}flipped, rotated or permuted axes: {shown} "
+            "the volume axis-aligned (scale = each direction's length, translation = the "
+            "origin along it), so its coordinates are not the file's world coordinates (a "
+            "flipped axis' are negated); the 'jnrrd' group attribute keeps the header"),
+            stacklevel=3)
+    types = list(reversed(axis_types(vol)))  # C order, as served
+    if not viewer and "space" in types and any(
+            t != "space" for t in types[types.index("space"):]):
+        warnings.warn(JnrrdWarning(
+            f"{where(vol.name, 'kinds')}a channel or time axis is served after the space "
+            "axes (the header's order, reversed): zarr-python and neuroglancer read the "
+            "group, but it is not valid OME-Zarr 0.5 (space axes last), so OME-Zarr "
+            "validators reject it; jnrrd convert to OME-Zarr reorders the axes"),
+            stacklevel=3)
+
+
 def __getattr__(name: str) -> Any:
     """The server and store classes, imported on first use (the package stays light for the
     command line's start)."""
@@ -123,22 +146,10 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-#: a URL: scheme, credentials, the rest up to the query, the query and fragment
-_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)([^\s/?#@]*@)?([^\s?#]*)([?#]\S*)?")
-
-
-def redact(text: str) -> str:
-    """``text`` with every URL's credentials (``user:password@``) removed and its query and
-    fragment (a signed URL's signature, a token) replaced by ``?…``: what the server shows
-    its clients (names, error messages) never carries them."""
-    return _URL.sub(lambda m: m.group(1) + m.group(3) + ("?…" if m.group(4) else ""), text)
-
-
 def _display_name(source: Any) -> str:
     text = os.fspath(source) if isinstance(source, (str, os.PathLike)) else str(
         getattr(source, "name", "volume"))
-    if _URL.match(text):
-        text = _URL.sub(lambda m: m.group(1) + m.group(3), text)
+    text = without_query(text)
     base = text.rstrip("/").rsplit("/", 1)[-1].rsplit("\\", 1)[-1]
     for suffix in (".jnrrd", ".nrrd", ".nhdr"):
         if base.lower().endswith(suffix):

@@ -25,9 +25,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["ALLOWED_METHODS", "MAX_HEADER_BYTES", "MAX_TARGET", "Refusal", "check_cors",
-           "check_request", "cors_headers", "etag_matches", "http_date", "if_range_allows",
-           "loopback_hosts", "not_modified", "parse_range", "preflight_headers", "request_path"]
+from ..errors import AddressError
+
+__all__ = ["ALLOWED_METHODS", "MAX_HEADER_BYTES", "MAX_TARGET", "REQUEST_LOG_SIZE", "Refusal",
+           "address_error", "check_cors", "check_request", "cors_headers", "etag_matches",
+           "http_date", "if_range_allows", "is_wildcard", "loopback_hosts", "not_modified",
+           "parse_range", "preflight_headers", "redact", "request_path", "url_host",
+           "without_query"]
 
 #: the longest request target accepted (chunk keys are far shorter)
 MAX_TARGET = 2048
@@ -44,6 +48,25 @@ _ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?|https?://\[[0-9A-Fa
 #: request headers a cross-origin page may send (the preflight's answer)
 _CORS_REQUEST_HEADERS = "Range, If-None-Match, If-Modified-Since, If-Range"
 _CORS_EXPOSE = "Content-Range, Content-Length, Accept-Ranges, ETag, Last-Modified"
+
+
+#: the answered requests :attr:`~jnrrd.web.WebServer.requests` keeps by default (the newest)
+REQUEST_LOG_SIZE = 10_000
+#: a URL: scheme, credentials, the rest up to the query, the query and fragment
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)([^\s/?#@]*@)?([^\s?#]*)([?#]\S*)?")
+
+
+def redact(text: str) -> str:
+    """``text`` with every URL's credentials (``user:password@``) removed and its query and
+    fragment (a signed URL's signature, a token) replaced by ``?…``: what the server shows
+    its clients (names, error messages) never carries them."""
+    return _URL.sub(lambda m: m.group(1) + m.group(3) + ("?…" if m.group(4) else ""), text)
+
+
+def without_query(text: str) -> str:
+    """``text`` with every URL's credentials, query and fragment removed (a file name)."""
+    return _URL.sub(lambda m: m.group(1) + m.group(3), text)
+
 
 
 class Refusal(Exception):
@@ -217,3 +240,40 @@ def preflight_headers(headers: Any, allowed: Sequence[str]) -> list[tuple[str, s
     if (headers.get("access-control-request-private-network") or "").lower() == "true":
         out.append(("Access-Control-Allow-Private-Network", "true"))
     return out
+
+
+def is_wildcard(host: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+
+
+def url_host(host: str) -> str:
+    """The host part of a URL that reaches a server listening on ``host``: a wildcard
+    address (``0.0.0.0``, ``::``) becomes this machine's loopback address, an IPv6 address
+    gets its brackets."""
+    if is_wildcard(host):
+        return "[::1]" if ":" in host else "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
+
+
+def address_error(e: OSError, host: str, port: int) -> AddressError:
+    """A bind failure in words (``[Errno 98]`` means nothing to most users)."""
+    import errno
+    import socket
+
+    where = f"{url_host(host)}:{port}"
+    if e.errno in (errno.EADDRINUSE, getattr(errno, "WSAEADDRINUSE", -1)):
+        return AddressError(f"cannot listen on {where}: port {port} is already in use "
+                            "(choose another port, or port 0 (--port 0) for a free one)")
+    if e.errno in (errno.EACCES, getattr(errno, "WSAEACCES", -1)):
+        return AddressError(f"cannot listen on {where}: port {port} needs privileges here "
+                            "(choose a port above 1023, or port 0 (--port 0) for a free one)")
+    if isinstance(e, socket.gaierror) or e.errno in (
+            errno.EADDRNOTAVAIL, getattr(errno, "WSAEADDRNOTAVAIL", -1)):
+        return AddressError(f"cannot listen on host {host!r}: not an address of this machine "
+                            "(127.0.0.1 for this machine only, 0.0.0.0 for all its addresses)")
+    return AddressError(f"cannot listen on {where}: {e.strerror or e}")

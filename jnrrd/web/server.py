@@ -26,13 +26,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, NamedTuple
 
 from .._threads import start_daemon
-from ..errors import AddressError, JnrrdError, RemoteError
-from . import REQUEST_LOG_SIZE
+from ..errors import JnrrdError, RemoteError
 from . import protocol as hp
+from .protocol import REQUEST_LOG_SIZE
 from .store import ZarrStore
 
-__all__ = ["IDLE_TIMEOUT", "MAX_CONNECTIONS", "REQUEST_LOG_SIZE", "Request", "WebServer",
-           "url_host"]
+__all__ = ["IDLE_TIMEOUT", "MAX_CONNECTIONS", "REQUEST_LOG_SIZE", "Request", "WebServer"]
 
 MAX_CONNECTIONS = 64
 IDLE_TIMEOUT = 30.0
@@ -183,7 +182,7 @@ class WebServer:
         try:
             self._httpd = server_class((host, port), _Handler)  # binds now
         except OSError as e:
-            raise _address_error(e, host, port) from None
+            raise hp.address_error(e, host, port) from None
         self._httpd.owner = self
         self.host = host
         self.port = int(self._httpd.server_address[1])
@@ -191,8 +190,8 @@ class WebServer:
         self._hosts = hp.loopback_hosts(self.port) if self.loopback else None
         #: listening on every address of this machine (``0.0.0.0``, ``::``): the URL then
         #: names 127.0.0.1 (or ``[::1]``), which works from here
-        self.all_addresses = _is_wildcard(host)
-        self.url = f"http://{url_host(host)}:{self.port}/"
+        self.all_addresses = hp.is_wildcard(host)
+        self.url = f"http://{hp.url_host(host)}:{self.port}/"
         self.viewer_url = self.url + viewer.entry if viewer is not None else None
         self._thread = start_daemon(self._httpd.serve_forever, 0.1, name="jnrrd-web-server")
 
@@ -352,10 +351,8 @@ class WebServer:
 
     def _failure(self, target: str, e: BaseException, internal: bool = False) -> _Answer:
         status = 502 if isinstance(e, RemoteError) else 500
-        from . import redact
-
         # a URL's query (a signed URL's signature, a token) and credentials stay here
-        message = redact(" ".join(str(e).split())) or type(e).__name__
+        message = hp.redact(" ".join(str(e).split())) or type(e).__name__
         if internal:
             message = f"internal error ({type(e).__name__}: {message})"
         if self.on_error is not None:
@@ -454,42 +451,6 @@ def _text(status: int, text: str, extra: list[tuple[str, str]] | None = None) ->
 
 def _etag(body: bytes) -> str:
     return '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
-
-
-def _is_wildcard(host: str) -> bool:
-    import ipaddress
-
-    try:
-        return ipaddress.ip_address(host).is_unspecified
-    except ValueError:
-        return False
-
-
-def url_host(host: str) -> str:
-    """The host part of a URL that reaches a server listening on ``host``: a wildcard
-    address (``0.0.0.0``, ``::``) becomes this machine's loopback address, an IPv6 address
-    gets its brackets."""
-    if _is_wildcard(host):
-        return "[::1]" if ":" in host else "127.0.0.1"
-    return f"[{host}]" if ":" in host else host
-
-
-def _address_error(e: OSError, host: str, port: int) -> AddressError:
-    """A bind failure in words (``[Errno 98]`` means nothing to most users)."""
-    import errno
-
-    where = f"{url_host(host)}:{port}"
-    if e.errno in (errno.EADDRINUSE, getattr(errno, "WSAEADDRINUSE", -1)):
-        return AddressError(f"cannot listen on {where}: port {port} is already in use "
-                            "(choose another port, or port 0 (--port 0) for a free one)")
-    if e.errno in (errno.EACCES, getattr(errno, "WSAEACCES", -1)):
-        return AddressError(f"cannot listen on {where}: port {port} needs privileges here "
-                            "(choose a port above 1023, or port 0 (--port 0) for a free one)")
-    if isinstance(e, socket.gaierror) or e.errno in (
-            errno.EADDRNOTAVAIL, getattr(errno, "WSAEADDRNOTAVAIL", -1)):
-        return AddressError(f"cannot listen on host {host!r}: not an address of this machine "
-                            "(127.0.0.1 for this machine only, 0.0.0.0 for all its addresses)")
-    return AddressError(f"cannot listen on {where}: {e.strerror or e}")
 
 
 def _is_loopback(host: str) -> bool:

@@ -266,6 +266,20 @@ class ZarrStore:
         return out
 
 
+    def centre_chunk(self, level: int = 0) -> np.ndarray | None:
+        """The voxels of ``level``'s chunk at the volume's centre (decoded through the chunk
+        cache; ``None`` when it is absent): a sample with the full resolution's variation,
+        which an averaged coarse level smooths away."""
+        arr = self.arrays[level]
+        coords = tuple((s // 2) // c for s, c in zip(arr.shape, arr.chunk, strict=True))
+        data = self.chunk(arr, coords)[0]
+        if data is None:
+            return None
+        block = self._chains[level].decode(data)
+        return block[tuple(slice(0, min(c, s - k * c)) for c, s, k in
+                           zip(arr.chunk, arr.shape, coords, strict=True))]
+
+
 class _Cache:
     """A byte-bounded LRU of chunk answers, safe from many threads."""
 
