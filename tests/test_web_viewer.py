@@ -68,6 +68,9 @@ def test_the_client_page_carries_the_volume_state(ct: Path) -> None:
         status, headers, page = get(str(s.viewer_url))
         assert no_redirect(s.url + "view") == (302, no_redirect(s.url + "view")[1])
         assert no_redirect(s.url + "view")[1]["Location"] == "v/jnrrd/"
+        # the page's path without its last slash: relative, so a proxy's prefix is kept
+        assert no_redirect(s.url + "v/jnrrd")[1]["Location"] == "jnrrd/"
+        assert get(s.url + "v/jnrrd")[2] == page
         assert get(s.url + "view")[2] == page  # the short name lands on the same page
         assert get(s.url + "v/jnrrd/index.html")[2] == page
     assert status == 200 and headers["Content-Type"].startswith("text/html")
@@ -146,8 +149,10 @@ def test_the_event_channel_is_held_open_until_close(ct: Path) -> None:
 def test_without_neuroglancer_the_extra_is_named(ct: Path, monkeypatch: pytest.MonkeyPatch
                                                  ) -> None:
     monkeypatch.setattr(web_viewer.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(jnrrd.errors.MissingDependencyError, match=r"jnrrd\[viewer\]"):
+    with pytest.raises(jnrrd.errors.MissingDependencyError,
+                       match=r"pip install neuroglancer \(jnrrd's viewer extra") as info:
         jnrrd.serve(ct, viewer=True)
+    assert "jnrrd[" not in str(info.value)  # jnrrd is not on PyPI: no such pip command
     with jnrrd.serve(ct) as s:  # the store alone needs no viewer
         assert get(s.url + "zarr.json")[0] == 200
 

@@ -91,7 +91,8 @@ def client_dir() -> Path:
             return path
     raise MissingDependencyError(
         "jnrrd view needs neuroglancer's web client, which the neuroglancer package ships: "
-        "pip install neuroglancer (jnrrd's extra jnrrd[viewer])")
+        "pip install neuroglancer (jnrrd's viewer extra; in a source checkout: "
+        "pip install -e \".[viewer]\")")
 
 
 class Viewer:
@@ -114,8 +115,11 @@ class Viewer:
         return path == f"/events/{TOKEN}"
 
     def redirect(self, path: str) -> str | None:
-        """The relative ``Location`` for a short path (``/view``), else ``None``."""
-        return self.entry if path == "/view" else None
+        """The relative ``Location`` for a short path (``/view``, the page's path without
+        its last slash), else ``None``."""
+        if path == "/view":
+            return self.entry
+        return f"{TOKEN}/" if path == "/" + self.entry.rstrip("/") else None
 
     def get(self, path: str) -> tuple[str, bytes, str] | None:
         """``(content type, body, cache-control)`` of a viewer path, else ``None``."""
