@@ -52,5 +52,6 @@ def test_the_cli_codecs_example_works_for_a_multi_byte_type(tmp_path: Path) -> N
 def test_the_web_page_says_what_the_new_user_found(page: str) -> None:
     text = " ".join((DOCS / page).read_text().split())
     for phrase in ("not valid OME-Zarr 0.5", "segmentation", "volume rendering",
-                   "flipped", "REQUEST_LOG_SIZE", "level 0's chunk at the centre"):
+                   "flipped", "REQUEST_LOG_SIZE", "level 0's chunk at the centre", "?…",
+                   "listens on all addresses", "/v/jnrrd` redirect"):
         assert phrase in text, phrase
