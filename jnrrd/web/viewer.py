@@ -30,8 +30,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..errors import MissingDependencyError
 
 __all__ = ["LAYOUTS", "TOKEN", "VIEWER_TYPES", "Viewer", "client_dir", "client_page",
@@ -250,6 +248,8 @@ def _layer(store: Any, name: str, layout: str, colour: int | None, names: list[s
            units: list[list[Any]]) -> dict[str, Any]:
     """The layer: a segmentation for a label map, an image otherwise (in colour across an
     RGB axis; volume rendered in the ``3d`` layout, where there are no planes)."""
+    import numpy as np
+
     if is_labels(store):
         return {"type": "segmentation", "source": "", "name": name}
     lo, hi = contrast_window(store)
@@ -275,6 +275,8 @@ def contrast_window(store: Any) -> tuple[float, float]:
     percentiles of two samples, the coarsest level's middle plane (across the first two axes:
     the whole volume's range) and level 0's chunk at the centre (the full resolution's
     variation, which averaging into coarser levels narrows: noise would saturate)."""
+    import numpy as np
+
     lows, highs = [], []
     for sample in (store.middle_plane(), store.centre_chunk(0)):
         if sample is None:
