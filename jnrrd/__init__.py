@@ -30,9 +30,9 @@ from .errors import (
 )
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
+    from ._config import config
     from .api import open, read, read_header
     from .clinical.sitk import from_sitk, to_sitk
-    from .config import config
     from .conversion import convert
     from .engine.volume import LevelView, Volume
     from .header import Header
@@ -50,7 +50,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "open": "api", "read": "api", "read_header": "api",
     "from_sitk": "clinical.sitk", "to_sitk": "clinical.sitk",
-    "config": "config",
+    "config": "_config",
     "convert": "conversion",
     "LevelView": "engine.volume", "Volume": "engine.volume",
     "Header": "header",
@@ -121,14 +121,13 @@ def __dir__() -> list[str]:
 
 
 class _Package(types.ModuleType):
-    """The package module: importing the submodule ``jnrrd.validate`` (``jnrrd.config``)
-    binds the package's ``validate`` (``config``) to the object of that name, as ``from
-    .validate import validate`` did (Python binds a package attribute to each submodule it
-    imports)."""
+    """The package module: importing the submodule ``jnrrd.validate`` binds the package's
+    ``validate`` to the function of that name, as ``from .validate import validate`` did
+    (Python binds a package attribute to each submodule it imports)."""
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in ("validate", "config") and isinstance(value, types.ModuleType):
-            value = getattr(value, name)
+        if name == "validate" and isinstance(value, types.ModuleType):
+            value = value.validate
         super().__setattr__(name, value)
 
 

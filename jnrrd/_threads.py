@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
+from ._config import current
 from ._platform import available_cpus, register_at_fork
-from .config import current
 
 __all__ = ["IO_THREADS", "OrderedQueue", "Running", "default_threads",
            "fork_join", "thread_count", "io_submit", "ordered_map", "run_parallel", "start_daemon",

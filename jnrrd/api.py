@@ -8,8 +8,8 @@ from typing import IO, Any, Unpack
 
 import numpy as np
 
+from ._config import settings_for
 from .codecs import chain_is_self_delimiting, is_raw_chain
-from .config import settings_for
 from .engine.cache import default_cache_bytes
 from .engine.sources import ExternalSource, InternalSource
 from .engine.untiled import UntiledData, data_paths

@@ -18,7 +18,7 @@ from typing import Any, Unpack
 
 import numpy as np
 
-from .config import config
+from ._config import config
 from .errors import UnsupportedError
 from .progress import Bar, Reporting, mib_progress
 from .writing.options import ConvertOptions

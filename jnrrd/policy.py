@@ -1,7 +1,7 @@
 """Reader policy: the security caps and path/URL rules of one read (docs/security.md), and
 the I/O settings it runs with (:class:`IOSettings`, docs/api.md "Configuration").
 
-Every reader takes the same policy keywords; :func:`jnrrd.config.settings_for` turns them (over
+Every reader takes the same policy keywords; :func:`jnrrd._config.settings_for` turns them (over
 the defaults of :data:`jnrrd.config`) into one frozen :class:`Policy` that is passed down,
 never stored in a module global. The path rules themselves (confinement, regular files only)
 are applied by :mod:`jnrrd.storage.local`.
@@ -17,7 +17,7 @@ from typing import IO, Any, Literal, TypedDict
 
 from .errors import UnsupportedError, where
 
-__all__ = ["IOSettings", "IOSettingsOptions", "Policy", "PolicyOptions"]
+__all__ = ["IOSettings", "IOSettingsOptions", "Policy", "PolicyOptions", "SettingsOptions"]
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -84,7 +84,7 @@ class Policy:
     anywhere; ``False``: nowhere).
 
     :attr:`io` is the :class:`IOSettings` a reader runs with: set by the reader
-    (:func:`jnrrd.config.settings_for`), not by the constructor (built-in defaults there).
+    (:func:`jnrrd._config.settings_for`), not by the constructor (built-in defaults there).
     """
 
     allow_absolute: bool = False
@@ -202,3 +202,7 @@ def _as_iter(value: Any) -> Iterable[Any]:
     if isinstance(value, (str, os.PathLike)):
         return (value,)
     return value
+
+
+class SettingsOptions(PolicyOptions, IOSettingsOptions, total=False):
+    """Every setting by name: what ``jnrrd.config(...)`` and ``jnrrd.config.set(...)`` take."""

@@ -26,7 +26,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import IO, Any, TextIO, Unpack
 
-from .config import settings_for
+from ._config import settings_for
 from .errors import FormatError, JnrrdError, ValidationError, VersionError, describe_source
 from .header.model import CORE_FIELDS, TILE_FIELDS, TILE_URI_PREFIX, build_header, find_prefix
 from .header.wire import MAX_NESTING, nesting_depth, read_entries

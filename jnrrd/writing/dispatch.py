@@ -10,7 +10,7 @@ from typing import Any, Unpack
 
 import numpy as np
 
-from ..config import config
+from .._config import config
 from ..dtypes import type_name_for
 from ..errors import HeaderError, UnsupportedError
 from ..header import TILE_URI, TILE_URI_PREFIX, Header

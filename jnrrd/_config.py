@@ -17,9 +17,9 @@ import threading
 import warnings
 from collections.abc import Iterator, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Unpack
 
-from .policy import IO_FIELDS, POLICY_FIELDS, IOSettings, Policy
+from .policy import IO_FIELDS, POLICY_FIELDS, IOSettings, Policy, SettingsOptions
 
 __all__ = ["Config", "config", "current", "settings_for"]
 
@@ -120,7 +120,8 @@ class Config:
     """
 
     def __call__(self, *, policy: Policy | None = None, io: IOSettings | None = None,
-                 **settings: Any) -> contextlib.AbstractContextManager[Policy]:
+                 **settings: Unpack[SettingsOptions]
+                 ) -> contextlib.AbstractContextManager[Policy]:
         """A context manager: the settings for the ``with`` block (checked now)."""
         values = _flat("jnrrd.config()", policy, io, settings)
         _build({**_DEFAULTS, **_CONTEXT.get(), **values})  # a bad value fails here
@@ -135,7 +136,7 @@ class Config:
             _CONTEXT.reset(token)
 
     def set(self, *, policy: Policy | None = None, io: IOSettings | None = None,
-            **settings: Any) -> None:
+            **settings: Unpack[SettingsOptions]) -> None:
         """Set process-wide defaults (every thread; ``with`` blocks still override them)."""
         global _DEFAULTS
         values = _flat("jnrrd.config.set()", policy, io, settings)
