@@ -71,10 +71,22 @@ def _build(values: Mapping[str, Any]) -> Policy:
     return pol.with_io(IOSettings(**{n: v for n, v in values.items() if n in IO_FIELDS}))
 
 
+#: the last settings built, with the two mappings they were built from (compared by identity:
+#: a block's mapping and the defaults are replaced, never changed, so the same objects mean
+#: the same settings; the tuple keeps them alive, so their ids are not reused)
+_LAST: tuple[Mapping[str, Any], Mapping[str, Any], Policy] | None = None
+
+
 def current() -> Policy:
     """The settings in force here (this thread or task): the policy, with its :attr:`io`."""
-    overrides = _CONTEXT.get()
-    return _build({**_DEFAULTS, **overrides} if overrides else _DEFAULTS)
+    global _LAST
+    defaults, overrides = _DEFAULTS, _CONTEXT.get()
+    last = _LAST
+    if last is not None and last[0] is defaults and last[1] is overrides:
+        return last[2]
+    pol = _build({**defaults, **overrides} if overrides else defaults)
+    _LAST = (defaults, overrides, pol)
+    return pol
 
 
 def settings_for(where: str, *, policy: Policy | None = None, io: IOSettings | None = None,

@@ -110,6 +110,10 @@ class Policy:
     _io: IOSettings = field(default_factory=IOSettings, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        roots = self.allowed_roots
+        if roots != ():  # one path or any iterable of paths (None: none), resolved
+            object.__setattr__(self, "allowed_roots", () if roots is None else tuple(
+                os.path.realpath(os.fspath(r)) for r in _as_iter(roots)))
         if self.bfloat16 not in (None, "ml_dtypes", "float32", "uint16"):
             raise ValueError("bfloat16 must be 'ml_dtypes', 'float32' or 'uint16'")
         f = self.follow_redirects
@@ -134,10 +138,6 @@ class Policy:
         unknown = set(kwargs) - set(POLICY_FIELDS)
         if unknown:
             raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
-        if "allowed_roots" in kwargs:
-            roots = kwargs["allowed_roots"]
-            kwargs["allowed_roots"] = () if roots is None else tuple(
-                os.path.realpath(os.fspath(r)) for r in _as_iter(roots))
         base = policy if policy is not None else cls()
         if not kwargs:
             return base

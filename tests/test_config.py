@@ -263,3 +263,23 @@ def test_the_config_name_is_the_object():
     from jnrrd._config import Config
 
     assert config is jnrrd.config and isinstance(config, Config)
+
+
+def test_set_inside_a_block_changes_what_the_block_leaves_alone():
+    with jnrrd.config(threads=2):
+        jnrrd.config.set(threads=5, max_files=9)
+        assert (current().io.threads, current().max_files) == (2, 9)
+    assert (current().io.threads, current().max_files) == (5, 9)
+
+
+def test_allowed_roots_take_one_path_or_many(tmp_path):
+    one = jnrrd.Policy(allowed_roots=str(tmp_path))  # type: ignore[arg-type]
+    many = jnrrd.Policy(allowed_roots=[tmp_path])  # type: ignore[arg-type]
+    assert one.allowed_roots == many.allowed_roots == (str(tmp_path.resolve()),)
+    assert hash(one) == hash(many) and jnrrd.Policy(allowed_roots=None).allowed_roots == ()  # type: ignore[arg-type]
+
+
+def test_the_default_thread_count_is_the_cpus_the_process_may_use():
+    from jnrrd._platform import available_cpus
+
+    assert thread_count() == available_cpus()
