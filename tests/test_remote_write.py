@@ -136,6 +136,7 @@ def test_external_tiles_are_put_concurrently_then_the_header(s3, monkeypatch):
             now[0] -= 1
 
     monkeypatch.setattr(s3fs.S3FileSystem, "_pipe_file", counting)
+    s3fs.S3FileSystem.clear_instance_cache()  # new instances mirror it into pipe_file
     # the requests of the writes alone: not those of the plugin validating what they wrote
     from plugins import validate_written
 
@@ -197,10 +198,12 @@ def test_an_upload_failing_half_way_leaves_the_previous_dataset(s3, monkeypatch)
         return await real(self, path, data, **kw)
 
     monkeypatch.setattr(s3fs.S3FileSystem, "_pipe_file", failing)
+    s3fs.S3FileSystem.clear_instance_cache()  # new instances mirror it into pipe_file
     with pytest.raises(OSError, match="injected failure") as info:
         jnrrd.write(url, _volume(1), storage_options=opts, **ext)
     assert ".tiles/" in str(info.value)  # the error names the tile's URL
     monkeypatch.setattr(s3fs.S3FileSystem, "_pipe_file", real)
+    s3fs.S3FileSystem.clear_instance_cache()
     fs.invalidate_cache()
     assert sorted(fs.find(s3.bucket)) == before  # the new tiles were removed
     np.testing.assert_array_equal(jnrrd.read(url, storage_options=opts)[0], _volume(0))

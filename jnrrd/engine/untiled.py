@@ -1,13 +1,13 @@
 """The untiled data section: attached or detached, skips, encodings (digest 1.9–1.11).
 
 Reading never allocates before the file is known to hold enough bytes (raw), decompresses in
-bounded pieces straight into the output (compressed), and serves ``open()`` on raw data through
-a memory map. Detached data files are keys of the header directory's store. (Writing the data
-section is :mod:`jnrrd.writing.stream`.)
-"""
+bounded pieces straight into the output (compressed), serves ``open()`` on raw data through a
+memory map, and reads through the header directory's store (:mod:`.sections`).
+Writing it is :mod:`jnrrd.writing.stream`."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import os
@@ -28,53 +28,17 @@ from ..codecs.encodings import (
 from ..dtypes import storage_dtype, to_user, user_dtype
 from ..errors import DataError, HeaderError, JnrrdWarning, UnsupportedError, where
 from ..policy import Policy
-from ..storage.local import LocalStore, is_url, open_resolved
+from ..storage.local import is_url
+from ..storage.objects import RangeStream
 from ..tiling.grid import AxisSel
 from .prefault import populating
+from .sections import copied as _copied
+from .sections import data_names, data_paths
+from .sections import open_data as _open_data
 from .spare_maps import empty
 
-__all__ = ["UntiledData", "data_paths", "read_untiled"]
+__all__ = ["UntiledData", "data_names", "data_paths", "read_untiled"]
 
-
-
-def data_paths(core: Any, store: LocalStore | None, policy: Policy, source: Any = None
-               ) -> list[str] | None:
-    """Detached data files, in order, resolved as keys of ``store`` (the header's directory;
-    ``None`` when the header came from a stream without a path). ``None`` for attached data."""
-    names: list[str]
-    if core.data_file is not None:
-        names, field = [core.data_file], "data_file"
-    elif core.data_files is not None:
-        names, field = list(core.data_files), "data_files"
-    elif core.data_file_pattern is not None:
-        names = core.data_file_pattern.file_names(max_files=policy.max_files, source=source)
-        field = "data_file_pattern"
-    else:
-        return None
-    if len(names) > policy.max_files:
-        raise UnsupportedError(f"{where(source, field)}{len(names)} files exceed the "
-                               f"max_files cap ({policy.max_files})")
-    if not names:
-        raise HeaderError(f"{where(source, field)}names no data file")
-    if store is None:
-        raise UnsupportedError(f"{where(source, field)}detached data needs the header's path; "
-                               "open the file by path, not through a file object")
-    paths = [store.path(n, field=field) for n in names]
-    if getattr(store, "remote", False):  # URLs, opened through the policy's opener
-        paths = [store.url(p) for p in paths]
-    return paths
-
-
-def _open_data(path: str, core: Any, policy: Policy, source: Any) -> IO[bytes]:
-    """Open one detached data file; a missing one is a ``DataError`` naming the field (as a
-    missing external tile is, CONVENTIONS §1.2)."""
-    field = ("data_file" if core.data_file is not None
-             else "data_files" if core.data_files is not None else "data_file_pattern")
-    try:
-        return open_resolved(path, policy, what=f"{where(source, field)}data file ")
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
-        raise DataError(f"{where(source, field)}data file {path!r} cannot be read: "
-                        f"{exc.strerror or exc}") from None
 
 
 def _skip_lines(f: IO[bytes], n: int, what: str) -> None:
@@ -146,8 +110,10 @@ def _skip_bytes(f: IO[bytes], n: int, what: str) -> None:
 
 
 def read_untiled(core: Any, f: IO[bytes] | None, paths: list[str] | None, policy: Policy,
-                 *, source: Any = None) -> np.ndarray:
-    """Read the whole data section; returns the user-dtype array of shape ``sizes`` (F order)."""
+                 *, source: Any = None, open_part: Any = None) -> np.ndarray:
+    """Read the whole data section; returns the user-dtype array of shape ``sizes`` (F order).
+    ``open_part(j)``: the stream of detached file ``j`` (through the header directory's
+    store), instead of opening ``paths[j]``."""
     st = storage_dtype(core.type_name, core.endian or "little", core.block_size)
     n = math.prod(core.sizes)
     policy.check_bytes(n * st.itemsize, "the data", source)
@@ -166,7 +132,8 @@ def read_untiled(core: Any, f: IO[bytes] | None, paths: list[str] | None, policy
                 fh = f
                 what = where(source)
             else:
-                fh = _open_data(paths[j], core, policy, source)
+                fh = (open_part(j) if open_part is not None
+                      else _open_data(paths[j], core, policy, source))
                 opened.append(fh)
                 what = where(paths[j])
             part = _Part(core, fh, per * st.itemsize, what)
@@ -343,11 +310,16 @@ class UntiledData:
 
     def __init__(self, core: Any, *, path: str | None, f: IO[bytes] | None,
                  data_start: int | None, paths: list[str] | None, policy: Policy,
-                 source: Any = None, held: IO[bytes] | None = None) -> None:
+                 source: Any = None, held: IO[bytes] | None = None, store: Any = None,
+                 key: str | None = None, keys: list[str] | None = None,
+                 field: str = "data_file") -> None:
         # ``held``: the already-open header file (owned from now on). Attached data is read
         # from it, never by opening the path again: the path may have been replaced since the
         # header was parsed, and header and data must come from the same file.
+        # ``store``/``key``: that file held by the store (one hold owned from now on), read
+        # through its get_ranges; ``keys``: detached files as keys of ``store`` (``field``).
         self._held = held
+        self._store, self._key, self._keys, self._field = store, key, keys, field
         self._lock = threading.Lock()
         self.core, self.policy, self.source = core, policy, source
         self.shape = tuple(core.sizes)
@@ -362,14 +334,58 @@ class UntiledData:
         policy.check_bytes(n * self._st.itemsize, "the data", source)
         if core.encoding == "raw" and (paths is None or len(paths) == 1):
             file_path = path if paths is None else paths[0]
-            if file_path is not None and not is_url(file_path):
+            if self._through_store(paths):
+                self._map = self._mapped(n)
+            elif file_path is not None and not is_url(file_path):
                 self._map = self._memmap(file_path, n)
         if self._map is None and core.encoding == "raw":
             self.stored_bytes = n * self._st.itemsize
 
+    def _through_store(self, paths: list[str] | None) -> bool:
+        """Whether the data is read through the store (a held file, or detached keys)."""
+        return self._store is not None and (self._key is not None if paths is None
+                                            else self._keys is not None)
+
+    def _part(self, j: int | None, *, mapped: bool = False) -> RangeStream:
+        """The stream of the attached section (``j`` ``None``) or of detached file ``j``
+        through the store (``mapped``: a detached file's ranges served from a map)."""
+        if j is None:
+            assert self._key is not None
+            return RangeStream(self._store, self._key, start=self._data_start or 0,
+                               name=self.source)
+        assert self._keys is not None
+        key, what = self._keys[j], where(self.source, self._field)
+        try:
+            reader = (self._store.open_reader(key, map_reads=True, field=self._field)
+                      if mapped else None)
+            return RangeStream(self._store, key, field=self._field, reader=reader,
+                               name=self._store.path(key, field=self._field))
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
+            path = self._store.path(key, field=self._field)
+            raise DataError(f"{what}data file {path!r} cannot be read: "
+                            f"{exc.strerror or exc}") from None
+        except DataError as exc:  # not a regular file, cannot be opened
+            raise DataError(f"{what}data file {exc}") from None
+
+    def _mapped(self, n: int) -> np.ndarray | None:
+        """:meth:`_memmap` through the store: the raw section as the store's buffer."""
+        nbytes = n * self._st.itemsize
+        with self._part(None if self._paths is None else 0, mapped=True) as stream:
+            what = where(stream.name)
+            _Part(self.core, stream, nbytes, what)
+            offset = stream.tell()
+            if stream.size - offset < nbytes:
+                raise DataError(f"{what}the data needs {nbytes} bytes, the file holds "
+                                f"{stream.size - offset} after the header and skips")
+            self.stored_bytes = nbytes
+            if n == 0:
+                return None
+            buf = self._store.get_ranges(stream.key, [(offset, offset + nbytes)])[0]
+        return np.frombuffer(buf, self._st, n)
+
     def _memmap(self, file_path: str, n: int) -> np.memmap | None:
         if self._paths is None and self._held is not None:
-            fh: Any = _Borrowed(self._held)
+            fh: Any = contextlib.nullcontext(self._held)
         elif self._paths is None:
             fh = open(file_path, "rb")
         else:
@@ -393,6 +409,8 @@ class UntiledData:
             return np.memmap(handle, dtype=self._st, mode="r", offset=offset, shape=(n,))
 
     def full(self) -> np.ndarray:
+        if self._through_store(self._paths):
+            return self._full_through_store()
         if self._map is not None and self._paths is None and self._held is not None:
             # The whole section: read() into one array rather than copying out of the map,
             # whose file pages would count in the resident set next to the copy.
@@ -401,15 +419,7 @@ class UntiledData:
                 return read_untiled(self.core, self._held, None, self.policy,
                                     source=self.source)
         if self._map is not None:
-            flat = empty(self._map.shape, self._map.dtype)
-            with populating(flat):
-                np.copyto(flat, self._map)
-            if self.core.type_name != "bfloat16" and not flat.dtype.isnative \
-                    and flat.dtype.kind != "V":
-                # Swap in place: reading a big-endian file costs one array, not two.
-                flat = flat.byteswap(inplace=True).view(flat.dtype.newbyteorder("="))
-            return to_user(flat, self.core.type_name,
-                           self.policy.bfloat16).reshape(self.shape, order="F")
+            return _copied(self._map, self.core, self.policy, self.shape)
         if self._array is None:
             f = self._f if self._held is None else self._held
             owned = None
@@ -424,6 +434,25 @@ class UntiledData:
             finally:
                 if owned is not None:
                     owned.close()
+            if self.stored_bytes == 0:
+                self.stored_bytes = self._array.nbytes
+        return self._array
+
+    def _full_through_store(self) -> np.ndarray:
+        if self._map is not None and self._paths is None:
+            # read into one array, not copied out of the map (its pages would stay resident)
+            with self._lock, self._part(None) as stream:
+                return read_untiled(self.core, stream, None, self.policy, source=self.source)
+        if self._array is None:
+            if self._paths is None:
+                with self._part(None) as stream:
+                    self._array = read_untiled(self.core, stream, None, self.policy,
+                                               source=self.source)
+            elif self._map is not None:
+                return _copied(self._map, self.core, self.policy, self.shape)
+            else:
+                self._array = read_untiled(self.core, None, self._paths, self.policy,
+                                           source=self.source, open_part=self._part)
             if self.stored_bytes == 0:
                 self.stored_bytes = self._array.nbytes
         return self._array
@@ -445,22 +474,12 @@ class UntiledData:
     def close(self) -> None:
         self._map = None
         self._array = None
+        if self._store is not None and self._key is not None:
+            self._store.release(self._key)
+            self._key = None
         if self._held is not None:
             self._held.close()
             self._held = None
-
-
-class _Borrowed:
-    """A context manager over a file that must stay open (no close on exit)."""
-
-    def __init__(self, f: IO[bytes]) -> None:
-        self.f = f
-
-    def __enter__(self) -> IO[bytes]:
-        return self.f
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _seekable(f: IO[bytes]) -> bool:
