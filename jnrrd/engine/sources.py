@@ -30,7 +30,8 @@ from ..tiling.locate import (
     pattern_dir,
     pattern_regex,
 )
-from .untiled import UntiledData, data_names
+from .untiled import UntiledData
+from .untiled_parts import data_names
 
 __all__ = ["ExternalSource", "InternalSource", "TileSource", "held_object", "untiled_data"]
 

@@ -12,6 +12,7 @@ checksums of a :class:`TileCodec`.
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import zlib
@@ -198,13 +199,13 @@ class TileDecoder(TileCodec):
         self._verify(index, data)
         if planes is not None and 0 < planes < shape[-1] and self.simple in PREFIX_NAMES:
             shape = (*shape[:-1], planes)
-            need = int(np.prod(shape)) * self.stored_dtype.itemsize
+            need = math.prod(shape) * self.stored_dtype.itemsize
             buf = _scratch(need) if scratch and self.simple == "zstd" else None
             data = decompress_prefix(self.simple, data, need, out=buf,
                                      what=f"{where(self.name)}tile {index}: ")
             arr = np.frombuffer(data, self.stored_dtype).reshape(shape, order="F")
         elif self.raw or self.simple:
-            count = int(np.prod(shape))
+            count = math.prod(shape)
             need = count * self.stored_dtype.itemsize
             if self.simple:
                 gz = self.simple == "gzip"
@@ -284,7 +285,7 @@ class TileEncoder(TileCodec):
             # [bytes] or [bytes, compressor] in native byte order: the F-ordered tile's memory
             # is already the stored byte order, so compress it in place (no chain, no copy).
             name, level = self._simple
-            flat = memoryview(np.asfortranarray(tile).T).cast("B")
+            flat = np.asfortranarray(tile).T.data.cast("B")
             # raw: the byte view itself (it keeps the tile alive until it is written)
             return flat if name is None else compress(name, flat, level=level)
         return self.chain(tile.shape).encode(tile, tile_index=index)
@@ -294,7 +295,7 @@ class TileEncoder(TileCodec):
         return (self._simple == (None, None) and dtype == self.chain_dtype
                 and self.plan.type_name != "bfloat16")
 
-    def metadata(self, core: np.ndarray, data: bytes | None) -> dict[str, Any]:
+    def metadata(self, core: np.ndarray, data: bytes | memoryview | None) -> dict[str, Any]:
         """The ``tile:metadata`` entry of one tile (stats of its core, checksum of ``data``)."""
         meta: dict[str, Any] = {}
         if self.plan.tile_stats:

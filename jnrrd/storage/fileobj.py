@@ -2,7 +2,7 @@
 library opened).
 
 Byte ranges come zero-copy from a memory map when the stream has a usable descriptor (safe
-from many threads), by ``os.pread`` when the caller asks not to map (compressed tiles: the
+from many threads), by ``pread`` when the caller asks not to map (compressed tiles: the
 file's pages do not pile up in the resident set of a full read), from the buffer of a
 ``BytesIO``, and otherwise by ``seek`` + ``read`` under one lock.
 """
@@ -16,6 +16,7 @@ import threading
 from collections.abc import Sequence
 from typing import IO, Any
 
+from .._platform import pread, pread_into
 from ..errors import DataError
 from .objects import Ready, ready
 
@@ -54,9 +55,8 @@ class StreamReader:
             fileno = f.fileno()
         except (AttributeError, OSError, io.UnsupportedOperation):
             return
-        if hasattr(os, "pread"):
-            self._fd = fileno  # reads into a caller's buffer (read_into), and compressed tiles
-        if not self._map_reads and self._fd is not None:
+        self._fd = fileno  # reads into a caller's buffer (read_into), and compressed tiles
+        if not self._map_reads:
             return
         if self.file_size:
             try:
@@ -71,7 +71,7 @@ class StreamReader:
             return self._buf[start:stop]
         size = stop - start
         if self._fd is not None and self._mm is None:
-            data = os.pread(self._fd, size, start)  # thread-safe: no shared file position
+            data = pread(self._fd, size, start)  # thread-safe: no shared file position
             if len(data) != size:
                 raise DataError("file ended early")
             return data
@@ -99,27 +99,21 @@ class StreamReader:
         return [ready(get, a, b) for a, b in ranges]
 
     def read_into(self, start: int, buf: Any) -> None:
-        """Fill ``buf`` with the bytes from ``start`` (``os.preadv`` when the stream has a
+        """Fill ``buf`` with the bytes from ``start`` (``preadv`` when the stream has a
         descriptor: no intermediate copy, no mapped pages left resident);
         ``DataError("file ended early")`` when the stream is shorter."""
         view = memoryview(buf).cast("B")
         n, got = len(view), 0
         if start + n > self.file_size:
             raise DataError("file ended early")
-        if self._fd is not None and hasattr(os, "preadv"):
-            while got < n:
-                k = os.preadv(self._fd, [view[got:]], start + got)
-                if k <= 0:
-                    raise DataError("file ended early")
-                got += k
+        if self._fd is not None:
+            if pread_into(self._fd, view, start) < n:
+                raise DataError("file ended early")
             return
         if self._buf is not None:
             view[:] = self._buf[start : start + n]
             return
-        with self._lock:  # pread without preadv (macOS < 11), Windows, or a stream
-            if self._fd is not None:
-                view[:] = os.pread(self._fd, n, start) if n else b""
-                return
+        with self._lock:  # a stream without a descriptor: seek + read
             self._file.seek(start)
             while got < n:
                 k = self._file.readinto(view[got:])
