@@ -15,7 +15,7 @@ import math
 import os
 import threading
 import warnings
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import numpy as np
 
@@ -260,7 +260,7 @@ class UntiledData:
         self._f, self._paths, self._data_start = f, paths, data_start
         self._path = path
         self._array: np.ndarray | None = None
-        self._map: np.memmap | None = None
+        self._map: np.ndarray | None = None
         self.stored_bytes = 0
         n = math.prod(self.shape)
         policy.check_bytes(n * self._st.itemsize, "the data", source)
@@ -278,20 +278,21 @@ class UntiledData:
         return self._store is not None and (self._key is not None if self._paths is None
                                             else self._keys is not None)
 
-    def _part(self, j: int | None, *, mapped: bool = False) -> RangeStream:
+    def _part(self, j: int | None, *, mapped: bool = False) -> IO[bytes]:
         """The stream of the attached section (``j`` ``None``, at the data start) or of
         detached file ``j`` through the store (``mapped``: its ranges served from a map)."""
         if j is None:
             assert self._key is not None
-            return RangeStream(self._store, self._key, start=self._data_start or 0,
-                               name=self.source)
+            return cast(IO[bytes], RangeStream(self._store, self._key,
+                                               start=self._data_start or 0, name=self.source))
         assert self._keys is not None
         key, what = self._keys[j], where(self.source, self._field)
         try:
             reader = (self._store.open_reader(key, map_reads=True, field=self._field)
                       if mapped else None)
-            return RangeStream(self._store, key, field=self._field, reader=reader,
-                               name=self._store.path(key, field=self._field))
+            return cast(IO[bytes], RangeStream(self._store, key, field=self._field,
+                                               reader=reader,
+                                               name=self._store.path(key, field=self._field)))
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
             path = self._store.path(key, field=self._field)
             raise DataError(f"{what}data file {path!r} cannot be read: "
@@ -306,14 +307,15 @@ class UntiledData:
         with self._part(None if self._paths is None else 0, mapped=True) as stream:
             what = where(stream.name)
             Part(self.core, stream, nbytes, what)
-            offset = stream.tell()
-            if stream.size - offset < nbytes:
+            offset, size = stream.tell(), cast(RangeStream, stream).size
+            if size - offset < nbytes:
                 raise DataError(f"{what}the data needs {nbytes} bytes, the file holds "
-                                f"{stream.size - offset} after the header and skips")
+                                f"{size - offset} after the header and skips")
             self.stored_bytes = nbytes
             if n == 0:
                 return None
-            buf = self._store.get_ranges(stream.key, [(offset, offset + nbytes)])[0]
+            key = cast(RangeStream, stream).key
+            buf = self._store.get_ranges(key, [(offset, offset + nbytes)])[0]
         return np.frombuffer(buf, self._st, n)
 
     def _memmap(self, file_path: str, n: int) -> np.memmap | None:
@@ -366,7 +368,7 @@ class UntiledData:
         if self._array is not None:
             return self._array if out is None else _copied(out, self._array)
         f = self._f if self._held is None else self._held
-        owned = None
+        owned: Any = None
         if store and self._paths is None:
             owned = f = self._part(None)
         elif self._paths is None and f is None:
