@@ -14,6 +14,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
+    AddressError,
     CodecError,
     DataError,
     FormatError,
@@ -59,6 +60,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "AddressError",
     "CodecError",
     "DataError",
     "FormatError",
