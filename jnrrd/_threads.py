@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
@@ -208,12 +209,27 @@ def fork_join(first: Callable[[], Any], second: Callable[[], Any]) -> tuple[Any,
     return a, future.result()
 
 
-def ordered_map(fn: Callable[[Any], Any], items: Iterable[Any], *, workers: int, name: str
-                ) -> Iterator[Any]:
+def ordered_map(fn: Callable[[Any], Any], items: Iterable[Any], *, workers: int, name: str,
+                ahead: int | None = None) -> Iterator[Any]:
     """``fn`` over ``items`` on a fresh pool of ``workers`` threads named ``name``; results in
-    the order of ``items`` as they come (the first failure in that order is raised)."""
+    the order of ``items`` as they come (the first failure in that order is raised).
+    ``ahead``: at most this many items taken from ``items`` and not yet yielded (a streamed
+    write's memory bound); ``None`` takes them all at once."""
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name) as pool:
-        yield from pool.map(fn, items)
+        if ahead is None:
+            yield from pool.map(fn, items)
+            return
+        pending: deque[Future[Any]] = deque()
+        try:
+            for item in items:
+                pending.append(pool.submit(fn, item))
+                if len(pending) >= max(1, ahead):
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for f in pending:
+                f.cancel()
 
 
 def zstd_frame_map(fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:

@@ -283,3 +283,24 @@ def test_the_default_thread_count_is_the_cpus_the_process_may_use():
     from jnrrd._platform import available_cpus
 
     assert thread_count() == available_cpus()
+
+
+def test_gzip_nrrd_writes_follow_threads(tmp_path, monkeypatch):
+    from jnrrd.codecs import gzip_stream
+
+    seen: list[int] = []
+
+    def spy_on(original):
+        def spy(*args, threads, **kwargs):
+            seen.append(threads)
+            return original(*args, threads=threads, **kwargs)
+        return spy
+
+    for name in ("gzip_buffer", "gzip_pieces"):
+        monkeypatch.setattr(gzip_stream, name, spy_on(getattr(gzip_stream, name)))
+    a = np.arange(4096, dtype="i2").reshape(16, 16, 16)
+    jnrrd.write(tmp_path / "a.nrrd", a, encoding="gzip", threads=1)
+    with jnrrd.config(threads=3):
+        jnrrd.write(tmp_path / "b.nrrd", a, encoding="gzip")
+    assert seen == [1, 3]
+    assert (jnrrd.read(tmp_path / "b.nrrd")[0] == a).all()
