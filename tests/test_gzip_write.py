@@ -38,7 +38,7 @@ def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     path (several zlib blocks with dictionaries, the libdeflate tail, uneven ends)."""
     monkeypatch.setattr(gzip_stream, "BLOCK_BYTES", 64 << 10)
     monkeypatch.setattr(gzip_stream, "TAIL_BYTES", 256 << 10)
-    monkeypatch.setattr(stream, "default_threads", lambda: 3)
+    monkeypatch.setattr(stream, "thread_count", lambda threads=None: 3)
 
 
 def _data_section(path: str) -> bytes:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .._threads import default_threads, ordered_map, run_parallel
+from .._threads import ordered_map, run_parallel, thread_count
 from ..codecs import gzip_stream
 from ..codecs.compress import zstd_compress
 from ..codecs.encodings import COMPRESSED, format_ascii, format_hex
@@ -70,7 +70,7 @@ def _gzip(data: Any, st: np.dtype, type_name: str, index_order: str, total: int,
           level: int | None) -> Iterator[Any]:
     """The data section as ONE gzip member deflated on every core (:mod:`..codecs.gzip_stream`):
     in place for an array in memory, else slab by slab with bounded memory."""
-    threads = default_threads()
+    threads = thread_count()  # the ``threads`` setting in force (write(threads=...))
     lvl = gzip_stream.DEFAULT_LEVEL if level is None else level
     whole = _in_place(data, st, type_name)
     if whole is not None:
