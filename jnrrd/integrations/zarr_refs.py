@@ -82,7 +82,7 @@ def kerchunk_refs(source: Any, *, storage_options: Mapping[str, Any] | None = No
         kwargs["storage_options"] = dict(storage_options)
     to_url = None
     if is_remote(url):
-        fs = filesystem(url, dict(storage_options or {}))[0]
+        fs = filesystem(url, dict(storage_options or {}), backend="fsspec")[0]
         to_url = fs.unstrip_protocol
     with jopen(source, **kwargs) as vol:
         return volume_refs(vol, url, tile_url=to_url)

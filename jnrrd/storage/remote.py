@@ -66,7 +66,50 @@ def local_path(source: Any) -> Any:
     return source
 
 
-def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple[Any, str]:
+def filesystem(url: str, storage_options: dict[str, Any] | None = None, *,
+               policy: Policy | None = None, backend: str | None = None) -> tuple[Any, str]:
+    """The filesystem and path of ``url``: an fsspec filesystem (``storage_options`` passed
+    unchanged), or an :class:`~.remote_obstore.ObstoreFS` when the backend is obstore
+    (:func:`choose_backend`; ``backend`` or the storage option ``"backend"`` force one)."""
+    options = dict(storage_options or {})
+    forced = options.pop("backend", None)
+    if choose_backend(url, options, policy, forced or backend) == "obstore":
+        from .remote_obstore import obstore_filesystem
+
+        return obstore_filesystem(url, options, policy)
+    return fsspec_filesystem(url, options)
+
+
+def choose_backend(url: str, options: dict[str, Any], policy: Policy | None,
+                   backend: str | None) -> str:
+    """``"obstore"`` or ``"fsspec"`` for ``url``: ``backend`` when given (else the policy's
+    ``io.remote_backend``); ``"auto"`` is obstore when it is installed, reads the URL's scheme
+    under ``policy`` and understands every storage option, else fsspec."""
+    choice = backend or (policy.io.remote_backend if policy is not None else "auto")
+    if choice not in ("auto", "fsspec", "obstore"):
+        raise UnsupportedError(f"{url}: backend must be 'auto', 'fsspec' or 'obstore', not "
+                               f"{choice!r}")
+    if choice != "auto":
+        return choice
+    from . import remote_obstore as ob
+
+    scheme = url.partition("://")[0].lower()
+    if scheme in ob.OBSTORE_SCHEMES and ob.available() and ob.understands(url, options, policy):
+        return "obstore"
+    return "fsspec"
+
+
+def make_fetcher(fs: Any, policy: Policy) -> Fetcher:
+    """The :class:`Fetcher` of a filesystem :func:`filesystem` returned."""
+    if getattr(fs, "obstore", False):
+        from .remote_obstore import ObstoreFetcher
+
+        return ObstoreFetcher(fs, policy)
+    return Fetcher(fs, policy)
+
+
+def fsspec_filesystem(url: str, storage_options: dict[str, Any] | None = None
+                      ) -> tuple[Any, str]:
     """The fsspec filesystem and path of ``url`` (``storage_options`` passed unchanged)."""
     try:
         from fsspec.core import url_to_fs
@@ -117,7 +160,7 @@ class RemoteReader:
                  ) -> None:
         self.fetcher, self.path, self.url = fetcher, path, url
         self.expect: Validator | None = None
-        if fetcher.http:
+        if fetcher.ranged_open:
             answer = fetcher.get(path, 0, first, url=url, exact=False)
             got = answer.validator or Validator()
             size = answer.total
@@ -298,10 +341,12 @@ class RemoteStore(HeldObjects):
     def __init__(self, fs: Any, root: str, policy: Policy, *, source: Any = None,
                  fetcher: Fetcher | None = None) -> None:
         self.fs, self.root, self.policy, self.source = fs, root.rstrip("/"), policy, source
-        self.fetcher = fetcher or Fetcher(fs, policy)
+        self.fetcher = fetcher or make_fetcher(fs, policy)
 
     def strip(self, path: str) -> str:
         """An fsspec path or URL as the filesystem's path (its protocol stripped)."""
+        if getattr(self.fs, "obstore", False):  # its paths are URLs
+            return self.url(path)
         return strip_protocol(path if _URL.match(path) else self.url(path))
 
     def url(self, path: str) -> str:
@@ -391,7 +436,8 @@ class RemoteStore(HeldObjects):
                                    "object by name")
         base = self.path(prefix, field="tile:pattern") if prefix else self.root
         try:
-            found = self.fs.find(base)
+            found = (self.fs.find(base, self.policy) if getattr(self.fs, "obstore", False)
+                     else self.fs.find(base))
         except FileNotFoundError:
             return
         except Exception as exc:  # a listing that fails, named

@@ -58,6 +58,9 @@ class Fetcher:
         self.fs = fs
         self.policy = policy
         self.http = _is_http(fs)
+        #: objects open with a ranged GET whose answer gives their size and version (HTTP;
+        #: elsewhere the filesystem's ``info`` does)
+        self.ranged_open = self.http
         self.s3 = _protocols(fs) & {"s3", "s3a"} != set() and hasattr(fs, "call_s3")
         #: HTTP: our own session (:mod:`.aio`) with the caller's options
         self.client = http_client(getattr(fs, "storage_options", {})) if self.http else None

@@ -93,7 +93,7 @@ def resolve(source: Any, policy: Policy, storage_options: dict[str, Any] | None 
 
 def _resolve_url(url: str, policy: Policy, storage_options: dict[str, Any] | None
                  ) -> Opened:
-    fs, path = filesystem(url, storage_options)
+    fs, path = filesystem(url, storage_options, policy=policy)
     root, key = split_url(path, name_url=url)
     store = RemoteStore(fs, root, policy, source=url)
     stream = RemoteStream(store, key, RemoteReader(store.fetcher, path, url))
