@@ -47,7 +47,8 @@ import jnrrd
 pytest.importorskip("fsspec")
 pytest.importorskip("aiohttp")
 
-pytestmark = pytest.mark.timeout(60)
+#: (and every test here runs through both backends of remote reads: tests/conftest.py)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("remote_backend")]
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):

@@ -41,7 +41,8 @@ import jnrrd
 s3fs = pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")
 
-pytestmark = pytest.mark.timeout(120)
+#: (and every test here runs through both backends of remote reads: tests/conftest.py)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("remote_backend")]
 
 SMALL, SMALL_TILE = 128, 16
 

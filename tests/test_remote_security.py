@@ -42,7 +42,8 @@ from jnrrd.policy import Policy
 fsspec = pytest.importorskip("fsspec")
 pytest.importorskip("aiohttp")
 
-pytestmark = pytest.mark.timeout(60)
+#: (and every test here runs through both backends of remote reads: tests/conftest.py)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("remote_backend")]
 
 SECRET = bytes([7, 8, 9, 10])
 

@@ -13,7 +13,8 @@ from remote_cases import put_to_s3, random_volume
 import jnrrd
 
 pytest.importorskip("fsspec")
-pytestmark = pytest.mark.timeout(120)
+#: (and every test here runs through both backends of remote reads: tests/conftest.py)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("remote_backend")]
 
 
 def _volume(shape=(40, 30, 20), seed=5):

@@ -43,7 +43,7 @@ from ..errors import (
 from ..policy import Policy
 from .bodies import PIECE, Answer, LongBody, Read, Retry, ShortBody, Sink, read_exact
 from .remote_fetch import Fetcher
-from .remote_http import describe, span
+from .remote_http import NO_RANGES, describe, span
 from .validators import Validator
 
 __all__ = ["OBSTORE_SCHEMES", "OPTION_NAMES", "ObstoreFS", "ObstoreFetcher", "available",
@@ -249,7 +249,9 @@ class ObstoreFetcher(Fetcher):
         try:
             result = await obstore.get_async(self._store, key, options=options)
         except Exception as exc:
-            return await self._failed(exc, key, start, stop, url, expect)
+            if "Range request not supported" not in str(exc):
+                return await self._failed(exc, key, start, stop, url, expect)
+            result = await self._whole(key, start, stop, url, options)
         meta = result.meta
         got = _validator(meta)
         if expect is not None:
@@ -260,6 +262,8 @@ class ObstoreFetcher(Fetcher):
                               f"(Content-Encoding: {encoding}): its bytes are not the object's")
         first, last = result.range
         size = int(meta["size"])
+        if first == 0 and last == size and "range" not in options:  # a whole object
+            first, last = start, min(stop, size)
         if first != start or last != min(stop, size) or last < first:
             raise RemoteError(f"{url}: {span(start, stop)}: the answer holds bytes "
                               f"{first}-{last - 1}, not the range asked for")
@@ -273,6 +277,21 @@ class ObstoreFetcher(Fetcher):
         except Exception as exc:  # the connection dropped while the body was read
             raise Retry(describe(exc)) from None
         return Answer(data, size, got)
+
+    async def _whole(self, key: str, start: int, stop: int, url: str,
+                     options: dict[str, Any]) -> Any:
+        """The answer of a server that ignores ``Range`` (HTTP 200): accepted only from
+        byte 0 and only when the whole object fits the request (as the fsspec backend)."""
+        import obstore
+
+        options.pop("range")
+        try:
+            result = await obstore.get_async(self._store, key, options=options)
+        except Exception as exc:
+            return await self._failed(exc, key, start, stop, url, None)
+        if start != 0 or int(result.meta["size"]) > stop:
+            raise RemoteError(f"{url}: {span(start, stop)}: {NO_RANGES}")
+        return result
 
     async def _failed(self, exc: Exception, key: str, start: int, stop: int, url: str,
                       expect: Validator | None) -> Answer:
