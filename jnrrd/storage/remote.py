@@ -83,18 +83,19 @@ def filesystem(url: str, storage_options: dict[str, Any] | None = None, *,
 def choose_backend(url: str, options: dict[str, Any], policy: Policy | None,
                    backend: str | None) -> str:
     """``"obstore"`` or ``"fsspec"`` for ``url``: ``backend`` when given (else the policy's
-    ``io.remote_backend``); ``"auto"`` is obstore when it is installed, reads the URL's scheme
-    under ``policy`` and understands every storage option, else fsspec."""
+    ``io.remote_backend``). Protocols obstore does not read always go through fsspec; for the
+    others ``"auto"`` is obstore when it is installed and reads the URL under ``policy`` with
+    these storage options, else fsspec."""
     choice = backend or (policy.io.remote_backend if policy is not None else "auto")
     if choice not in ("auto", "fsspec", "obstore"):
         raise UnsupportedError(f"{url}: backend must be 'auto', 'fsspec' or 'obstore', not "
                                f"{choice!r}")
-    if choice != "auto":
-        return choice
     from . import remote_obstore as ob
 
     scheme = url.partition("://")[0].lower()
-    if scheme in ob.OBSTORE_SCHEMES and ob.available() and ob.understands(url, options, policy):
+    if choice == "fsspec" or scheme not in ob.OBSTORE_SCHEMES:  # memory://, sftp://, ...
+        return "fsspec"
+    if choice == "obstore" or (ob.available() and ob.understands(url, options, policy)):
         return "obstore"
     return "fsspec"
 
