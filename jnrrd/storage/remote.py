@@ -346,8 +346,8 @@ class RemoteStore(HeldObjects):
 
     def strip(self, path: str) -> str:
         """An fsspec path or URL as the filesystem's path (its protocol stripped)."""
-        if getattr(self.fs, "obstore", False):  # its paths are URLs
-            return self.url(path)
+        if getattr(self.fs, "obstore", False):
+            return str(self.fs.strip(self.url(path)))
         return strip_protocol(path if _URL.match(path) else self.url(path))
 
     def url(self, path: str) -> str:

@@ -129,7 +129,10 @@ def _config(scheme: str, options: dict[str, Any]) -> tuple[dict[str, Any], dict[
                                    f"{scheme}:// (docs/remote.md, \"Backends\"); pass its "
                                    "obstore name, or remote_backend='fsspec'")
     endpoint = str(config.get("aws_endpoint", ""))
-    if family in ("http", "https") and scheme == "http" or endpoint.startswith("http://"):
+    if family in ("http", "https"):  # byte offsets of the object, not of a gzip of it
+        client["default_headers"] = {"Accept-Encoding": "identity",
+                                     **client.get("default_headers", {})}
+    if scheme == "http" or endpoint.startswith("http://"):
         client.setdefault("allow_http", True)
     return config, client
 
@@ -157,15 +160,23 @@ class ObstoreFS:
         self.protocol = (self.scheme,)
         self.storage_options = options
         self.config, self.client = _config(self.scheme, options)
+        self._last: Any = None  # the store last made (listings without a policy use it)
 
     def unstrip_protocol(self, path: str) -> str:
-        """A path is a URL already."""
-        return path
+        """The URL of a path (a URL, or the form :meth:`strip` gives)."""
+        return path if "://" in path else f"{self.scheme}://{path}"
+
+    def strip(self, url: str) -> str:
+        """A URL without its scheme (``bucket/key``, as fsspec names S3 objects)."""
+        return url.partition("://")[2] if "://" in url else url
 
     def key(self, path: str) -> str:
         """The object's key in the store (HTTP: the URL's path, percent-decoded once, as
         obstore encodes it again)."""
-        rest = path[len(self.base):] if path.startswith(self.base) else urlsplit(path).path
+        if "://" not in path:  # the form :meth:`strip` gives: "bucket/key"
+            rest = path.partition("/")[2]
+        else:
+            rest = path[len(self.base):] if path.startswith(self.base) else urlsplit(path).path
         rest = rest.lstrip("/")
         return unquote(rest) if self.scheme in ("http", "https") else rest
 
@@ -191,16 +202,20 @@ class ObstoreFS:
                 except Exception as exc:  # obstore's configuration errors
                     raise RemoteError(f"{self.base}: {describe(exc)}") from None
                 _stores[ident] = found
+            self._last = found
             return found
 
-    def find(self, base: str, policy: Policy) -> Iterator[str]:
-        """The URLs of the objects under ``base``."""
+    def find(self, base: str, policy: Policy | None = None) -> Iterator[str]:
+        """The objects under ``base`` (a URL or a stripped path), in the form of
+        :meth:`strip` (with the store of ``policy``, else the one last used)."""
         import obstore
 
         prefix = self.key(base).rstrip("/")
-        for batch in obstore.list(self.store(policy), prefix or None):
+        store = self.store(policy) if policy is not None else self._last
+        netloc = self.base.partition("://")[2]
+        for batch in obstore.list(store, prefix or None):
             for meta in batch:
-                yield f"{self.base}/{meta['path']}"
+                yield f"{netloc}/{meta['path']}"
 
 
 class ObstoreFetcher(Fetcher):
@@ -310,8 +325,8 @@ class ObstoreFetcher(Fetcher):
             raise ObjectNotFoundError(errno.ENOENT, "no such object", url) from None
         if isinstance(exc, PreconditionError):
             was = (expect.etag or expect.last_modified) if expect is not None else None
-            raise DataError(f"{url}: the object changed while it was read (it is no longer "
-                            f"the version it was, {was})") from None
+            raise DataError(f"{url}: the object changed while it was read (HTTP 412: it is "
+                            f"no longer the version it was, {was})") from None
         if isinstance(exc, (PermissionDeniedError, UnauthenticatedError)):
             raise RemoteError(f"{where}: access denied ({head})") from None
         if "416" in text or "Range Not Satisfiable" in text or "InvalidRange" in text:
