@@ -241,6 +241,7 @@ class ObstoreFetcher(Fetcher):
         """The object's size and version from a ranged ``GET`` of its first byte."""
         import asyncio
 
+        assert self.loop is not None
         coro = self._attempts(path, 0, 1, url, False, None, head=True)
         answer = self.wait(asyncio.run_coroutine_threadsafe(coro, self.loop), url, 0, 1)
         return {"name": path, "size": answer.total, "type": "file",
@@ -262,7 +263,7 @@ class ObstoreFetcher(Fetcher):
                     cond["If-Unmodified-Since"])
         key = self.fs.key(path)
         try:
-            result = await obstore.get_async(self._store, key, options=options)
+            result = await obstore.get_async(self._store, key, options=cast(Any, options))
         except Exception as exc:
             if "Range request not supported" not in str(exc):
                 return await self._failed(exc, key, start, stop, url, expect)
@@ -301,7 +302,7 @@ class ObstoreFetcher(Fetcher):
 
         options.pop("range")
         try:
-            result = await obstore.get_async(self._store, key, options=options)
+            result = await obstore.get_async(self._store, key, options=cast(Any, options))
         except Exception as exc:
             return await self._failed(exc, key, start, stop, url, None)
         if start != 0 or int(result.meta["size"]) > stop:
