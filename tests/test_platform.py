@@ -66,6 +66,29 @@ def test_pread_into_fills_the_view(fd, monkeypatch, native):
     assert os.lseek(fd, 0, os.SEEK_CUR) == 17
 
 
+@pytest.mark.parametrize("hidden", [("preadv",), ("preadv", "pread")], ids=["pread", "seek"])
+def test_the_pread_into_fallback_copies_in_bounded_steps(tmp_path, monkeypatch, hidden):
+    """Without ``preadv`` a large read is not staged whole: one step (256 KiB) besides the
+    buffer (a raw read costs about its output array: tests/test_io_errors.py)."""
+    import tracemalloc
+
+    _hide(monkeypatch, *hidden)
+    data = np.arange(2 << 20, dtype=np.uint32)  # 8 MiB
+    p = tmp_path / "big.bin"
+    data.tofile(p)
+    out = np.empty_like(data)
+    fd = os.open(p, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    try:
+        tracemalloc.start()
+        got = _platform.pread_into(fd, memoryview(out).cast("B"), 0)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    finally:
+        os.close(fd)
+    assert got == data.nbytes and np.array_equal(out, data)
+    assert peak < 1 << 20, peak
+
+
 def test_the_pread_fallback_is_safe_from_threads(fd, monkeypatch):
     _hide(monkeypatch, "pread")
     errors = []
