@@ -186,15 +186,26 @@ def pread(fd: int, size: int, offset: int) -> bytes:
             os.lseek(fd, pos, os.SEEK_SET)
 
 
+#: the step of :func:`pread_into`'s fallback: what it holds besides the caller's buffer
+_PREAD_STEP = 256 << 10
+
+
 def pread_into(fd: int, view: memoryview, offset: int) -> int:
     """Fill ``view`` (bytes) from ``offset`` of ``fd``; the bytes read (fewer only at the end
-    of the file): ``os.preadv`` straight into it, else :func:`pread` and a copy."""
+    of the file): ``os.preadv`` straight into it, else :func:`pread` and a copy, in steps of
+    256 KiB (a large read is never staged whole: it costs its buffer and one step)."""
     fn = _os("preadv")
     n, got = len(view), 0
     if fn is None:
-        data = pread(fd, n, offset)
-        view[: len(data)] = data
-        return len(data)
+        while got < n:
+            data = pread(fd, min(_PREAD_STEP, n - got), offset + got)
+            k = len(data)
+            view[got : got + k] = data
+            del data  # one step held at a time
+            got += k
+            if not k:
+                break
+        return got
     while got < n:
         k = fn(fd, [view[got:]], offset + got)
         if k <= 0:
