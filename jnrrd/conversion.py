@@ -156,11 +156,13 @@ def convert(source: Any, target: Any, *, storage_options: Mapping[str, Any] | No
     if (isinstance(source, (str, os.PathLike)) and isinstance(target, (str, os.PathLike))
             and os.path.abspath(source) == os.path.abspath(target)):
         raise ValueError(f"{target}: the source and the target are the same file")
+    from .storage.targets import local_target
     from .writing.dispatch import write
 
     # OME-Zarr targets are written from header-order levels; index_order only maps options
     order = "F" if out == "ome-zarr" else index_order
-    with open_source(source, index_order=order, storage_options=storage_options) as src:
+    with local_target(target), open_source(source, index_order=order,
+                                            storage_options=storage_options) as src:
         write_converted(src, target, out, write=write, index_order=index_order,
                         progress=progress, storage_options=storage_options, **write_options)
 
