@@ -89,7 +89,7 @@ class TableChecks(TilingChecks):
                 r.error(self.key("offset_table", int(i)), f"{describe_tile(levels, int(i))}: "
                         f"offset {int(table[i])} points into the header (data starts at "
                         f"{start})", int(table[i]), f">= {start}")
-            self._more(bad, "point into the header")
+            self._more(bad)
         if fsize is not None:
             lengths = size_t if size_t is not None else np.ones_like(table)
             bad = np.flatnonzero(past_the_end(table, lengths, fsize))
@@ -98,7 +98,7 @@ class TableChecks(TilingChecks):
                 r.error(self.key("offset_table", int(i)), f"{describe_tile(levels, int(i))}: "
                         f"bytes {int(table[i])}..{end} run past the end of the file "
                         f"({fsize} bytes)", int(table[i]), f"tile bytes within {fsize}")
-            self._more(bad, f"run past the end of the file ({fsize} bytes)")
+            self._more(bad)
         if fmt == "contiguous" and size_t is not None:
             idx = np.flatnonzero(present & (size_t >= 0))
             gaps = np.flatnonzero(table[idx[1:]] != (table + size_t)[idx[:-1]])
@@ -110,12 +110,10 @@ class TableChecks(TilingChecks):
                           int((table + size_t)[idx[gaps[0]]]))
         self._level_offsets(table)
 
-    def _more(self, bad: np.ndarray, what: str) -> None:
-        """One error for the tiles past the first :data:`MAX_PER_FIELD` of ``bad`` (each one
-        reported alone would cost what a 10^7-entry table claims)."""
-        if len(bad) > MAX_PER_FIELD:
-            n = len(bad) - MAX_PER_FIELD
-            self.r.error(self.key("offset_table"), f"{n} more tiles {what}", n, 0)
+    def _more(self, bad: np.ndarray) -> None:
+        """Count the bad tiles past the first :data:`MAX_PER_FIELD` of ``bad`` as unlisted
+        (each one reported alone would cost what a 10^7-entry table claims)."""
+        self.r.unlisted("error", self.key("offset_table"), len(bad) - MAX_PER_FIELD)
 
     def _level_offsets(self, table: np.ndarray) -> None:
         lo = self.get("level_offsets")
