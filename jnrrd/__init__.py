@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .api import open, read, read_header
+from .clinical.sitk import from_sitk, to_sitk
 from .conversion import convert
 from .engine.volume import LevelView, Volume
 from .errors import (
@@ -22,6 +23,7 @@ from .header import Header
 from .integrations.zarr_refs import kerchunk_refs
 from .storage.leftovers import cleanup
 from .validate import Problem, validate
+from .world import WorldRegion
 from .writing.dispatch import write
 
 __version__ = "0.1.0"
@@ -42,13 +44,16 @@ __all__ = [
     "ValidationError",
     "VersionError",
     "Volume",
+    "WorldRegion",
     "__version__",
     "cleanup",
     "convert",
+    "from_sitk",
     "kerchunk_refs",
     "open",
     "read",
     "read_header",
+    "to_sitk",
     "validate",
     "write",
 ]

@@ -24,6 +24,7 @@ from ..tiling.grid import AxisSel, TileGrid, plain_key, plain_selection, selecti
 from ..tiling.levels import Level
 from ..tiling.padding import chain_fill
 from ..tiling.spec import Tiling
+from ..world import WorldQueries
 from .cache import CacheInfo, TileCache, check_cache_bytes, default_cache_bytes
 from .indexing import OIndex, finish_basic, has_array_index, numpy_getitem, planes_read
 from .locations import TileLocation, tile_locations
@@ -215,7 +216,7 @@ class LevelView:
         return self._vol.to_dask(level=self.index)
 
 
-class Volume(LevelView):
+class Volume(WorldQueries, LevelView):
     """A lazily read JNRRD volume (``jnrrd.open``): level 0, with ``levels`` for the rest."""
 
     def __init__(self, header: Header, *, tiling: Tiling | None, core: Any, policy: Policy,
