@@ -308,7 +308,7 @@ def _levels(arrays: list[Any], transforms: list[Any], paths: list[str], name: An
     for arr, (s, _), path in zip(arrays[1:], transforms[1:], paths[1:], strict=True):
         lv = FOrderArray(arr, order)
         f = s / s0
-        ints = tuple(int(round(x)) for x in f)
+        ints = tuple(int(round(x)) if 0 < x < 2**53 else 0 for x in f)
         why = None
         if not np.allclose(f, ints, rtol=1e-6) or min(ints) < 1:
             why = f"scale factors {[float(x) for x in f]} are not integers >= 1"

@@ -165,10 +165,10 @@ def v2_codecs(meta: Mapping[str, Any], ndim: int, itemsize: int, endian: str | N
     ``compressor``."""
     out: list[Any] = []
     order = meta.get("order", "C")
+    if not isinstance(order, str) or order not in ("C", "F"):
+        raise FormatError(f"{where}order: expected 'C' or 'F', found {order!r:.40}")
     if order == "F" and ndim > 1:
         out.append({"name": "transpose", "configuration": {"order": list(range(ndim))[::-1]}})
-    elif order not in ("C", "F"):
-        raise FormatError(f"{where}order: expected 'C' or 'F', found {order!r:.40}")
     out.append({"name": "bytes", "configuration": {"endian": endian or "little"}}
                if itemsize > 1 else {"name": "bytes"})
     for f in _list(meta.get("filters"), f"{where}filters"):
@@ -192,6 +192,8 @@ def _v2_codec(c: Any, where: str, itemsize: int) -> Any:
     if not isinstance(c, dict) or not isinstance(c.get("id"), str):
         raise FormatError(f"{where}: expected a codec object with an 'id', found {c!r:.60}")
     cid, level = c["id"], c.get("level", c.get("clevel"))
+    if not isinstance(level, (int, type(None))) or isinstance(level, bool):
+        raise FormatError(f"{where}: {cid!r:.40}: level {level!r:.40} is not an integer")
     if cid == "blosc":
         return {"name": "blosc"}
     if cid == "shuffle":
@@ -261,7 +263,7 @@ def _sharding(config: Mapping[str, Any], ndim: int, where: str) -> ShardingDecod
         raise FormatError(f"{where}sharding_indexed: chunk_shape {inner!r:.60} is not {ndim} "
                           "sizes >= 1")
     location = config.get("index_location", "end")
-    if location not in ("start", "end"):
+    if not isinstance(location, str) or location not in ("start", "end"):
         raise FormatError(f"{where}sharding_indexed: index_location {location!r:.40}")
     index = config.get("index_codecs", [{"name": "bytes", "configuration": {
         "endian": "little"}}, {"name": "crc32c"}])

@@ -58,7 +58,7 @@ _V3_TYPES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint
 _FLOAT_WORDS = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
 _V2_KINDS = {"b": "bool", "i": "int", "u": "uint", "f": "float", "c": "complex"}
 #: an array may declare this many chunks whatever it stores ...
-FREE_CHUNKS = 4096
+FREE_CHUNKS = 1024
 #: ... and beyond that at most this many per chunk it stores (ZarrArray.check_occupancy)
 FILL_RATIO = 64
 
@@ -139,7 +139,9 @@ def _document(group: ZarrGroup, key: str) -> dict[str, Any] | None:
         raise FormatError(f"{group.name}/{key}: JSON nested too deeply") from None
     except ValueError as exc:  # an integer literal past the interpreter's digit limit
         raise FormatError(f"{group.name}/{key}: unreadable JSON value ({exc})") from None
-    if nesting_depth(obj, MAX_NESTING + 1) > MAX_NESTING + 1:
+    text = bytes(raw)
+    if (text.count(b"[") + text.count(b"{") > MAX_NESTING + 1
+            and nesting_depth(obj, MAX_NESTING + 1) > MAX_NESTING + 1):
         raise FormatError(f"{group.name}/{key}: JSON nested more than {MAX_NESTING} levels")
     if not isinstance(obj, dict):
         raise FormatError(f"{group.name}/{key}: expected a JSON object, found "
@@ -185,21 +187,22 @@ class ZarrArray:
             raise UnsupportedError(f"{w}storage_transformers are not supported")
         self.shape = _shape(meta.get("shape"), w)
         dt = meta.get("data_type")
-        if dt not in _V3_TYPES:
+        if not isinstance(dt, str) or dt not in _V3_TYPES:
             raise UnsupportedError(f"{w}data_type {dt!r:.40} has no JNRRD type (expected one "
                                    f"of {', '.join(sorted(_V3_TYPES))})")
         self.dtype = np.dtype(str(dt))
         grid = meta.get("chunk_grid")
         if not isinstance(grid, dict) or grid.get("name") != "regular":
             raise UnsupportedError(f"{w}chunk_grid {grid!r:.60}: only the regular grid is read")
-        self.outer = _sizes((grid.get("configuration") or {}).get("chunk_shape"),
+        self.outer = _sizes(_config(grid, f"{w}chunk_grid").get("chunk_shape"),
                             f"{w}chunk_grid.chunk_shape", 1, len(self.shape))
         enc = meta.get("chunk_key_encoding", {"name": "default"})
-        if not isinstance(enc, dict) or enc.get("name") not in ("default", "v2"):
+        if not isinstance(enc, dict) or not isinstance(enc.get("name"), str) or enc.get(
+                "name") not in ("default", "v2"):
             raise UnsupportedError(f"{w}chunk_key_encoding {enc!r:.60}")
-        sep = (enc.get("configuration") or {}).get("separator",
-                                                   "/" if enc["name"] == "default" else ".")
-        if sep not in ("/", "."):
+        sep = _config(enc, f"{w}chunk_key_encoding").get(
+            "separator", "/" if enc["name"] == "default" else ".")
+        if not isinstance(sep, str) or sep not in ("/", "."):
             raise FormatError(f"{w}chunk_key_encoding separator {sep!r:.20}")
         self._prefix = "c" if enc["name"] == "default" else ""
         self._sep = sep
@@ -215,7 +218,7 @@ class ZarrArray:
         self.outer = _sizes(meta.get("chunks"), f"{w}chunks", 1, len(self.shape))
         self.dtype, endian = _v2_dtype(meta.get("dtype"), w)
         sep = meta.get("dimension_separator", ".")
-        if sep not in ("/", "."):
+        if not isinstance(sep, str) or sep not in ("/", "."):
             raise FormatError(f"{w}dimension_separator {sep!r:.20}")
         self._prefix, self._sep = "", sep
         self.fill_value = _fill(meta.get("fill_value"), self.dtype, f"{w}fill_value")
@@ -316,9 +319,13 @@ class ZarrArray:
         """The decoded chunk at ``coords`` (C order), or None when it is absent."""
         key = self._key(coords)
         limit = self.group.policy.max_tile_bytes + (1 << 20)
+        store = self.group.store
+        if isinstance(store, LocalStore) and not os.path.lexists(
+                os.path.join(store.root, self.path, *key.split("/"))):
+            return None  # absent: no name to resolve (whatever exists goes through the policy)
         try:
-            raw = self.group.store.get(f"{self.path}/{key}", limit=limit + 1, field="chunk",
-                                       what=f"{self.where}chunk {key}: ")
+            raw = store.get(f"{self.path}/{key}", limit=limit + 1, field="chunk",
+                            what=f"{self.where}chunk {key}: ")
         except FileNotFoundError:
             return None
         if len(raw) > limit:
@@ -333,6 +340,16 @@ class ZarrArray:
     def _key(self, coords: tuple[int, ...]) -> str:
         parts = [self._prefix] if self._prefix else []
         return self._sep.join([*parts, *map(str, coords)])
+
+
+def _config(obj: dict[str, Any], field: str) -> dict[str, Any]:
+    """The ``configuration`` object of a named metadata object (absent: empty)."""
+    config = obj.get("configuration")
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        raise FormatError(f"{field}.configuration: expected an object, found {config!r:.60}")
+    return config
 
 
 def _shape(value: Any, where_: str) -> tuple[int, ...]:
