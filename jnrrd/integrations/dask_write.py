@@ -150,7 +150,7 @@ def _level_array(src: Any, spec: _LevelSpec, grid: Any) -> Any:
     name = "jnrrd-level-" + tokenize(src.name, spec, chunks)
     blocks = _Blocks(src)
     starts = [np.concatenate([[0], np.cumsum(c)]).tolist() for c in chunks]
-    dsk = {}
+    dsk: dict[Any, Any] = {}
     for idx in np.ndindex(*(len(c) for c in chunks)):
         region = tuple(slice(s[i], s[i + 1]) for s, i in zip(starts, idx, strict=True))
         need = source_region(spec.shape0, spec.scale, spec.method, region)
@@ -260,13 +260,7 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
     store, key = target_store(path, storage_options=storage_options)
     store.tidy(key)
     previous = store.owned(key)  # what the header this write replaces references
-    if plan.storage == "external":
-        sink: ExternalSink | None = ExternalSink(plan, store, key, token)
-        out_dir, tables = sink.dir_name, sink
-    else:
-        sink = None
-        out_dir = f".{key}{MARK}{token}.tiles"
-        tables = Tables([None] * plan.nstored, [{} for _ in range(plan.nstored)])
+    sink, out_dir, tables = _outputs(plan, store, key, token)
     spool = _spool_store(store) if sink is None else store
     if sink is None:
         spool.reserve(out_dir)
@@ -306,6 +300,17 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
             _drop_spool(spool, store, out_dir)
     keep = [sink.dir_name] if sink is not None else []
     store.tidy(key, keep=keep, owned=previous)
+
+
+def _outputs(plan: TilePlan, store: Any, key: str, token: str
+             ) -> tuple[ExternalSink | None, str, ExternalSink | Tables]:
+    """Where the tiles go: an external sink (its tile directory and tables), or none (a spool
+    directory beside the target, and tables kept here)."""
+    if plan.storage == "external":
+        external = ExternalSink(plan, store, key, token)
+        return external, external.dir_name, external
+    tables = Tables([None] * plan.nstored, [{} for _ in range(plan.nstored)])
+    return None, f".{key}{MARK}{token}.tiles", tables
 
 
 def _level_arrays(x: Any, plan: TilePlan, dtype: np.dtype) -> dict[int, Any]:

@@ -27,8 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from ..codecs import CodecChain, get_codec
-from ..codecs._base import DEFAULT_LIMIT, ArrayBytesCodec, BytesBytesCodec, Codec, TileSpec
+from ..codecs import (
+    DEFAULT_LIMIT,
+    ArrayBytesCodec,
+    BytesBytesCodec,
+    Codec,
+    CodecChain,
+    TileSpec,
+    get_codec,
+)
 from ..errors import (
     CodecError,
     DataError,

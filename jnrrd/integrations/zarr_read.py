@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..codecs._base import ArrayBytesCodec
+from ..codecs import ArrayBytesCodec
 from ..errors import (
     DataError,
     FormatError,

@@ -30,6 +30,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from .._platform import FILE_LOCKS, lock_shared, lock_taken
 from .names import fresh_token, tmp_marker
 from .ownership import (
     FINAL,
@@ -41,11 +42,6 @@ from .ownership import (
 )
 
 __all__ = ["STALE_AFTER", "cleanup", "is_live", "sweep", "write_guard", "write_journal"]
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: open files cannot be removed there anyway
-    fcntl = None  # type: ignore[assignment]
 
 #: default age (seconds) after which a leftover counts as stale
 STALE_AFTER = 600.0
@@ -69,9 +65,7 @@ def write_journal(target: str) -> Iterator[None]:
         yield  # no journal (e.g. a missing directory): the write reports its own error
         return
     try:
-        if fcntl is not None:
-            with contextlib.suppress(OSError):
-                fcntl.flock(fd, fcntl.LOCK_SH)
+        lock_shared(fd)
         with journal_records(target, fd):
             yield
     finally:
@@ -98,7 +92,7 @@ def is_live(journal: str) -> bool:
     cannot be opened (another user's) or locked (a file system without locks) counts as
     held: only evidence of a dead writer lets its files go. A name that is not a regular file
     (a link, a FIFO: no writer makes those) is no journal, and not live."""
-    if fcntl is None:
+    if not FILE_LOCKS:
         return False
     if not os.path.lexists(journal):
         return False
@@ -110,11 +104,7 @@ def is_live(journal: str) -> bool:
             return False
         return stat.S_ISREG(st.st_mode)  # a regular file we may not open: held
     with f:
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return True
-    return False  # closing released the lock we took
+        return lock_taken(f.fileno())  # closing releases a lock we took
 
 
 def cleanup(directory: str | os.PathLike[str], *,
@@ -183,7 +173,7 @@ class _Sweep:
             present = set(names)
             mentioned = _Mentions(self.d, names)
             for journal, target in dead:
-                now = target == self.target and fcntl is not None  # its writer is dead
+                now = target == self.target and FILE_LOCKS  # its writer is dead
                 cutoff = time.time() if now else self.cutoff
                 own = {n for n in claims(self._path(journal))
                        if n != target and n not in self.held and not mentioned(n)}
