@@ -1,5 +1,5 @@
 """Zarr groups and arrays (v3, and v2 for OME-NGFF 0.4) read as **hostile input**, for the
-OME-Zarr importer (docs/security.md, "OME-Zarr import").
+OME-Zarr importer (docs/security.md, "OME-Zarr stores are untrusted input too").
 
 A Zarr store is read by the same machinery, under the same policy, as a JNRRD file's
 external tiles:
