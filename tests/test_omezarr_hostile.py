@@ -17,8 +17,12 @@ import numpy as np
 import pytest
 import zarr_strategies as zs
 import zstandard
+from hypothesis import given
+from hypothesis import strategies as st
 
 import jnrrd
+from jnrrd.header.wire import nesting_depth
+from jnrrd.integrations.zarr_read import json_depth
 
 pytest.importorskip("zarr")
 
@@ -188,3 +192,20 @@ def test_a_level_or_chunk_linked_outside_the_store_is_not_read(zseeds, tmp_path,
     exc = _convert(zseeds.files(SEED), tmp_path, {entry: "link"})
     assert isinstance(exc, jnrrd.SecurityError), exc
     assert not (tmp_path / "out.jnrrd").exists()
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+    | st.text(alphabet='[]{}"\\\\ab\n\u005c', max_size=8),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.text(alphabet='[]{}"\\\\a', max_size=4), inner, max_size=4),
+    max_leaves=40)
+
+
+@given(value=JSON_VALUES, indent=st.sampled_from([None, 1]), ascii_=st.booleans())
+def test_the_text_depth_of_zarr_metadata_is_the_nesting_depth(value, indent, ascii_):
+    """The importer measures a metadata document's nesting from its text (brackets inside
+    strings, escaped quotes and backslashes included) as the header reader does from the
+    parsed value."""
+    text = json.dumps(value, indent=indent, ensure_ascii=ascii_).encode()
+    assert json_depth(text) == nesting_depth(value, 10**6)

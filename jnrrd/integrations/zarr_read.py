@@ -42,7 +42,7 @@ from ..errors import (
     SecurityError,
     UnsupportedError,
 )
-from ..header.wire import MAX_NESTING, nesting_depth
+from ..header.wire import MAX_NESTING
 from ..policy import Policy
 from ..storage.local import LocalStore
 from ..storage.remote import RemoteStore, filesystem, is_remote, local_path
@@ -120,6 +120,27 @@ class ZarrGroup:
         return ZarrArray(self, path.strip("/"))
 
 
+#: +1 for an opening bracket, -1 for a closing one, 0 for every other byte
+_BRACKET_STEP = np.zeros(256, np.int8)
+_BRACKET_STEP[[ord("["), ord("{")]] = 1
+_BRACKET_STEP[[ord("]"), ord("}")]] = -1
+_NOT_BRACKET_OR_QUOTE = bytes(c for c in range(256) if c not in b'[]{}"')
+
+
+def json_depth(text: bytes) -> int:
+    """How deeply lists and objects nest in the valid JSON ``text`` (0 for a scalar), from the
+    text in a few passes at C speed (a 10 000-level pyramid's metadata in milliseconds,
+    without a Python-level walk of every node): escaped backslashes and quotes are dropped,
+    then everything but brackets and quotes, then the strings; the depth is the running sum
+    of the brackets left."""
+    t = text.replace(b"\\\\", b"").replace(b'\\"', b"")
+    t = t.translate(None, _NOT_BRACKET_OR_QUOTE)
+    t = b"".join(t.split(b'"')[::2])  # outside the strings: the even pieces
+    if not t:
+        return 0
+    return int(_BRACKET_STEP[np.frombuffer(t, np.uint8)].cumsum(dtype=np.int64).max())
+
+
 def _document(group: ZarrGroup, key: str) -> dict[str, Any] | None:
     """The JSON object stored under ``key`` (None when absent), read and parsed within the
     caps."""
@@ -140,8 +161,7 @@ def _document(group: ZarrGroup, key: str) -> dict[str, Any] | None:
     except ValueError as exc:  # an integer literal past the interpreter's digit limit
         raise FormatError(f"{group.name}/{key}: unreadable JSON value ({exc})") from None
     text = bytes(raw)
-    if (text.count(b"[") + text.count(b"{") > MAX_NESTING + 1
-            and nesting_depth(obj, MAX_NESTING + 1) > MAX_NESTING + 1):
+    if json_depth(text) > MAX_NESTING + 1:
         raise FormatError(f"{group.name}/{key}: JSON nested more than {MAX_NESTING} levels")
     if not isinstance(obj, dict):
         raise FormatError(f"{group.name}/{key}: expected a JSON object, found "
