@@ -14,6 +14,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
+    AddressError,
     CodecError,
     DataError,
     FormatError,
@@ -29,12 +30,14 @@ from .errors import (
 )
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
+    from ._config import config
     from .api import open, read, read_header
     from .clinical.sitk import from_sitk, to_sitk
     from .conversion import convert
     from .engine.volume import LevelView, Volume
     from .header import Header
     from .integrations.zarr_refs import kerchunk_refs
+    from .policy import IOSettings, Policy
     from .storage.leftovers import cleanup
     from .validate import Problem, validate
     from .web import serve
@@ -47,10 +50,12 @@ __version__ = "0.1.0"
 _LAZY = {
     "open": "api", "read": "api", "read_header": "api",
     "from_sitk": "clinical.sitk", "to_sitk": "clinical.sitk",
+    "config": "_config",
     "convert": "conversion",
     "LevelView": "engine.volume", "Volume": "engine.volume",
     "Header": "header",
     "kerchunk_refs": "integrations.zarr_refs",
+    "IOSettings": "policy", "Policy": "policy",
     "cleanup": "storage.leftovers",
     "Problem": "validate", "validate": "validate",
     "serve": "web",
@@ -59,15 +64,18 @@ _LAZY = {
 }
 
 __all__ = [
+    "AddressError",
     "CodecError",
     "DataError",
     "FormatError",
     "Header",
     "HeaderError",
+    "IOSettings",
     "JnrrdError",
     "JnrrdWarning",
     "LevelView",
     "MissingDependencyError",
+    "Policy",
     "Problem",
     "RemoteError",
     "SecurityError",
@@ -78,6 +86,7 @@ __all__ = [
     "WorldRegion",
     "__version__",
     "cleanup",
+    "config",
     "convert",
     "from_sitk",
     "kerchunk_refs",

@@ -226,6 +226,16 @@ def encode_tile(job: TileJob, level: int, coords: tuple[int, ...], bounds: list[
     return g, len(data), enc.metadata(core, data)
 
 
+
+def _tile_tables(plan: Any, sink: ExternalSink | None, key: str, token: str
+                 ) -> tuple[str, ExternalSink | Tables]:
+    """Where the tiles go and the tables their sizes and metadata fill: the external sink
+    itself, or a spool directory beside an internal target."""
+    if sink is not None:
+        return sink.dir_name, sink
+    return (f".{key}{MARK}{token}.tiles",
+            Tables([None] * plan.nstored, [{} for _ in range(plan.nstored)]))
+
 def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes], *,
                index_order: str, storage_options: dict[str, Any] | None = None) -> None:
     """Write a Dask array as a tiled dataset, computing and encoding tiles on the active
@@ -260,7 +270,8 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
     store, key = target_store(path, storage_options=storage_options)
     store.tidy(key)
     previous = store.owned(key)  # what the header this write replaces references
-    sink, out_dir, tables = _outputs(plan, store, key, token)
+    sink = ExternalSink(plan, store, key, token) if plan.storage == "external" else None
+    out_dir, tables = _tile_tables(plan, sink, key, token)
     spool = _spool_store(store) if sink is None else store
     if sink is None:
         spool.reserve(out_dir)
@@ -300,17 +311,6 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
             _drop_spool(spool, store, out_dir)
     keep = [sink.dir_name] if sink is not None else []
     store.tidy(key, keep=keep, owned=previous)
-
-
-def _outputs(plan: TilePlan, store: Any, key: str, token: str
-             ) -> tuple[ExternalSink | None, str, ExternalSink | Tables]:
-    """Where the tiles go: an external sink (its tile directory and tables), or none (a spool
-    directory beside the target, and tables kept here)."""
-    if plan.storage == "external":
-        external = ExternalSink(plan, store, key, token)
-        return external, external.dir_name, external
-    tables = Tables([None] * plan.nstored, [{} for _ in range(plan.nstored)])
-    return None, f".{key}{MARK}{token}.tiles", tables
 
 
 def _level_arrays(x: Any, plan: TilePlan, dtype: np.dtype) -> dict[int, Any]:

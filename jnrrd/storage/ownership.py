@@ -28,7 +28,7 @@ import os
 import re
 import stat
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from .names import TOKEN_RE
 
@@ -95,7 +95,15 @@ def open_plain(path: str) -> IO[bytes] | None:
         return None
 
 
-def read_head(f: IO[bytes], cap: int = HEADER_CAP) -> bytes | None:
+class Readable(Protocol):
+    """Anything read from its start in pieces: a binary file, a remote object's ranges."""
+
+    def read(self, n: int, /) -> bytes:
+        """The next ``n`` bytes at most (fewer only at the end)."""
+        ...
+
+
+def read_head(f: Readable, cap: int = HEADER_CAP) -> bytes | None:
     """The bytes of ``f`` up to its first blank line (the end of a JNRRD or NRRD header), or
     all of it when it has none; None when no blank line comes within ``cap`` bytes. Reads in
     doubling pieces, so a small header of a large file costs one small read."""

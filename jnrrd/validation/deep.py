@@ -20,7 +20,7 @@ from typing import IO, Any
 import numpy as np
 
 from .._platform import pread
-from .._threads import default_threads, ordered_map
+from .._threads import ordered_map, thread_count
 from ..engine.sources import ExternalSource
 from ..engine.tiles import TileCodec, checksum_of
 from ..errors import DataError, JnrrdError, where
@@ -71,9 +71,10 @@ class _Tiles:
             self.ext = ExternalSource(store, pattern=tiling.pattern, files=tiling.files,
                                       base_dir=tiling.base_dir, prefix=tiling.prefix)
         # a remote object's byte ranges: a batch's tiles fetched at once (merged, concurrent)
-        ranged = getattr(f, "range_reader", None) if tiling.storage == "internal" else None
-        self.reader = ranged() if ranged is not None else None
-        self.remote = self.reader is not None or bool(self.ext is not None and self.ext.remote)
+        # a remote object's byte ranges: through its store (requests merged, concurrent)
+        self.held = (f.store, f.key) if tiling.storage == "internal" and getattr(
+            f, "store", None) is not None else None
+        self.remote = self.held is not None or bool(self.ext is not None and self.ext.remote)
         self.offsets: np.ndarray | None = None
         self.sizes: np.ndarray | None = None
         if tiling.storage == "internal":
@@ -100,8 +101,7 @@ class _Tiles:
                ) -> tuple[bytes | None, str | None]:
         """(bytes or None when sparse, a reason when they cannot be read in full)."""
         if self.ext is not None:
-            local = index - level.first
-            data = self.ext.read(level, coords, local, self.policy.max_tile_bytes + (1 << 20))
+            data = self.ext.read(level, coords, self.policy.max_tile_bytes + (1 << 20))
             return data, None
         if self.offsets is None or self.sizes is None or self.f is None:
             raise DataError("internal tiles need the file they are stored in")
@@ -130,7 +130,7 @@ class _Tiles:
                 pending = self.ext.prefetch(lv, [c], limit)[0]
                 out.append(functools.partial(_taken, self.ext, lv, c, pending))
             return out
-        assert self.reader is not None and self.offsets is not None and self.sizes is not None
+        assert self.held is not None and self.offsets is not None and self.sizes is not None
         spans: list[tuple[int, int] | None] = []
         shorts: list[str | None] = []
         for _, _, index in batch:
@@ -145,7 +145,8 @@ class _Tiles:
             shorts.append(None if have >= size else (
                 f"truncated: {have} of its {size} bytes are in the file (bytes {off}.."
                 f"{off + size}, file size {self.file_size})"))
-        fetched = iter(self.reader.fetch_many([s for s in spans if s is not None]))
+        store, key = self.held
+        fetched = iter(store.get_ranges(key, [s for s in spans if s is not None], wait=False))
         return [functools.partial(_sliced, None if s is None else next(fetched), short)
                 for s, short in zip(spans, shorts, strict=True)]
 
@@ -326,7 +327,7 @@ def check_tiles(tiling: Tiling, core: CoreFields, f: IO[bytes] | None, file_size
         return
     total = tiling.nstored
     batches = _batches(_all_tiles(tiling.levels))
-    n = max(1, workers or min(4, default_threads()))
+    n = max(1, workers or min(4, thread_count(policy.io.threads)))
     done = bad = 0
     if progress is not None:
         progress(0, total)

@@ -230,7 +230,7 @@ class _RemotePresence:
                               len(unsure), f"<= {cap}")
             self.capped = True
             unsure = unsure[:max(0, cap - self.asked)]
-        workers = max(1, min(len(unsure), store.policy.request_concurrency, 16))
+        workers = max(1, min(len(unsure), store.policy.io.request_concurrency, 16))
 
         def present(w: tuple[int, Any, str, str]) -> bool:
             return bool(store.exists(w[1], field=w[2]))
@@ -256,7 +256,7 @@ def _listed(store: Any, paths: list[str], cache: dict[str, set[str]]) -> set[str
     fs = store.fs
     if store.fetcher.http:
         return set()
-    stripped = {fs._strip_protocol(p): p for p in paths}
+    stripped = {store.strip(p): p for p in paths}
     try:
         common = posixpath.commonpath(list(stripped))
         if common in stripped:
@@ -266,7 +266,7 @@ def _listed(store: Any, paths: list[str], cache: dict[str, set[str]]) -> set[str
         done = next((d for d in cache if common == d or common.startswith(d + "/")), None)
         if done is None:
             done = common
-            cache[done] = set(map(fs._strip_protocol, fs.find(common)))
+            cache[done] = set(map(store.strip, fs.find(common)))
     except Exception:  # no listing (permissions, ...): ask for each object
         return set()
     return {p for f, p in stripped.items() if f in cache[done]}
