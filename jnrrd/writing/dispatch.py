@@ -18,6 +18,7 @@ from ..storage.atomic import durability, reported_as
 from ..storage.leftovers import write_guard
 from ..storage.remote import is_remote, local_path
 from ..storage.remote_writes import check_writable
+from ..storage.targets import local_target
 from .checks import (
     check_arguments,
     check_codec_chain,
@@ -92,7 +93,7 @@ def write(target: Any, data: Any, header: Mapping[str, Any] | None = None, *,
     file_format = file_format_of(target, format, opts)
     guard = contextlib.nullcontext() if remote else write_guard(target)
     io = config(threads=threads) if threads is not None else contextlib.nullcontext()
-    with io, durability(durable), reported_as(target), guard:
+    with io, local_target(target), durability(durable), reported_as(target), guard:
         _write(target, data, header, index_order=index_order, encoding=encoding, tile=tile,
                compression=compression, codecs=codecs, levels=levels, downsample=downsample,
                detached=detached, file_format=file_format,
