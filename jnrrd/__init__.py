@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from .api import open, read, read_header
+from .api import read, read_header
 from .conversion import convert
+from .editing.entry import compact, create
 from .engine.volume import LevelView, Volume
 from .errors import (
     CodecError,
@@ -12,6 +13,7 @@ from .errors import (
     HeaderError,
     JnrrdError,
     JnrrdWarning,
+    LockError,
     RemoteError,
     SecurityError,
     UnsupportedError,
@@ -19,6 +21,7 @@ from .errors import (
     VersionError,
 )
 from .header import Header
+from .opening import open
 from .integrations.zarr_refs import kerchunk_refs
 from .storage.leftovers import cleanup
 from .validate import Problem, validate
@@ -35,6 +38,7 @@ __all__ = [
     "JnrrdError",
     "JnrrdWarning",
     "LevelView",
+    "LockError",
     "Problem",
     "RemoteError",
     "SecurityError",
@@ -44,7 +48,9 @@ __all__ = [
     "Volume",
     "__version__",
     "cleanup",
+    "compact",
     "convert",
+    "create",
     "kerchunk_refs",
     "open",
     "read",

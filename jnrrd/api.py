@@ -49,7 +49,7 @@ def read_header(source: Any, *, storage_options: dict[str, Any] | None = None,
     """Read only the header of a JNRRD (or classic NRRD) file (a path, URL or stream)."""
     pol = Policy.from_kwargs(**policy)
     with opened(source, pol, storage_options) as src:
-        f = src.stream
+        f = src.stream = _consistent(src, pol)
         if _is_nrrd(f):
             from .nrrd.reader import read_nrrd_header
 
@@ -88,6 +88,7 @@ def open(
         if cache_bytes is None:
             cache_bytes = default_cache_bytes(remote=True)
     try:
+        src.stream = _consistent(src, pol)
         # the version of the file this stream reads (fstat: even if the path was replaced)
         version = (src.stream.reader.version if src.remote
                    else file_version(src.stream.fileno()) if by_path else None)
@@ -109,6 +110,17 @@ def open(
         vol.reopen = Reopen.of(source, index_order, missing, base, version=version,
                                cache_bytes=cache_bytes, storage_options=storage_options)
     return vol
+
+
+def _consistent(src: Opened, pol: Policy) -> IO[bytes]:
+    """The source's stream, its header checked against an in-place commit in progress or
+    interrupted (``jnrrd.editing.consistent``; local files only: objects are replaced
+    whole)."""
+    if src.remote or src.path is None or not src.owned:
+        return src.stream
+    from .editing.consistent import consistent_stream
+
+    return consistent_stream(src.stream, src.path, pol.max_header_bytes)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,6 +14,7 @@ these. Leaves also inherit the matching builtin, so ``except PermissionError`` o
         │   ├── UnknownCodecError      (also LookupError) no codec of that name
         │   └── MissingDependencyError (also ImportError) the codec needs an optional package
         ├── UnsupportedError       valid, but not supported here (or over a resource cap)
+        ├── LockError              another writer holds the volume (jnrrd.open(..., mode="r+"))
         ├── SecurityError          (also PermissionError) blocked by the path/URL policy
         └── ValidationError        raised by ``validate(..., strict=True)``
 
@@ -36,6 +37,7 @@ __all__ = [
     "HeaderError",
     "JnrrdError",
     "JnrrdWarning",
+    "LockError",
     "MissingDependencyError",
     "RemoteError",
     "SecurityError",
@@ -80,6 +82,11 @@ class MissingDependencyError(CodecError, ImportError):
 
 class UnsupportedError(JnrrdError):
     """Valid, but not supported by this library, or over one of the configured caps."""
+
+
+class LockError(JnrrdError):
+    """Another writer holds the volume: a second ``jnrrd.open(..., mode="r+")`` or
+    ``jnrrd.create`` of a held target, or a lock that was broken as stale while held."""
 
 
 class RemoteError(JnrrdError, OSError):

@@ -28,6 +28,7 @@ from .cache import CacheInfo, TileCache, check_cache_bytes, default_cache_bytes
 from .indexing import OIndex, finish_basic, has_array_index, numpy_getitem, planes_read
 from .locations import TileLocation, tile_locations
 from .pickling import reduce_view
+from .readonly import ReadOnly
 from .sources import ExternalSource, InternalSource
 from .spare_maps import empty
 from .tiles import TileDecoder
@@ -42,7 +43,7 @@ _TASK_BATCH = 4096
 _REMOTE_BATCH = 1024
 
 
-class LevelView:
+class LevelView(ReadOnly):
     """One resolution level with the lazy array interface (``shape``, ``dtype``, slicing)."""
 
     def __init__(self, volume: Volume, level: Level) -> None:
@@ -246,7 +247,7 @@ class Volume(LevelView):
             level = Level(0, (1,) * len(shape),
                           TileGrid(shape, tuple(range(len(shape))), shape, (0,) * len(shape)),
                           True, 0)
-            self._levels = (level,)
+            self._levels: tuple[Level, ...] = (level,)
         else:
             self._levels = tiling.levels
         if cache_bytes is None:

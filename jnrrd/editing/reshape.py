@@ -1,0 +1,90 @@
+"""What a resize changes besides the shape (docs/editing.md, "Resizing"): the level grids,
+the tiles whose stored extent changes (``variable`` edges) or whose padding must be cleaned
+(the new edge tiles of level 0 when an axis shrinks: positions outside the volume hold the
+padding value), and the level-0 voxels the pyramid must compute again."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from itertools import product
+
+from ..errors import UnsupportedError, where
+from ..policy import Policy
+from ..pyramid.blocks import effective_block
+from ..tiling.grid import TileGrid
+from ..tiling.levels import Level, level_shape
+from .tables import Box
+
+__all__ = ["changed_tiles", "pyramid_box", "relevel", "valid_box"]
+
+
+def relevel(levels: Sequence[Level], shape0: tuple[int, ...], policy: Policy,
+            source: object) -> tuple[Level, ...]:
+    """The levels of the same file at level-0 shape ``shape0`` (same scales, tiles, overlap,
+    edges), checked against the readers' tile caps."""
+    out, first, total = [], 0, 0
+    for lv in levels:
+        g = lv.grid
+        grid = TileGrid(level_shape(shape0, lv.scale), g.axes, g.tile, g.overlap, g.edge)
+        total += grid.ntiles
+        out.append(Level(lv.index, lv.scale, grid, lv.stored, first if lv.stored else -1))
+        if lv.stored:
+            first += grid.ntiles
+    if total > policy.max_tiles:
+        raise UnsupportedError(f"{where(source, 'sizes')}{list(shape0)} needs {total} tiles, "
+                               f"over the max_tiles cap ({policy.max_tiles}) the readers "
+                               "apply")
+    return tuple(out)
+
+
+def valid_box(grid: TileGrid, coords: tuple[int, ...]) -> Box:
+    """The voxels of a tile's stored extent that lie inside the level."""
+    return tuple((s.start, s.stop) for s in grid.valid_region(coords))
+
+
+def changed_tiles(old: Level, new: Level) -> Iterator[tuple[int, ...]]:
+    """Tiles of both grids that a resize changes: their stored extent differs, or (level 0)
+    part of what was inside the volume is now outside it and must become padding."""
+    was, now = old.grid, new.grid
+    ranges: list[range | None] = []
+    for k in range(len(was.grid)):
+        a = was.axes[k]
+        if was.shape[a] == now.shape[a]:
+            ranges.append(None)
+        else:
+            edge = min(was.grid[k], now.grid[k]) - 1
+            ranges.append(range(max(0, edge - 1), min(was.grid[k], now.grid[k])))
+    seen: set[tuple[int, ...]] = set()
+    for k, r in enumerate(ranges):
+        if r is None:
+            continue
+        axes = [r if j == k else range(min(was.grid[j], now.grid[j]))
+                for j in range(len(ranges))]
+        for coords in product(*axes):
+            if coords in seen:
+                continue
+            seen.add(coords)
+            if was.stored_bounds(coords) != now.stored_bounds(coords):
+                yield coords
+            elif new.index == 0 and valid_box(now, coords) != valid_box(was, coords):
+                yield coords
+
+
+def pyramid_box(levels: Sequence[Level], old0: tuple[int, ...], new0: tuple[int, ...],
+                axis: int) -> Box | None:
+    """The level-0 voxels (new shape) along ``axis`` from which the stored levels must be
+    computed again after ``axis`` went from ``old0[axis]`` to ``new0[axis]`` voxels: from
+    one voxel before the smaller floor-cropped extent of any level (blocks that gained or
+    lost voxels, filters whose clamped edge moved) to the end. None without stored levels
+    above 0."""
+    lo = None
+    for lv in levels[1:]:
+        if not lv.stored:
+            continue
+        for shape in (old0, new0):
+            block = effective_block(shape, lv.scale)
+            cropped = level_shape(shape, lv.scale)[axis] * block[axis]
+            lo = cropped if lo is None else min(lo, cropped)
+    if lo is None:
+        return None
+    return tuple((max(0, lo - 1), n) if a == axis else (0, n) for a, n in enumerate(new0))

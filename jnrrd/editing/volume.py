@@ -1,0 +1,492 @@
+"""The writable volume: ``jnrrd.open(path, mode="r+")`` and ``jnrrd.create`` (docs/editing.md).
+
+A :class:`WritableVolume` reads like any :class:`~jnrrd.Volume` (its own changes included)
+and takes ``vol[selection] = array`` (any basic selection, NumPy broadcasting), ``append``,
+``resize``, ``commit`` and ``abort``. Changed level-0 tiles are kept decoded in memory (a
+tile read back only when the write covers part of it) up to ``dirty_bytes``, beyond which
+the oldest are encoded and staged early. ``commit`` rebuilds the pyramid levels under what
+changed (:mod:`.pyramid`), stages every changed tile and publishes them with the new header
+through the layout (:mod:`.internal`, :mod:`.external`); ``abort`` drops it all. One thread
+writes at a time; one writer at a time holds the volume (:mod:`jnrrd.storage.locks`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+import warnings
+from collections.abc import Sequence
+from typing import Any, cast
+
+import numpy as np
+
+from .._threads import run_parallel
+from ..engine.tiles import TileDecoder, TileEncoder, parse_checksum
+from ..engine.volume import LevelView, Volume
+from ..errors import JnrrdWarning, UnsupportedError, where
+from ..header import Header
+from ..policy import Policy
+from ..tiling.grid import AxisSel, normalize_selection
+from ..tiling.levels import Level
+from ..tiling.padding import all_padding
+from ..tiling.spec import Tiling
+from .headers import stale_fields
+from .info import external_bytes
+from .layout import Counters, Layout
+from .pyramid import rebuild_levels, union
+from .reshape import changed_tiles, pyramid_box, relevel, valid_box
+from .tables import Box, Tables, write_pieces
+
+__all__ = ["DIRTY_BYTES", "Session", "WritableVolume"]
+
+#: decoded changed tiles kept in memory before the oldest are encoded and staged
+DIRTY_BYTES = 256 << 20
+#: tiles encoded (in parallel) and staged at a time
+_BATCH = 32
+
+
+@dataclasses.dataclass
+class Session:
+    """What a writable volume writes through: its layout, its lock, the file's tiling
+    prefix, the reader policy, its name, and the budget of changed tiles held decoded."""
+
+    layout: Layout
+    lock: Any
+    prefix: str
+    policy: Policy
+    name: Any
+    dirty_bytes: int = DIRTY_BYTES
+    #: ``(tile statistics, checksum algorithm)`` of new tiles; None: as the file's metadata
+    stats: tuple[bool, str | None] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class _EncodePlan:
+    """What :class:`~jnrrd.engine.tiles.TileEncoder` reads of a writer's plan."""
+
+    codecs: list[Any]
+    type_name: str
+    padding_value: Any
+    decision: Any = None
+    tile_stats: bool = False
+    checksum: str | None = None
+
+
+class _Source:
+    """The stored bytes of a tile, wherever its current entry points (the decoder's
+    source)."""
+
+    remote = False
+
+    def __init__(self, vol: WritableVolume) -> None:
+        self._vol = vol
+
+    def read(self, level: Level, coords: tuple[int, ...], local: int, limit: int) -> Any:
+        vol = self._vol
+        return vol._s.layout.read(level, coords, local, vol._tables.get(level.index, local))
+
+    def close(self) -> None:
+        """The layout's files are closed with the volume."""
+
+
+class WritableVolume(Volume):
+    """A volume open for writing (see the module doc)."""
+
+    mode = "r+"
+
+    def __init__(self, header: Header, core: Any, tiling: Tiling, tables: Tables,
+                 session: Session, *, index_order: str = "F") -> None:
+        self._s = session
+        self._committed = tables
+        self._tables = tables.copy()
+        self._dirty: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}
+        self._dirty_nbytes = 0
+        #: changed level-0 voxels since the last commit, one box per level-0 tile
+        self._dirty0: dict[tuple[int, ...], Box] = {}
+        self._changed = False
+        self._base = (Header(header), core, tiling)
+        super().__init__(Header(header), tiling=tiling, core=core, policy=session.policy,
+                         source=cast(Any, _Source(self)), name=session.name,
+                         index_order=index_order, cache_bytes=0)
+        if session.stats is not None:
+            stats, algo = session.stats
+        else:
+            meta = tiling.metadata or ()
+            stats = any(isinstance(m, dict) and "min" in m for m in meta)
+            algos = [c[0] for m in meta if (c := parse_checksum(m)) is not None]
+            algo = algos[0] if algos else None
+        self._encoder = TileEncoder(
+            _EncodePlan(list(tiling.codecs), core.type_name, tiling.padding_value,
+                        tile_stats=stats, checksum=algo),
+            self._decoder.chain_dtype if self._decoder is not None else self._dtype)
+        self._fill = self._fill_value()
+
+    # -- state ------------------------------------------------------------------------------
+    @property
+    def counters(self) -> Counters:
+        """Bytes and requests moved through the storage layer since the volume was opened
+        (tile reads, tile and header writes, journals)."""
+        return self._s.layout.counters
+
+    @property
+    def uncommitted(self) -> bool:
+        """Whether there are changes since the last commit."""
+        return self._changed
+
+    @property
+    def _tiled(self) -> Tiling:
+        assert self._tiling is not None
+        return self._tiling
+
+    def _check_writable(self) -> None:
+        self._check_open()
+
+    def _rebind(self, header: Header, core: Any, tiling: Tiling) -> None:
+        """Take a new header, core fields and tiling (a resize, a commit, an abort)."""
+        meta = self._tables.metadata()
+        tiling = dataclasses.replace(tiling, metadata=tuple(meta) if meta is not None else None)
+        self._header, self._core, self._tiling = header, core, tiling
+        self._levels = tiling.levels
+        self._decoder = TileDecoder(tiling, core, self._source, self._policy, self.name)
+        self._level = self._levels[0]
+        self.levels = (self, *(LevelView(self, lv) for lv in self._levels[1:]))
+
+    # -- writing ----------------------------------------------------------------------------
+    def __setitem__(self, key: Any, value: Any) -> None:
+        """Write ``value`` (broadcast like NumPy) to a basic selection of level 0."""
+        self._check_writable()
+        sel = normalize_selection(key, self.shape)
+        counts = tuple(s.count for s in sel if not s.drop)
+        if isinstance(value, (np.ndarray, np.generic)):
+            arr = np.asarray(value).astype(self._dtype, copy=False)
+        else:
+            arr = np.array(value, dtype=self._dtype)  # Python numbers: NumPy's range checks
+        arr = np.broadcast_to(arr, counts)
+        for axis, s in enumerate(sel):
+            if s.drop:
+                arr = np.expand_dims(arr, axis)
+        arr = arr[tuple(slice(None, None, -1) if s.reverse else slice(None) for s in sel)]
+        if self.c_order:
+            sel, arr = sel[::-1], arr.T
+        self._write0(tuple(AxisSel(s.start, s.step, s.count) for s in sel), arr)
+
+    def _write0(self, sel: tuple[AxisSel, ...], values: np.ndarray) -> None:
+        level = self._levels[0]
+        grid = level.grid
+        bbox = tuple((s.start, s.last + 1) for s in sel)
+        for p in write_pieces(grid, sel):
+            tile = self._tile_for_write(level, p.coords, p.covered)
+            tile[p.src] = values[p.dst]
+            core = grid.core(p.coords)
+            box = tuple((max(b0, c.start), min(b1, c.stop))
+                        for (b0, b1), c in zip(bbox, core, strict=True))
+            if all(lo < hi for lo, hi in box):
+                self._dirty0[p.coords] = union(self._dirty0.get(p.coords), box)
+        self._changed = True
+        self._evict()
+
+    def _tile_for_write(self, level: Level, coords: tuple[int, ...], covered: bool
+                        ) -> np.ndarray:
+        """The changed tile in memory: read back (and merged) only when the write does not
+        cover the tile's part inside the volume."""
+        key = (level.index, coords)
+        tile = self._dirty.get(key)
+        if tile is not None:
+            return tile
+        grid = level.grid
+        tile = np.full(grid.stored_shape(coords), self._fill, dtype=self._dtype, order="F")
+        if not covered:
+            old = self._stored(level, coords)
+            if old is not None:
+                inside = grid.valid_in_stored(coords)
+                tile[inside] = old[inside]
+        self._dirty[key] = tile
+        self._dirty_nbytes += tile.nbytes
+        return tile
+
+    def _stored(self, level: Level, coords: tuple[int, ...]) -> np.ndarray | None:
+        """A tile as its current entry stores it (None: sparse)."""
+        assert self._decoder is not None
+        return self._decoder.decode(level, coords)
+
+    def _decoded(self, level: Level, coords: tuple[int, ...], planes: int | None = None,
+                 fetched: Any = None) -> np.ndarray | None:
+        tile = self._dirty.get((level.index, coords))
+        if tile is not None:
+            return tile
+        return super()._decoded(level, coords, planes, fetched)
+
+    def _stored_bytes(self, level: Level) -> int:
+        if not level.stored or self._tables.external:
+            return 0 if not level.stored else external_bytes(self, level)
+        t = self._tables.entries[level.index]
+        return int(t[t[:, 0] >= 0, 1].sum())
+
+    def _evict(self) -> None:
+        """Encode and stage the oldest changed level-0 tiles beyond the memory budget."""
+        if self._dirty_nbytes <= self._s.dirty_bytes:
+            return
+        keys = [k for k in self._dirty if k[0] == 0]
+        oldest = keys[:max(1, len(keys) // 2)]
+        self._store(self._levels[0], [(c, self._dirty[(0, c)]) for _, c in oldest])
+
+    def _store(self, level: Level, items: Sequence[tuple[tuple[int, ...], np.ndarray]]
+               ) -> None:
+        """Encode tiles (in parallel), stage them, point the tables at them."""
+        for start in range(0, len(items), _BATCH):
+            batch = items[start:start + _BATCH]
+            encoded: list[Any] = [None] * len(batch)
+            run_parallel([self._encode_job(encoded, i, level, c, t)
+                          for i, (c, t) in enumerate(batch)])
+            for (coords, _), (data, meta) in zip(batch, encoded, strict=True):
+                self._put(level, coords, data, meta)
+
+    def _encode_job(self, out: list[Any], i: int, level: Level, coords: tuple[int, ...],
+                    tile: np.ndarray) -> Any:
+        def run() -> None:
+            out[i] = self._encode(level, coords, tile)
+        return run
+
+    def _encode(self, level: Level, coords: tuple[int, ...], tile: np.ndarray
+                ) -> tuple[Any, dict[str, Any]]:
+        grid = level.grid
+        core = tile[grid.stored_from_core(coords)]
+        if all_padding(core, self._fill):
+            return None, self._encoder.metadata(core, None)  # all padding: stays sparse
+        data: Any = self._encoder.encode(tile, level.first + grid.index(coords))
+        return data, self._encoder.metadata(core, data)
+
+    def _put(self, level: Level, coords: tuple[int, ...], data: Any,
+             meta: dict[str, Any]) -> None:
+        layout, index = self._s.layout, level.grid.index(coords)
+        old = self._tables.get(level.index, index)
+        new = None if data is None else layout.stage(level, coords, index, data)
+        if old is not None and old != new:
+            layout.retire(level, coords, index, old)
+        self._tables.set(level.index, index, new, meta)
+        dec = self._decoder
+        if dec is not None and dec.checksums is not None:
+            dec.checksums[level.first + index] = parse_checksum(meta)
+        tile = self._dirty.pop((level.index, coords), None)
+        if tile is not None:
+            self._dirty_nbytes -= tile.nbytes
+
+    def append(self, data: Any, axis: int | None = None) -> None:
+        """Grow ``axis`` (default: the last header axis) by ``data``'s extent along it and
+        write ``data`` there. ``data`` has the volume's shape on every other axis, or one
+        axis less (one slice)."""
+        self._check_writable()
+        arr = np.asarray(data)
+        ndim = self.ndim
+        ax = (ndim - 1 if not self.c_order else 0) if axis is None else operator.index(axis)
+        if not -ndim <= ax < ndim:
+            raise IndexError(f"append: axis {axis} is out of range for {ndim} axes")
+        ax %= ndim
+        if arr.ndim == ndim - 1:
+            arr = np.expand_dims(arr, ax)
+        shape = list(self.shape)
+        if arr.ndim != ndim or any(n != m for i, (n, m) in enumerate(
+                zip(arr.shape, shape, strict=True)) if i != ax):
+            raise ValueError(f"append: expected an array of shape {tuple(shape)} with any "
+                             f"extent along axis {ax} (or without that axis), got "
+                             f"{arr.shape}")
+        if arr.shape[ax] == 0:
+            return
+        start = shape[ax]
+        shape[ax] += arr.shape[ax]
+        self.resize(shape)
+        key = tuple(slice(start, None) if i == ax else slice(None) for i in range(ndim))
+        self[key] = arr
+
+    def resize(self, shape: Sequence[int]) -> None:
+        """Grow or shrink level 0 to ``shape``: new voxels read as the fill value
+        (``tile:padding_value``), tiles beyond the new shape are dropped."""
+        self._check_writable()
+        new = tuple(operator.index(n) for n in shape)
+        if len(new) != self.ndim or any(n < 1 for n in new):
+            raise ValueError(f"resize: expected {self.ndim} sizes, each ≥ 1, got {tuple(shape)}")
+        if self.c_order:
+            new = new[::-1]
+        old_levels, old0 = self._levels, self._levels[0].shape
+        if new == old0:
+            return
+        levels = relevel(old_levels, new, self._policy, self.name)
+        kept = self._take_changed(old_levels, levels)
+        self._drop_outside(old_levels, levels)
+        layout: Any = self._s.layout
+        pattern = getattr(layout, "pattern", None) if self._tables.external else None
+        self._tables = self._tables.remapped(
+            levels, layout.name if pattern and "{i}" in pattern else None)
+        header = Header(self._header)
+        header["sizes"] = list(new)
+        core = dataclasses.replace(self._core, sizes=new)
+        tiling = dataclasses.replace(self._tiled, levels=levels,
+                                     nstored=sum(lv.grid.ntiles for lv in levels if lv.stored))
+        self._rebind(header, core, tiling)
+        for (li, coords), (was_box, values) in kept.items():
+            self._replace_tile(levels[li], coords, was_box, values)
+        for axis in range(len(new)):
+            if new[axis] != old0[axis]:
+                box = pyramid_box(levels, old0, new, axis)
+                if box is not None:
+                    self._mark_dirty(box)
+        self._changed = True
+        self._evict()
+
+    def _take_changed(self, old: Sequence[Level], new: Sequence[Level]
+                      ) -> dict[tuple[int, tuple[int, ...]], tuple[Box, np.ndarray]]:
+        """The values of the tiles a resize changes (read under the old grids)."""
+        out = {}
+        for lo, ln in zip(old, new, strict=True):
+            if not lo.stored or (lo.index and lo.grid.edge == "pad"):
+                continue  # pad-edge levels above 0 are rebuilt by the pyramid
+            for coords in changed_tiles(lo, ln):
+                tile = self._dirty.get((lo.index, coords))
+                if tile is None:
+                    tile = self._stored(lo, coords)
+                if tile is not None:
+                    out[(lo.index, coords)] = (valid_box(lo.grid, coords),
+                                               tile[lo.grid.valid_in_stored(coords)].copy())
+        return out
+
+    def _drop_outside(self, old: Sequence[Level], new: Sequence[Level]) -> None:
+        """Forget changed tiles outside the new grids, retire their stored bytes."""
+        for lo, ln in zip(old, new, strict=True):
+            if not lo.stored:
+                continue
+            for key in [k for k in self._dirty if k[0] == lo.index]:
+                if any(c >= g for c, g in zip(key[1], ln.grid.grid, strict=True)) or (
+                        lo.grid.stored_bounds(key[1]) != ln.grid.stored_bounds(key[1])):
+                    self._dirty_nbytes -= self._dirty.pop(key).nbytes
+            if ln.grid.grid == lo.grid.grid:
+                continue
+            for i in range(lo.grid.ntiles):
+                coords = lo.grid.coords(i)
+                if any(c >= g for c, g in zip(coords, ln.grid.grid, strict=True)):
+                    entry = self._tables.get(lo.index, i)
+                    if entry is not None:
+                        self._s.layout.retire(lo, coords, i, entry)
+        shape0 = new[0].shape
+        for c, box in list(self._dirty0.items()):
+            clipped = tuple((b0, min(b1, n)) for (b0, b1), n in zip(box, shape0, strict=True))
+            if all(b0 < b1 for b0, b1 in clipped):
+                self._dirty0[c] = clipped
+            else:
+                del self._dirty0[c]
+
+    def _replace_tile(self, level: Level, coords: tuple[int, ...], was: Box,
+                      values: np.ndarray) -> None:
+        """A changed tile in memory again, in its new stored extent, with what it held."""
+        grid = level.grid
+        now = valid_box(grid, coords)
+        tile = np.full(grid.stored_shape(coords), self._fill, dtype=self._dtype, order="F")
+        both = tuple((max(a0, b0), min(a1, b1)) for (a0, a1), (b0, b1) in zip(was, now,
+                                                                          strict=True))
+        if all(lo < hi for lo, hi in both):
+            lo_new = [b for b, _ in grid.stored_bounds(coords)]
+            src = tuple(slice(b0 - w0, b1 - w0) for (b0, b1), (w0, _) in zip(both, was,
+                                                                           strict=True))
+            dst = tuple(slice(b0 - s, b1 - s) for (b0, b1), s in zip(both, lo_new,
+                                                                    strict=True))
+            tile[dst] = values[src]
+        key = (level.index, coords)
+        old = self._dirty.pop(key, None)
+        if old is not None:
+            self._dirty_nbytes -= old.nbytes
+        self._dirty[key] = tile
+        self._dirty_nbytes += tile.nbytes
+
+    def _mark_dirty(self, box: Box) -> None:
+        """Record level-0 voxels the pyramid must compute again."""
+        grid = self._levels[0].grid
+        region = tuple(slice(lo, hi) for lo, hi in box)
+        for coords in grid.tiles_in_region(region):
+            core = grid.core(coords)
+            part = tuple((max(b0, c.start), min(b1, c.stop))
+                         for (b0, b1), c in zip(box, core, strict=True))
+            self._dirty0[coords] = union(self._dirty0.get(coords), part)
+
+    # -- commits ----------------------------------------------------------------------------
+    def commit(self) -> None:
+        """Make every change since the last commit visible at once (atomically: after a
+        crash the file is at this commit or the last one). A failed commit aborts."""
+        self._check_writable()
+        if not self._changed:
+            return
+        s = self._s
+        try:
+            rebuild_levels(self)
+            level0 = self._levels[0]
+            self._store(level0, sorted(((c, t) for (li, c), t in self._dirty.items()
+                                        if li == 0), key=lambda ct: level0.grid.index(ct[0])))
+            header = Header(self._header)
+            stale_fields(header, s.prefix, self.name)
+            committed = s.layout.publish(header, s.prefix, self._tables, s.lock,
+                                         self._policy, self.name)
+        except BaseException:
+            self.abort()
+            raise
+        self._committed, self._tables = committed, committed.copy()
+        self._reset()
+        self._base = (header, self._core, self._tiled)
+        self._rebind(Header(header), self._core, self._tiled)
+
+    def _reset(self) -> None:
+        self._dirty.clear()
+        self._dirty_nbytes = 0
+        self._dirty0.clear()
+        self._changed = False
+
+    def abort(self) -> None:
+        """Drop every change since the last commit (the file never saw them)."""
+        self._check_writable()
+        self._s.layout.abort()
+        self._tables = self._committed.copy()
+        self._reset()
+        header, core, tiling = self._base
+        self._rebind(Header(header), core, tiling)
+
+    def close(self) -> None:
+        """Release the file and the lock; uncommitted changes are dropped, with a warning
+        (commit first, or use the volume as a context manager)."""
+        if self._closed:
+            return
+        try:
+            if self._changed:
+                warnings.warn(f"{where(self.name)}closed with uncommitted changes: they were "
+                              "dropped (call vol.commit() first)", JnrrdWarning, stacklevel=2)
+                self.abort()
+        finally:
+            try:
+                self._s.layout.close()
+            finally:
+                self._s.lock.release()
+                super().close()
+
+    def __enter__(self) -> WritableVolume:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if exc[0] is None:
+                self.commit()
+            elif not self._closed:
+                self.abort()
+        finally:
+            self.close()
+
+    def _compact(self) -> None:
+        """Commit, then rewrite the file without superseded bytes (``jnrrd.compact``)."""
+        self.commit()
+        s = self._s
+        header = Header(self._header)
+        stale_fields(header, s.prefix, self.name)
+        self._committed = s.layout.rewrite(header, s.prefix, self._tables, s.lock,
+                                           self._policy, self.name)
+        self._tables = self._committed.copy()
+        self._rebind(header, self._core, self._tiled)
+        self._base = (Header(header), self._core, self._tiled)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        raise UnsupportedError(f"{where(self.name)}a volume open for writing cannot be "
+                               "pickled; pickle one opened for reading")
