@@ -44,8 +44,12 @@ def valid_box(grid: TileGrid, coords: tuple[int, ...]) -> Box:
 
 def changed_tiles(old: Level, new: Level) -> Iterator[tuple[int, ...]]:
     """Tiles of both grids that a resize changes: their stored extent differs, or (level 0)
-    part of what was inside the volume is now outside it and must become padding."""
+    part of what was inside the volume is now outside it and must become padding. (With
+    ``pad`` edges, growing changes none: a tile's positions outside the volume already hold
+    the padding value, which is what new voxels read as.)"""
     was, now = old.grid, new.grid
+    if was.edge == "pad" and all(n >= o for n, o in zip(now.shape, was.shape, strict=True)):
+        return
     ranges: list[range | None] = []
     for k in range(len(was.grid)):
         a = was.axes[k]
@@ -66,7 +70,8 @@ def changed_tiles(old: Level, new: Level) -> Iterator[tuple[int, ...]]:
             seen.add(coords)
             if was.stored_bounds(coords) != now.stored_bounds(coords):
                 yield coords
-            elif new.index == 0 and valid_box(now, coords) != valid_box(was, coords):
+            elif new.index == 0 and any(n1 < o1 for (_, n1), (_, o1) in zip(
+                    valid_box(now, coords), valid_box(was, coords), strict=True)):
                 yield coords
 
 

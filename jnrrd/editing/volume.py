@@ -174,9 +174,15 @@ class WritableVolume(Volume):
         level = self._levels[0]
         grid = level.grid
         bbox = tuple((s.start, s.last + 1) for s in sel)
-        for p in write_pieces(grid, sel):
+        pyramid = any(lv.stored for lv in self._levels[1:])
+        pieces = list(write_pieces(grid, sel))
+        self._load(level, [p.coords for p in pieces
+                           if not p.covered and (0, p.coords) not in self._dirty])
+        for p in pieces:
             tile = self._tile_for_write(level, p.coords, p.covered)
             tile[p.src] = values[p.dst]
+            if not pyramid:
+                continue  # the changed voxels matter only to the levels above
             core = grid.core(p.coords)
             box = tuple((max(b0, c.start), min(b1, c.stop))
                         for (b0, b1), c in zip(bbox, core, strict=True))
@@ -185,10 +191,10 @@ class WritableVolume(Volume):
         self._changed = True
         self._evict()
 
-    def _tile_for_write(self, level: Level, coords: tuple[int, ...], covered: bool
-                        ) -> np.ndarray:
-        """The changed tile in memory: read back (and merged) only when the write does not
-        cover the tile's part inside the volume."""
+    def _tile_for_write(self, level: Level, coords: tuple[int, ...], covered: bool, *,
+                        keep: bool = True) -> np.ndarray:
+        """The changed tile in memory (``keep``: noted as changed): read back (and merged)
+        only when the write does not cover the tile's part inside the volume."""
         key = (level.index, coords)
         tile = self._dirty.get(key)
         if tile is not None:
@@ -200,9 +206,26 @@ class WritableVolume(Volume):
             if old is not None:
                 inside = grid.valid_in_stored(coords)
                 tile[inside] = old[inside]
-        self._dirty[key] = tile
-        self._dirty_nbytes += tile.nbytes
+        if keep:
+            self._dirty[key] = tile
+            self._dirty_nbytes += tile.nbytes
         return tile
+
+    def _load(self, level: Level, coords: list[tuple[int, ...]]) -> None:
+        """Read back (in parallel) the tiles a write covers only in part."""
+        if len(coords) < 2:
+            return  # one tile: read in place, without a hand-off
+        tiles: list[Any] = [None] * len(coords)
+
+        def job(i: int) -> Any:
+            def run() -> None:
+                tiles[i] = self._tile_for_write(level, coords[i], False, keep=False)
+            return run
+
+        run_parallel([job(i) for i in range(len(coords))])
+        for c, t in zip(coords, tiles, strict=True):
+            self._dirty[(level.index, c)] = t
+            self._dirty_nbytes += t.nbytes
 
     def _stored(self, level: Level, coords: tuple[int, ...]) -> np.ndarray | None:
         """A tile as its current entry stores it (None: sparse)."""
@@ -251,7 +274,8 @@ class WritableVolume(Volume):
                 ) -> tuple[Any, dict[str, Any]]:
         grid = level.grid
         core = tile[grid.stored_from_core(coords)]
-        if all_padding(core, self._fill):
+        first = core[(slice(0, 1),) * core.ndim]  # most tiles differ from padding at once
+        if all_padding(first, self._fill) and all_padding(core, self._fill):
             return None, self._encoder.metadata(core, None)  # all padding: stays sparse
         data: Any = self._encoder.encode(tile, level.first + grid.index(coords))
         return data, self._encoder.metadata(core, data)
@@ -327,7 +351,7 @@ class WritableVolume(Volume):
             self._replace_tile(levels[li], coords, was_box, values)
         for axis in range(len(new)):
             if new[axis] != old0[axis]:
-                box = pyramid_box(levels, old0, new, axis)
+                box = pyramid_box(levels, old0, new, axis)  # None without stored levels
                 if box is not None:
                     self._mark_dirty(box)
         self._changed = True
@@ -354,6 +378,8 @@ class WritableVolume(Volume):
         for lo, ln in zip(old, new, strict=True):
             if not lo.stored:
                 continue
+            if ln.grid.grid == lo.grid.grid and lo.grid.edge == "pad":
+                continue  # no tile dropped, none changes its stored extent
             for key in [k for k in self._dirty if k[0] == lo.index]:
                 if any(c >= g for c, g in zip(key[1], ln.grid.grid, strict=True)) or (
                         lo.grid.stored_bounds(key[1]) != ln.grid.stored_bounds(key[1])):
@@ -367,6 +393,8 @@ class WritableVolume(Volume):
                     if entry is not None:
                         self._s.layout.retire(lo, coords, i, entry)
         shape0 = new[0].shape
+        if all(n >= o for n, o in zip(shape0, old[0].shape, strict=True)):
+            return  # nothing recorded lies outside
         for c, box in list(self._dirty0.items()):
             clipped = tuple((b0, min(b1, n)) for (b0, b1), n in zip(box, shape0, strict=True))
             if all(b0 < b1 for b0, b1 in clipped):
