@@ -57,6 +57,8 @@ class External:
         self.wstore, self.key, self.root = wstore, key, root
         self.base_dir, self.pattern = base_dir, pattern
         self.owned = owned_dir(key, base_dir)
+        #: tiles come over the network (fetched a batch at once)
+        self.remote = hasattr(wstore, "fs")
         #: how new tile files are named inside a commit's directory
         self.names = default_pattern(ntiled, nlevels)
         self.policy, self.source = policy, source

@@ -120,6 +120,7 @@ class LocalInternal:
     """An internal editable file on the local disk (see the module doc)."""
 
     external = False
+    remote = False
 
     def __init__(self, file: Any, path: str, *, header_len: int, room: int | None,
                  durable: bool) -> None:
@@ -238,6 +239,7 @@ class RemoteInternal:
     """An internal editable object on an object store (see the module doc)."""
 
     external = False
+    remote = True
 
     def __init__(self, wstore: Any, key: str, rstore: Any, *, header_len: int) -> None:
         self.counters = Counters()

@@ -147,28 +147,33 @@ def rebuild_levels(vol: Any, batch: int = 32) -> None:
         for li, coords in list(vol._dirty):
             if li == lv.index:
                 boxes.setdefault(coords, None)
-        items: list[tuple[tuple[int, ...], np.ndarray]] = []
-        for coords in sorted(boxes, key=lv.grid.index):
-            items.append((coords, _level_tile(vol, lv, coords, boxes[coords], read0, method)))
-            if len(items) >= batch:
-                vol._store(lv, items)
-                items = []
-        vol._store(lv, items)
+        order = sorted(boxes, key=lv.grid.index)
+        for start in range(0, len(order), batch):
+            part = order[start:start + batch]
+            # the stored tiles the new voxels merge into, read at once
+            old = vol._read_tiles(lv, [c for c in part if (lv.index, c) not in vol._dirty
+                                       and boxes[c] != _valid(lv.grid, c)])
+            vol._store(lv, [(c, _level_tile(vol, lv, c, boxes[c], old, read0, method))
+                            for c in part])
+
+
+def _valid(grid: TileGrid, coords: tuple[int, ...]) -> Box:
+    return tuple((s.start, s.stop) for s in grid.valid_region(coords))
 
 
 def _level_tile(vol: Any, level: Level, coords: tuple[int, ...], box: Box | None,
+                old: dict[tuple[int, ...], np.ndarray | None],
                 read0: Callable[[tuple[slice, ...]], np.ndarray], method: str) -> np.ndarray:
     """A level tile with ``box`` computed again: from the changed tile in memory, else from
-    the stored one (unless the box covers all of it), its padding clean."""
+    the stored one (``old``; unless the box covers all of it), its padding clean."""
     grid = level.grid
     tile = vol._dirty.get((level.index, coords))
     if tile is None:
         tile = np.full(grid.stored_shape(coords), vol._fill, dtype=vol._dtype, order="F")
-        if box != tuple((s.start, s.stop) for s in grid.valid_region(coords)):
-            old = vol._stored(level, coords)
-            if old is not None:
-                inside = grid.valid_in_stored(coords)
-                tile[inside] = old[inside]
+        stored = old.get(coords)
+        if stored is not None:
+            inside = grid.valid_in_stored(coords)
+            tile[inside] = stored[inside]
     if box is not None:
         lo = [b for b, _ in grid.stored_bounds(coords)]
         dst = tuple(slice(b0 - s, b1 - s) for (b0, b1), s in zip(box, lo, strict=True))

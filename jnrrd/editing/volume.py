@@ -20,7 +20,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from .._threads import run_parallel
+from .._threads import io_submit, run_parallel
 from ..engine.tiles import TileDecoder, TileEncoder, parse_checksum
 from ..engine.volume import LevelView, Volume
 from ..errors import JnrrdWarning, UnsupportedError, where
@@ -74,16 +74,24 @@ class _EncodePlan:
 
 class _Source:
     """The stored bytes of a tile, wherever its current entry points (the decoder's
-    source)."""
+    source); on an object store a batch of tiles is fetched at once on the I/O pool."""
 
-    remote = False
-
-    def __init__(self, vol: WritableVolume) -> None:
+    def __init__(self, vol: WritableVolume, remote: bool) -> None:
         self._vol = vol
+        self.remote = remote
 
     def read(self, level: Level, coords: tuple[int, ...], local: int, limit: int) -> Any:
         vol = self._vol
         return vol._s.layout.read(level, coords, local, vol._tables.get(level.index, local))
+
+    def prefetch(self, level: Level, coords: list[tuple[int, ...]], limit: int) -> list[Any]:
+        """Start reading the tiles ``coords`` (those changed in memory are not read)."""
+        dirty = self._vol._dirty
+        return [None if (level.index, c) in dirty else
+                io_submit(self.read, level, c, level.grid.index(c), limit) for c in coords]
+
+    def take(self, level: Level, coords: tuple[int, ...], pending: Any) -> Any:
+        return None if pending is None else pending.result()
 
     def close(self) -> None:
         """The layout's files are closed with the volume."""
@@ -106,7 +114,9 @@ class WritableVolume(Volume):
         self._changed = False
         self._base = (Header(header), core, tiling)
         super().__init__(Header(header), tiling=tiling, core=core, policy=session.policy,
-                         source=cast(Any, _Source(self)), name=session.name,
+                         source=cast(Any, _Source(self, getattr(session.layout, "remote",
+                                                                False))),
+                         name=session.name,
                          index_order=index_order, cache_bytes=0)
         if session.stats is not None:
             stats, algo = session.stats
@@ -191,10 +201,10 @@ class WritableVolume(Volume):
         self._changed = True
         self._evict()
 
-    def _tile_for_write(self, level: Level, coords: tuple[int, ...], covered: bool, *,
-                        keep: bool = True) -> np.ndarray:
-        """The changed tile in memory (``keep``: noted as changed): read back (and merged)
-        only when the write does not cover the tile's part inside the volume."""
+    def _tile_for_write(self, level: Level, coords: tuple[int, ...], covered: bool
+                        ) -> np.ndarray:
+        """The changed tile in memory: read back (and merged) only when the write does not
+        cover the tile's part inside the volume."""
         key = (level.index, coords)
         tile = self._dirty.get(key)
         if tile is not None:
@@ -206,26 +216,38 @@ class WritableVolume(Volume):
             if old is not None:
                 inside = grid.valid_in_stored(coords)
                 tile[inside] = old[inside]
-        if keep:
-            self._dirty[key] = tile
-            self._dirty_nbytes += tile.nbytes
+        self._dirty[key] = tile
+        self._dirty_nbytes += tile.nbytes
         return tile
 
     def _load(self, level: Level, coords: list[tuple[int, ...]]) -> None:
         """Read back (in parallel) the tiles a write covers only in part."""
         if len(coords) < 2:
             return  # one tile: read in place, without a hand-off
-        tiles: list[Any] = [None] * len(coords)
+        grid = level.grid
+        for c, old in self._read_tiles(level, coords).items():
+            tile = np.full(grid.stored_shape(c), self._fill, dtype=self._dtype, order="F")
+            if old is not None:
+                inside = grid.valid_in_stored(c)
+                tile[inside] = old[inside]
+            self._dirty[(level.index, c)] = tile
+            self._dirty_nbytes += tile.nbytes
+
+    def _read_tiles(self, level: Level, coords: list[tuple[int, ...]]
+                    ) -> dict[tuple[int, ...], np.ndarray | None]:
+        """Stored tiles, decoded in parallel (fetched at once from an object store)."""
+        assert self._decoder is not None
+        dec = self._decoder
+        fetched = dec.prefetch(level, coords) if dec.remote and coords else None
+        out: list[Any] = [None] * len(coords)
 
         def job(i: int) -> Any:
             def run() -> None:
-                tiles[i] = self._tile_for_write(level, coords[i], False, keep=False)
+                out[i] = dec.decode(level, coords[i], fetched=fetched)
             return run
 
         run_parallel([job(i) for i in range(len(coords))])
-        for c, t in zip(coords, tiles, strict=True):
-            self._dirty[(level.index, c)] = t
-            self._dirty_nbytes += t.nbytes
+        return dict(zip(coords, out, strict=True))
 
     def _stored(self, level: Level, coords: tuple[int, ...]) -> np.ndarray | None:
         """A tile as its current entry stores it (None: sparse)."""

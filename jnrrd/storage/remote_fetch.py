@@ -20,6 +20,7 @@ several connections carry it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import re
 import threading
@@ -131,7 +132,11 @@ class Fetcher:
                          start, stop)
 
     def info(self, path: str, *, url: str) -> dict[str, Any]:
-        """The filesystem's ``info`` of ``path`` (size, ETag, ...); errors name the URL."""
+        """The filesystem's ``info`` of ``path`` (size, ETag, ...); errors name the URL.
+        Asked of the store, never of a listing the filesystem cached: another process may
+        have replaced the object since."""
+        with contextlib.suppress(Exception):
+            self.fs.invalidate_cache(path)
         try:
             future = io_submit(self.fs.info, path)
             return future.result(timeout=self.policy.request_timeout + 5.0)
