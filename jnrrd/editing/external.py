@@ -120,6 +120,40 @@ class External:
             return
         self.garbage.add(self.name(level, coords, index, entry))
 
+    def prefetch(self, level: Level, items: list[tuple[tuple[int, ...], int, Any]]
+                 ) -> list[Any]:
+        """Every tile file requested at once (an object store; a local store reads each
+        in :meth:`take`)."""
+        store = self._tiles()
+        out: list[Any] = []
+        for coords, index, entry in items:
+            if entry is None or not self.remote:
+                out.append(None if entry is None else ("now", index, entry))
+                continue
+            rel = self.name(level, coords, index, entry)
+            if self.token is not None and rel.startswith(self._commit_dir() + "/"):
+                self.wstore.sync(self._key(self._commit_dir()))
+            limit = self.policy.max_tile_bytes + (1 << 20)
+            out.append(("later", rel, store.submit_get(rel, limit=limit, field="tile:files")))
+        return out
+
+    def take(self, level: Level, coords: tuple[int, ...], pending: Any
+             ) -> bytes | memoryview | None:
+        if pending is None:
+            return None
+        if pending[0] == "now":
+            return self.read(level, coords, pending[1], pending[2])
+        _, rel, future = pending
+        store = self._tiles()
+        try:
+            data = store.fetcher.wait(future, store.url(store.path(rel, field="tile:files")),
+                                      0, None).data
+        except FileNotFoundError:
+            raise DataError(f"{where(self.source)}tile file {rel!r} (level {level.index}, "
+                            f"tile {list(coords)}) is missing") from None
+        self.counters.read(len(data))
+        return data
+
     # -- commits ----------------------------------------------------------------------------
     def publish(self, header: Header, prefix: str, tables: Tables, lock: Any,
                 policy: Policy, name: Any) -> Tables:

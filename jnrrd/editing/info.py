@@ -9,7 +9,8 @@ from typing import Any
 
 from .consistent import ROOM
 
-__all__ = ["COMPACT_FRACTION", "COMPACT_MIN_BYTES", "dead_bytes", "external_bytes",
+__all__ = ["COMPACT_FRACTION", "COMPACT_MIN_BYTES", "dead_bytes", "dead_line", "external_bytes",
+           "format_bytes",
            "worth_compacting"]
 
 #: ``jnrrd info`` suggests ``jnrrd compact`` when dead bytes are at least this share of the
@@ -50,6 +51,31 @@ def dead_bytes(vol: Any) -> int | None:
                 pass
     used = sum(lv.stored_bytes for lv in vol.levels if lv.stored)
     return max(0, total - used)
+
+
+def dead_line(path: str, vol: Any) -> str | None:
+    """``jnrrd info``'s line on dead bytes (None when they cannot be told): how many, and
+    the ``jnrrd compact`` command when it would pay."""
+    dead = dead_bytes(vol)
+    if dead is None:
+        return None
+    stored = sum(int(lv.stored_bytes) for lv in vol.levels if lv.stored)
+    share = dead / max(1, stored + dead)
+    line = f"dead bytes:  {format_bytes(dead)} ({share:.0%} of the tile storage)"
+    if worth_compacting(dead, stored):
+        import shlex
+
+        line += f"; reclaim them with: jnrrd compact {shlex.quote(path)}"
+    return line
+
+
+def format_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
 
 
 def worth_compacting(dead: int | None, stored: int) -> bool:

@@ -164,6 +164,15 @@ class LocalInternal:
     def retire(self, level: Level, coords: tuple[int, ...], index: int, entry: Any) -> None:
         """Superseded bytes stay where they are (dead bytes, until ``jnrrd.compact``)."""
 
+    def prefetch(self, level: Level, items: list[tuple[tuple[int, ...], int, Any]]
+                 ) -> list[Any]:
+        """A local file is read tile by tile (:meth:`take` reads it)."""
+        return [entry for _, _, entry in items]
+
+    def take(self, level: Level, coords: tuple[int, ...], pending: Any
+             ) -> bytes | memoryview | None:
+        return self.read(level, coords, level.grid.index(coords), pending)
+
     def publish(self, header: Header, prefix: str, tables: Tables, lock: Any,
                 policy: Policy, name: Any) -> Tables:
         if self.room is not None:
@@ -273,6 +282,28 @@ class RemoteInternal:
 
     def retire(self, level: Level, coords: tuple[int, ...], index: int, entry: Any) -> None:
         """The next commit rewrites the object without it."""
+
+    def prefetch(self, level: Level, items: list[tuple[tuple[int, ...], int, Any]]
+                 ) -> list[Any]:
+        """The object's ranges merged into few requests, all in flight (spooled tiles are
+        read at once)."""
+        remote = [(i, e) for i, (_, _, e) in enumerate(items) if e is not None and e[0] < _SPOOL]
+        out: list[Any] = [None if e is None else ("now", e) for _, _, e in items]
+        if remote:
+            slices = self._object().fetch_many([(off, off + size) for _, (off, size) in remote])
+            for (i, (_, size)), sl in zip(remote, slices, strict=True):
+                out[i] = ("later", sl, size)
+        return out
+
+    def take(self, level: Level, coords: tuple[int, ...], pending: Any
+             ) -> bytes | memoryview | None:
+        if pending is None:
+            return None
+        if pending[0] == "now":
+            return self._fetch([pending[1]])[0]
+        data = pending[1].result()
+        self.counters.read(pending[2])
+        return data
 
     def publish(self, header: Header, prefix: str, tables: Tables, lock: Any,
                 policy: Policy, name: Any) -> Tables:

@@ -79,6 +79,17 @@ class Layout(Protocol):
         """``entry`` will not be named by the next commit (its bytes may go after it)."""
         ...
 
+    def prefetch(self, level: Level, items: list[tuple[tuple[int, ...], int, Any]]
+                 ) -> list[Any]:
+        """Start reading the tiles ``(coords, index, entry)`` at once (a remote layout);
+        one pending read per tile (``None`` for no entry)."""
+        ...
+
+    def take(self, level: Level, coords: tuple[int, ...], pending: Any
+             ) -> bytes | memoryview | None:
+        """The bytes of a read started by :meth:`prefetch` (waits for them)."""
+        ...
+
     def publish(self, header: Header, prefix: str, tables: Tables, lock: Any,
                 policy: Policy, name: Any) -> Tables:
         """Make ``tables`` (and ``header``) the file's content atomically; return the tables

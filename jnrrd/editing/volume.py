@@ -20,7 +20,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from .._threads import io_submit, run_parallel
+from .._threads import run_parallel
 from ..engine.tiles import TileDecoder, TileEncoder, parse_checksum
 from ..engine.volume import LevelView, Volume
 from ..errors import JnrrdWarning, UnsupportedError, where
@@ -85,13 +85,17 @@ class _Source:
         return vol._s.layout.read(level, coords, local, vol._tables.get(level.index, local))
 
     def prefetch(self, level: Level, coords: list[tuple[int, ...]], limit: int) -> list[Any]:
-        """Start reading the tiles ``coords`` (those changed in memory are not read)."""
-        dirty = self._vol._dirty
-        return [None if (level.index, c) in dirty else
-                io_submit(self.read, level, c, level.grid.index(c), limit) for c in coords]
+        """Start reading the tiles ``coords`` at once (not those changed in memory)."""
+        vol = self._vol
+        items = []
+        for c in coords:
+            i = level.grid.index(c)
+            entry = None if (level.index, c) in vol._dirty else vol._tables.get(level.index, i)
+            items.append((c, i, entry))
+        return vol._s.layout.prefetch(level, items)
 
     def take(self, level: Level, coords: tuple[int, ...], pending: Any) -> Any:
-        return None if pending is None else pending.result()
+        return self._vol._s.layout.take(level, coords, pending)
 
     def close(self) -> None:
         """The layout's files are closed with the volume."""
