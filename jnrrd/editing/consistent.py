@@ -33,8 +33,9 @@ CHECKSUM = "header_checksum"
 ROOM = "header_room"
 _MAGIC_LINE = b'{"jnrrd": "0004"}\n'
 _CHECK_LINE = re.compile(rb'\{"([^"\\\n]{1,256}):header_checksum": "crc32c:([0-9a-f]{8})"\}\n')
-#: tries to read a header that a commit is rewriting (doubling waits from 1 ms: ~1 s in all)
-_TRIES = 11
+#: tries to read a header that a commit is rewriting (doubling waits from 1 ms, half a second
+#: in all: a torn read with no journal left means the commit has just finished)
+_TRIES = 9
 
 
 def add_checksum(header: bytes, prefix: str) -> bytes:
