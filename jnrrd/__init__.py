@@ -21,8 +21,8 @@ from .errors import (
     VersionError,
 )
 from .header import Header
-from .opening import open
 from .integrations.zarr_refs import kerchunk_refs
+from .opening import open
 from .storage.leftovers import cleanup
 from .validate import Problem, validate
 from .writing.dispatch import write

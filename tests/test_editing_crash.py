@@ -109,11 +109,12 @@ def _round(ctx: Any, target: str, so: dict[str, Any] | None, env: dict[str, str]
     return last, finished
 
 
-def _crash(target: str, storage: str, so: dict[str, Any] | None = None) -> None:
+def _crash(target: str, storage: str, so: dict[str, Any] | None = None,
+           tile: tuple[int, ...] = TILE) -> None:
     options = {"storage_options": so} if so else {}
     env = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
     cache: dict[int, np.ndarray] = {}
-    jnrrd.write(target, model(0, cache), tile=TILE, levels=LEVELS, compression="zstd",
+    jnrrd.write(target, model(0, cache), tile=tile, levels=LEVELS, compression="zstd",
                 storage=storage, **options)
     ctx = _context()
     rng = random.Random(f"{storage}-{bool(so)}")
@@ -122,7 +123,7 @@ def _crash(target: str, storage: str, so: dict[str, Any] | None = None) -> None:
     for k in range(KILLS):
         if k % 10 == 9:  # a file not written for editing: the next commit rewrites it
             v = int(_levels(target, options)[0][0, 0, 0])
-            jnrrd.write(target, model(v, cache), tile=TILE, levels=LEVELS,
+            jnrrd.write(target, model(v, cache), tile=tile, levels=LEVELS,
                         compression="zstd", storage=storage, **options)
         last, _ = _round(ctx, target, so, env, rng, durations)
         got = _levels(target, options)
@@ -157,7 +158,8 @@ def test_sigkill_of_a_committing_writer_local(tmp_path, storage):
 @pytest.mark.parametrize("storage", ["internal", "external"])
 def test_sigkill_of_a_committing_writer_s3(s3, storage):
     pytest.importorskip("s3fs")
-    _crash(s3.url(f"crash/{storage}.jnrrd"), storage, s3.storage_options)
+    # larger tiles than locally: fewer objects to fetch for every check
+    _crash(s3.url(f"crash/{storage}.jnrrd"), storage, s3.storage_options, (16, 12, 10))
 
 
 def test_models_replay_the_worker(tmp_path):

@@ -5,10 +5,12 @@ region writes, appends, resizes, atomic commits, one writer at a time, ``jnrrd.c
   interrupted in-place commit (imported by the readers: nothing else of this package is);
 - :mod:`.tables` — where each stored tile of each level is, and what changed since the last
   commit;
-- :mod:`.tiles` — a tile's bytes and values: read through the storage layer (counted),
-  encoded with the writer's tile encoder;
 - :mod:`.pyramid` — which level tiles a change reaches, rebuilt from level 0;
 - :mod:`.internal`, :mod:`.external` — the two layouts' commits;
+- :mod:`.reshape` — what a resize changes: level grids, edge tiles, pyramid regions;
+- :mod:`.session` — what a writable volume writes through, and its decoder's tile source;
+- :mod:`.headers`, :mod:`.layout`, :mod:`.info` — a commit's header, the layouts'
+  interface, dead bytes;
 - :mod:`.volume` — :class:`~jnrrd.editing.volume.WritableVolume`;
 - :mod:`.entry` — ``create``, ``open`` in mode ``"r+"``, ``compact``.
 

@@ -54,6 +54,8 @@ class External:
                  pattern: str | None, ntiled: int, nlevels: int, policy: Policy,
                  source: Any) -> None:
         self.counters = Counters()
+        #: the header of the last commit (parsed back)
+        self.header: Header | None = None
         self.wstore, self.key, self.root = wstore, key, root
         self.base_dir, self.pattern = base_dir, pattern
         self.owned = owned_dir(key, base_dir)
@@ -163,7 +165,7 @@ class External:
             self.wstore.sync(self._key(self._commit_dir()))
         tables = self._named(tables)
         head = render_external(header, prefix, tables, self.pattern, str(self.base_dir))
-        check_rendered(head, policy, name)
+        self.header = check_rendered(head, policy, name)
         lock.refresh()
         put_whole(self.wstore, self.key, head)
         self.counters.wrote(len(head))
@@ -208,7 +210,7 @@ class External:
                 moved.relocate(lv.index, i, BY_PATTERN)
             self.wstore.sync(new_dir)
             head = render_external(header, prefix, moved, self.names, new_dir)
-            check_rendered(head, policy, name)
+            self.header = check_rendered(head, policy, name)
             lock.refresh()
             put_whole(self.wstore, self.key, head)
         except BaseException:

@@ -46,10 +46,11 @@ _SPOOL = 1 << 62
 
 def rewrite_into(out: IO[bytes], header: Header, prefix: str, tables: Tables,
                  fetch: Callable[[Sequence[tuple[int, int]]], list[Any]], min_room: int,
-                 policy: Policy, name: Any) -> tuple[Tables, int, int]:
+                 policy: Policy, name: Any) -> tuple[Tables, Header, int, int]:
     """Write a fresh file to ``out``: a header room of at least ``min_room`` bytes, then
     every tile the tables name, back to back in global order (``fetch`` reads the bytes of
-    a list of entries). Returns the relocated tables, the header length and the room."""
+    a list of entries). Returns the relocated tables, the header (parsed back), its length
+    and the room."""
     live = list(tables.tiles())
     room = min_room
     for _ in range(16):
@@ -63,7 +64,7 @@ def rewrite_into(out: IO[bytes], header: Header, prefix: str, tables: Tables,
         if len(head) <= room:
             break
         room = aligned(2 * len(head))
-    check_rendered(head, policy, name)
+    parsed = check_rendered(head, policy, name)
     out.write(head)
     out.write(b"\0" * (room - len(head)))
     batch: list[tuple[int, int]] = []
@@ -75,7 +76,7 @@ def rewrite_into(out: IO[bytes], header: Header, prefix: str, tables: Tables,
             _copy(out, fetch(batch), batch)
             batch, held = [], 0
     _copy(out, fetch(batch), batch)
-    return moved, len(head), room
+    return moved, parsed, len(head), room
 
 
 def _copy(out: IO[bytes], datas: list[Any], entries: list[tuple[int, int]]) -> None:
@@ -125,6 +126,8 @@ class LocalInternal:
     def __init__(self, file: Any, path: str, *, header_len: int, room: int | None,
                  durable: bool) -> None:
         self.counters = Counters()
+        #: the header of the last commit (parsed back)
+        self.header: Header | None = None
         self.path = os.path.abspath(path)
         self.durable = durable
         self._open(file, header_len, room)
@@ -180,7 +183,7 @@ class LocalInternal:
             head = render_internal(header, prefix, offs, sizes, tables.metadata(), self.room,
                                    "chunked")
             if len(head) <= self.room:
-                check_rendered(head, policy, name)
+                self.header = check_rendered(head, policy, name)
                 with durability(self.durable):
                     self._in_place(head, lock)
                 return tables
@@ -211,7 +214,7 @@ class LocalInternal:
         with durability(self.durable):
             staged = store.stage(key)
             try:
-                new, head_len, room = rewrite_into(
+                new, self.header, head_len, room = rewrite_into(
                     staged.file, header, prefix, tables, self._fetch,
                     room_for(self.header_len, nstored), policy, name)
                 self.counters.wrote(staged.file.tell())
@@ -252,6 +255,8 @@ class RemoteInternal:
 
     def __init__(self, wstore: Any, key: str, rstore: Any, *, header_len: int) -> None:
         self.counters = Counters()
+        #: the header of the last commit (parsed back)
+        self.header: Header | None = None
         self.wstore, self.key, self.rstore = wstore, key, rstore
         self.header_len = header_len
         self.spool = tempfile.TemporaryFile()
@@ -314,8 +319,9 @@ class RemoteInternal:
         nstored = sum(lv.grid.ntiles for lv in tables.levels if lv.stored)
         staged = self.wstore.stage(self.key)
         try:
-            new, head_len, _ = rewrite_into(staged.file, header, prefix, tables, self._fetch,
-                                            room_for(self.header_len, nstored), policy, name)
+            new, self.header, head_len, _ = rewrite_into(
+                staged.file, header, prefix, tables, self._fetch,
+                room_for(self.header_len, nstored), policy, name)
             self.counters.wrote(staged.file.tell())
             lock.refresh()
             staged.commit()

@@ -65,6 +65,8 @@ class Layout(Protocol):
 
     external: bool
     counters: Counters
+    #: the header of the last commit, as parsed back before it was published
+    header: Header | None
 
     def read(self, level: Level, coords: tuple[int, ...], index: int, entry: Any
              ) -> bytes | memoryview | None:

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from itertools import product
+from typing import Any
+
+import numpy as np
 
 from ..errors import UnsupportedError, where
 from ..policy import Policy
@@ -15,7 +18,8 @@ from ..tiling.grid import TileGrid
 from ..tiling.levels import Level, level_shape
 from .tables import Box
 
-__all__ = ["changed_tiles", "pyramid_box", "relevel", "valid_box"]
+__all__ = ["changed_tiles", "drop_outside", "pyramid_box", "relevel", "replace_tile",
+           "take_changed", "valid_box"]
 
 
 def relevel(levels: Sequence[Level], shape0: tuple[int, ...], policy: Policy,
@@ -93,3 +97,74 @@ def pyramid_box(levels: Sequence[Level], old0: tuple[int, ...], new0: tuple[int,
     if lo is None:
         return None
     return tuple((max(0, lo - 1), n) if a == axis else (0, n) for a, n in enumerate(new0))
+
+
+# -- what a writable volume does with them (its changed tiles, tables, dirty boxes) -------
+def take_changed(vol: Any, old: Sequence[Level], new: Sequence[Level]
+                 ) -> dict[tuple[int, tuple[int, ...]], tuple[Box, np.ndarray]]:
+    """The values of the tiles a resize changes (read under the old grids)."""
+    out = {}
+    for lo, ln in zip(old, new, strict=True):
+        if not lo.stored or (lo.index and lo.grid.edge == "pad"):
+            continue  # pad-edge levels above 0 are rebuilt by the pyramid
+        for coords in changed_tiles(lo, ln):
+            tile = vol._dirty.get((lo.index, coords))
+            if tile is None:
+                tile = vol._stored(lo, coords)
+            if tile is not None:
+                out[(lo.index, coords)] = (valid_box(lo.grid, coords),
+                                           tile[lo.grid.valid_in_stored(coords)].copy())
+    return out
+
+
+def drop_outside(vol: Any, old: Sequence[Level], new: Sequence[Level]) -> None:
+    """Forget changed tiles outside the new grids, retire their stored bytes."""
+    for lo, ln in zip(old, new, strict=True):
+        if not lo.stored:
+            continue
+        if ln.grid.grid == lo.grid.grid and lo.grid.edge == "pad":
+            continue  # no tile dropped, none changes its stored extent
+        for key in [k for k in vol._dirty if k[0] == lo.index]:
+            if any(c >= g for c, g in zip(key[1], ln.grid.grid, strict=True)) or (
+                    lo.grid.stored_bounds(key[1]) != ln.grid.stored_bounds(key[1])):
+                vol._dirty_nbytes -= vol._dirty.pop(key).nbytes
+        if ln.grid.grid == lo.grid.grid:
+            continue
+        for i in range(lo.grid.ntiles):
+            coords = lo.grid.coords(i)
+            if any(c >= g for c, g in zip(coords, ln.grid.grid, strict=True)):
+                entry = vol._tables.get(lo.index, i)
+                if entry is not None:
+                    vol._s.layout.retire(lo, coords, i, entry)
+    shape0 = new[0].shape
+    if all(n >= o for n, o in zip(shape0, old[0].shape, strict=True)):
+        return  # nothing recorded lies outside
+    for c, box in list(vol._dirty0.items()):
+        clipped = tuple((b0, min(b1, n)) for (b0, b1), n in zip(box, shape0, strict=True))
+        if all(b0 < b1 for b0, b1 in clipped):
+            vol._dirty0[c] = clipped
+        else:
+            del vol._dirty0[c]
+
+
+def replace_tile(vol: Any, level: Level, coords: tuple[int, ...], was: Box,
+                 values: np.ndarray) -> None:
+    """A changed tile in memory again, in its new stored extent, with what it held."""
+    grid = level.grid
+    now = valid_box(grid, coords)
+    tile = np.full(grid.stored_shape(coords), vol._fill, dtype=vol._dtype, order="F")
+    both = tuple((max(a0, b0), min(a1, b1)) for (a0, a1), (b0, b1) in zip(was, now,
+                                                                      strict=True))
+    if all(lo < hi for lo, hi in both):
+        lo_new = [b for b, _ in grid.stored_bounds(coords)]
+        src = tuple(slice(b0 - w0, b1 - w0) for (b0, b1), (w0, _) in zip(both, was,
+                                                                       strict=True))
+        dst = tuple(slice(b0 - s, b1 - s) for (b0, b1), s in zip(both, lo_new,
+                                                                strict=True))
+        tile[dst] = values[src]
+    key = (level.index, coords)
+    old = vol._dirty.pop(key, None)
+    if old is not None:
+        vol._dirty_nbytes -= old.nbytes
+    vol._dirty[key] = tile
+    vol._dirty_nbytes += tile.nbytes

@@ -25,80 +25,21 @@ from ..engine.tiles import TileDecoder, TileEncoder, parse_checksum
 from ..engine.volume import LevelView, Volume
 from ..errors import JnrrdWarning, UnsupportedError, where
 from ..header import Header
-from ..policy import Policy
 from ..tiling.grid import AxisSel, normalize_selection
 from ..tiling.levels import Level
 from ..tiling.padding import all_padding
 from ..tiling.spec import Tiling
 from .headers import stale_fields
 from .info import external_bytes
-from .layout import Counters, Layout
+from .layout import Counters
 from .pyramid import rebuild_levels, union
-from .reshape import changed_tiles, pyramid_box, relevel, valid_box
+from .reshape import drop_outside, pyramid_box, relevel, replace_tile, take_changed
+from .session import DIRTY_BYTES, EncodePlan, Session, Source
 from .tables import Box, Tables, write_pieces
 
 __all__ = ["DIRTY_BYTES", "Session", "WritableVolume"]
-
-#: decoded changed tiles kept in memory before the oldest are encoded and staged
-DIRTY_BYTES = 256 << 20
 #: tiles encoded (in parallel) and staged at a time
 _BATCH = 32
-
-
-@dataclasses.dataclass
-class Session:
-    """What a writable volume writes through: its layout, its lock, the file's tiling
-    prefix, the reader policy, its name, and the budget of changed tiles held decoded."""
-
-    layout: Layout
-    lock: Any
-    prefix: str
-    policy: Policy
-    name: Any
-    dirty_bytes: int = DIRTY_BYTES
-    #: ``(tile statistics, checksum algorithm)`` of new tiles; None: as the file's metadata
-    stats: tuple[bool, str | None] | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class _EncodePlan:
-    """What :class:`~jnrrd.engine.tiles.TileEncoder` reads of a writer's plan."""
-
-    codecs: list[Any]
-    type_name: str
-    padding_value: Any
-    decision: Any = None
-    tile_stats: bool = False
-    checksum: str | None = None
-
-
-class _Source:
-    """The stored bytes of a tile, wherever its current entry points (the decoder's
-    source); on an object store a batch of tiles is fetched at once on the I/O pool."""
-
-    def __init__(self, vol: WritableVolume, remote: bool) -> None:
-        self._vol = vol
-        self.remote = remote
-
-    def read(self, level: Level, coords: tuple[int, ...], local: int, limit: int) -> Any:
-        vol = self._vol
-        return vol._s.layout.read(level, coords, local, vol._tables.get(level.index, local))
-
-    def prefetch(self, level: Level, coords: list[tuple[int, ...]], limit: int) -> list[Any]:
-        """Start reading the tiles ``coords`` at once (not those changed in memory)."""
-        vol = self._vol
-        items = []
-        for c in coords:
-            i = level.grid.index(c)
-            entry = None if (level.index, c) in vol._dirty else vol._tables.get(level.index, i)
-            items.append((c, i, entry))
-        return vol._s.layout.prefetch(level, items)
-
-    def take(self, level: Level, coords: tuple[int, ...], pending: Any) -> Any:
-        return self._vol._s.layout.take(level, coords, pending)
-
-    def close(self) -> None:
-        """The layout's files are closed with the volume."""
 
 
 class WritableVolume(Volume):
@@ -118,7 +59,7 @@ class WritableVolume(Volume):
         self._changed = False
         self._base = (Header(header), core, tiling)
         super().__init__(Header(header), tiling=tiling, core=core, policy=session.policy,
-                         source=cast(Any, _Source(self, getattr(session.layout, "remote",
+                         source=cast(Any, Source(self, getattr(session.layout, "remote",
                                                                 False))),
                          name=session.name,
                          index_order=index_order, cache_bytes=0)
@@ -130,7 +71,7 @@ class WritableVolume(Volume):
             algos = [c[0] for m in meta if (c := parse_checksum(m)) is not None]
             algo = algos[0] if algos else None
         self._encoder = TileEncoder(
-            _EncodePlan(list(tiling.codecs), core.type_name, tiling.padding_value,
+            EncodePlan(list(tiling.codecs), core.type_name, tiling.padding_value,
                         tile_stats=stats, checksum=algo),
             self._decoder.chain_dtype if self._decoder is not None else self._dtype)
         self._fill = self._fill_value()
@@ -361,8 +302,8 @@ class WritableVolume(Volume):
         if new == old0:
             return
         levels = relevel(old_levels, new, self._policy, self.name)
-        kept = self._take_changed(old_levels, levels)
-        self._drop_outside(old_levels, levels)
+        kept = take_changed(self, old_levels, levels)
+        drop_outside(self, old_levels, levels)
         layout: Any = self._s.layout
         pattern = getattr(layout, "pattern", None) if self._tables.external else None
         self._tables = self._tables.remapped(
@@ -374,7 +315,7 @@ class WritableVolume(Volume):
                                      nstored=sum(lv.grid.ntiles for lv in levels if lv.stored))
         self._rebind(header, core, tiling)
         for (li, coords), (was_box, values) in kept.items():
-            self._replace_tile(levels[li], coords, was_box, values)
+            replace_tile(self, levels[li], coords, was_box, values)
         for axis in range(len(new)):
             if new[axis] != old0[axis]:
                 box = pyramid_box(levels, old0, new, axis)  # None without stored levels
@@ -382,73 +323,6 @@ class WritableVolume(Volume):
                     self._mark_dirty(box)
         self._changed = True
         self._evict()
-
-    def _take_changed(self, old: Sequence[Level], new: Sequence[Level]
-                      ) -> dict[tuple[int, tuple[int, ...]], tuple[Box, np.ndarray]]:
-        """The values of the tiles a resize changes (read under the old grids)."""
-        out = {}
-        for lo, ln in zip(old, new, strict=True):
-            if not lo.stored or (lo.index and lo.grid.edge == "pad"):
-                continue  # pad-edge levels above 0 are rebuilt by the pyramid
-            for coords in changed_tiles(lo, ln):
-                tile = self._dirty.get((lo.index, coords))
-                if tile is None:
-                    tile = self._stored(lo, coords)
-                if tile is not None:
-                    out[(lo.index, coords)] = (valid_box(lo.grid, coords),
-                                               tile[lo.grid.valid_in_stored(coords)].copy())
-        return out
-
-    def _drop_outside(self, old: Sequence[Level], new: Sequence[Level]) -> None:
-        """Forget changed tiles outside the new grids, retire their stored bytes."""
-        for lo, ln in zip(old, new, strict=True):
-            if not lo.stored:
-                continue
-            if ln.grid.grid == lo.grid.grid and lo.grid.edge == "pad":
-                continue  # no tile dropped, none changes its stored extent
-            for key in [k for k in self._dirty if k[0] == lo.index]:
-                if any(c >= g for c, g in zip(key[1], ln.grid.grid, strict=True)) or (
-                        lo.grid.stored_bounds(key[1]) != ln.grid.stored_bounds(key[1])):
-                    self._dirty_nbytes -= self._dirty.pop(key).nbytes
-            if ln.grid.grid == lo.grid.grid:
-                continue
-            for i in range(lo.grid.ntiles):
-                coords = lo.grid.coords(i)
-                if any(c >= g for c, g in zip(coords, ln.grid.grid, strict=True)):
-                    entry = self._tables.get(lo.index, i)
-                    if entry is not None:
-                        self._s.layout.retire(lo, coords, i, entry)
-        shape0 = new[0].shape
-        if all(n >= o for n, o in zip(shape0, old[0].shape, strict=True)):
-            return  # nothing recorded lies outside
-        for c, box in list(self._dirty0.items()):
-            clipped = tuple((b0, min(b1, n)) for (b0, b1), n in zip(box, shape0, strict=True))
-            if all(b0 < b1 for b0, b1 in clipped):
-                self._dirty0[c] = clipped
-            else:
-                del self._dirty0[c]
-
-    def _replace_tile(self, level: Level, coords: tuple[int, ...], was: Box,
-                      values: np.ndarray) -> None:
-        """A changed tile in memory again, in its new stored extent, with what it held."""
-        grid = level.grid
-        now = valid_box(grid, coords)
-        tile = np.full(grid.stored_shape(coords), self._fill, dtype=self._dtype, order="F")
-        both = tuple((max(a0, b0), min(a1, b1)) for (a0, a1), (b0, b1) in zip(was, now,
-                                                                          strict=True))
-        if all(lo < hi for lo, hi in both):
-            lo_new = [b for b, _ in grid.stored_bounds(coords)]
-            src = tuple(slice(b0 - w0, b1 - w0) for (b0, b1), (w0, _) in zip(both, was,
-                                                                           strict=True))
-            dst = tuple(slice(b0 - s, b1 - s) for (b0, b1), s in zip(both, lo_new,
-                                                                    strict=True))
-            tile[dst] = values[src]
-        key = (level.index, coords)
-        old = self._dirty.pop(key, None)
-        if old is not None:
-            self._dirty_nbytes -= old.nbytes
-        self._dirty[key] = tile
-        self._dirty_nbytes += tile.nbytes
 
     def _mark_dirty(self, box: Box) -> None:
         """Record level-0 voxels the pyramid must compute again."""
@@ -482,8 +356,7 @@ class WritableVolume(Volume):
             raise
         self._committed, self._tables = committed, committed.copy()
         self._reset()
-        self._base = (header, self._core, self._tiled)
-        self._rebind(Header(header), self._core, self._tiled)
+        self._take_header(s.layout.header or header)
 
     def _reset(self) -> None:
         self._dirty.clear()
@@ -538,8 +411,12 @@ class WritableVolume(Volume):
         self._committed = s.layout.rewrite(header, s.prefix, self._tables, s.lock,
                                            self._policy, self.name)
         self._tables = self._committed.copy()
-        self._rebind(header, self._core, self._tiled)
+        self._take_header(s.layout.header or header)
+
+    def _take_header(self, header: Header) -> None:
+        """The committed header becomes the volume's (and the state an abort returns to)."""
         self._base = (Header(header), self._core, self._tiled)
+        self._rebind(Header(header), self._core, self._tiled)
 
     def __reduce__(self) -> tuple[Any, ...]:
         raise UnsupportedError(f"{where(self.name)}a volume open for writing cannot be "
