@@ -16,6 +16,7 @@ import dataclasses
 import operator
 import warnings
 from collections.abc import Sequence
+from itertools import islice
 from typing import Any, cast
 
 import numpy as np
@@ -40,6 +41,8 @@ from .tables import Box, Tables, write_pieces
 __all__ = ["DIRTY_BYTES", "Session", "WritableVolume"]
 #: tiles encoded (in parallel) and staged at a time
 _BATCH = 32
+#: tiles of one write handled at a time (read back together, then written)
+_PIECES = 256
 
 
 class WritableVolume(Volume):
@@ -130,21 +133,22 @@ class WritableVolume(Volume):
         grid = level.grid
         bbox = tuple((s.start, s.last + 1) for s in sel)
         pyramid = any(lv.stored for lv in self._levels[1:])
-        pieces = list(write_pieces(grid, sel))
-        self._load(level, [p.coords for p in pieces
-                           if not p.covered and (0, p.coords) not in self._dirty])
-        for p in pieces:
-            tile = self._tile_for_write(level, p.coords, p.covered)
-            tile[p.src] = values[p.dst]
-            if not pyramid:
-                continue  # the changed voxels matter only to the levels above
-            core = grid.core(p.coords)
-            box = tuple((max(b0, c.start), min(b1, c.stop))
-                        for (b0, b1), c in zip(bbox, core, strict=True))
-            if all(lo < hi for lo, hi in box):
-                self._dirty0[p.coords] = union(self._dirty0.get(p.coords), box)
         self._changed = True
-        self._evict()
+        pieces = write_pieces(grid, sel)
+        while batch := list(islice(pieces, _PIECES)):  # memory: a batch of tiles at a time
+            self._load(level, [p.coords for p in batch
+                               if not p.covered and (0, p.coords) not in self._dirty])
+            for p in batch:
+                tile = self._tile_for_write(level, p.coords, p.covered)
+                tile[p.src] = values[p.dst]
+                if not pyramid:
+                    continue  # the changed voxels matter only to the levels above
+                core = grid.core(p.coords)
+                box = tuple((max(b0, c.start), min(b1, c.stop))
+                            for (b0, b1), c in zip(bbox, core, strict=True))
+                if all(lo < hi for lo, hi in box):
+                    self._dirty0[p.coords] = union(self._dirty0.get(p.coords), box)
+            self._evict()
 
     def _tile_for_write(self, level: Level, coords: tuple[int, ...], covered: bool
                         ) -> np.ndarray:

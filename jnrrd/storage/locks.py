@@ -100,7 +100,11 @@ class FileLock:
 
     def _acquire_os(self) -> None:
         for _ in range(16):  # a holder may unlink the file between our open and our lock
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except FileNotFoundError:
+                raise FileNotFoundError(errno.ENOENT, "no such directory", self.target
+                                        ) from None
             try:
                 _os_lock(fd)
             except BlockingIOError:
