@@ -104,7 +104,15 @@ def commit_loop(target: str, storage_options: dict[str, Any] | None, env: dict[s
     os.environ.update(env)
     options: dict[str, Any] = {"storage_options": storage_options,
                                "stale_after": 0.5} if storage_options else {}
-    with jnrrd.open(target, mode="r+", **options) as vol:
+    for _ in range(100):  # the killed writer's lock object: stale after half a second
+        try:
+            vol = jnrrd.open(target, mode="r+", **options)
+            break
+        except jnrrd.LockError:
+            time.sleep(0.1)
+    else:
+        raise SystemExit("the lock stayed held")
+    with vol:
         v = int(vol[0, 0, 0])
         conn.send(("open", v))
         while True:
