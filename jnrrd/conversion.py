@@ -24,13 +24,13 @@ __all__ = ["FORMATS", "LAYOUT_OPTIONS", "Source", "convert", "open_source", "sou
            "target_format", "write_converted"]
 
 #: what ``format=`` accepts (``"zarr"`` is a spelling of ``"ome-zarr"``)
-FORMATS = ("jnrrd", "nrrd", "npy", "ome-zarr")
+FORMATS = ("jnrrd", "nrrd", "npy", "ome-zarr", "nifti")
 #: write options that ask for a new tile layout: the source's layout is then dropped
 LAYOUT_OPTIONS = ("tile", "compression", "codecs", "levels", "downsample", "storage", "pattern")
 #: options an OME-Zarr target takes
-_ZARR_OPTIONS = ("chunks", "tile", "shards", "compression", "compression_level")
+_ZARR_OPTIONS = ("chunks", "tile", "shards", "compression", "compression_level", "affine")
 _SUFFIXES = ((".npy", "npy"), (".nrrd", "nrrd"), (".nhdr", "nrrd"), (".jnrrd", "jnrrd"),
-             (".zarr", "ome-zarr"))
+             (".zarr", "ome-zarr"), (".nii", "nifti"), (".nii.gz", "nifti"))
 # Fields the writer computes (or that describe the input's storage, not the data).
 _COMPUTED = {"jnrrd", "dimension", "sizes", "type", "block_size", "data_file", "data_files",
              "data_file_pattern", "line_skip", "byte_skip"}
@@ -52,13 +52,16 @@ def target_format(target: Any, format: str | None = None) -> str:
         if low.endswith(suffix):
             return kind
     raise UnsupportedError(f"{target}: cannot tell the output format from its suffix; "
-                           "expected .jnrrd, .nrrd, .nhdr, .npy, .ome.zarr or .zarr (any case), "
-                           "or pass format=")
+                           "expected .jnrrd, .nrrd, .nhdr, .npy, .ome.zarr, .zarr, .nii or "
+                           ".nii.gz (any case), or pass format=")
 
 
 def source_format(source: Any) -> str:
     """``"npy"`` (by suffix), ``"ome-zarr"`` (``.zarr`` suffix or a directory with a
-    ``zarr.json``/``.zattrs``) or ``"jnrrd"`` (JNRRD or NRRD: the content decides)."""
+    ``zarr.json``/``.zattrs``), ``"nifti"`` (``.nii``, ``.nii.gz``), ``"dicom"`` (another
+    directory, a ``.dcm`` file or a file with the DICOM marker) or ``"jnrrd"`` (JNRRD or NRRD:
+    the content decides)."""
+    from .clinical.sources import clinical_format
     from .integrations.omezarr import is_zarr_path
 
     if not isinstance(source, (str, os.PathLike)):
@@ -69,7 +72,7 @@ def source_format(source: Any) -> str:
     if is_zarr_path(source) or (os.path.isdir(source) and any(
             os.path.exists(os.path.join(source, n)) for n in ("zarr.json", ".zattrs"))):
         return "ome-zarr"
-    return "jnrrd"
+    return clinical_format(source) or "jnrrd"
 
 
 class Source:
@@ -79,14 +82,19 @@ class Source:
     (write keywords that keep an OME-Zarr source's layout, caller order)."""
 
     def __init__(self, kind: str, data: Any, header: Mapping[str, Any], *, volume: Any = None,
-                 zarr: Any = None, defaults: Mapping[str, Any] | None = None) -> None:
+                 zarr: Any = None, defaults: Mapping[str, Any] | None = None,
+                 clinical: Any = None) -> None:
         self.kind, self.data, self.header = kind, data, dict(header)
         self.volume, self.zarr, self.defaults = volume, zarr, dict(defaults or {})
+        #: the :class:`jnrrd.clinical.loaded.Loaded` of a DICOM or NIfTI source
+        self.clinical = clinical
 
     def close(self) -> None:
         """Release the source's file handles."""
         if self.volume is not None:
             self.volume.close()
+        if self.clinical is not None:
+            self.clinical.close()
 
     def __enter__(self) -> Source:
         return self
@@ -96,11 +104,23 @@ class Source:
 
 
 def open_source(source: Any, *, index_order: str = "F",
-                storage_options: Mapping[str, Any] | None = None) -> Source:
-    """Open ``source`` for conversion (see :class:`Source`)."""
+                storage_options: Mapping[str, Any] | None = None,
+                **reader_options: Any) -> Source:
+    """Open ``source`` for conversion (see :class:`Source`); ``reader_options`` go to the
+    DICOM reader (``series``, ``resample``)."""
     if index_order not in ("F", "C"):
         raise ValueError(f"index_order must be 'F' or 'C', got {index_order!r}")
     kind = source_format(source)
+    if kind in ("dicom", "nifti"):
+        from .clinical.loaded import Reversed
+        from .clinical.sources import open_clinical
+
+        loaded = open_clinical(source, kind, **reader_options)
+        data = Reversed(loaded.data) if index_order == "C" else loaded.data
+        return Source(kind, data, loaded.header, clinical=loaded)
+    if reader_options:
+        raise TypeError(f"{', '.join(sorted(reader_options))}: options of DICOM sources; "
+                        f"{source} is not one")
     if kind == "npy":
         # A memory map keeps memory bounded by the writer's slabs, not the array.
         return Source(kind, np.load(source, mmap_mode="r", allow_pickle=False), {})
@@ -114,8 +134,8 @@ def open_source(source: Any, *, index_order: str = "F",
     from .api import open as jopen
 
     # storage_options go with a URL (a local source's options are the target's)
-    extra = {"storage_options": dict(storage_options)} if storage_options and _is_url(
-        source) else {}
+    extra: dict[str, Any] = {"storage_options": dict(storage_options)} if (
+        storage_options and _is_url(source)) else {}
     vol = jopen(source, index_order=index_order, **extra)
     return Source(kind, vol, vol.header, volume=vol)
 
@@ -138,18 +158,25 @@ def _caller_order(defaults: dict[str, Any], index_order: str) -> dict[str, Any]:
 
 def convert(source: Any, target: Any, *, storage_options: Mapping[str, Any] | None = None,
             format: str | None = None, index_order: str = "F", progress: Any = None,
+            series: str | None = None, resample: bool = False,
             **write_options: Any) -> None:
     """Convert ``source`` to ``target``; the target's suffix (any case) or ``format`` picks
-    the output format: ``.jnrrd``, ``.nrrd``/``.nhdr``, ``.npy``, ``.ome.zarr``/``.zarr``.
+    the output format: ``.jnrrd``, ``.nrrd``/``.nhdr``, ``.npy``, ``.ome.zarr``/``.zarr``,
+    ``.nii``/``.nii.gz``.
+
+    Sources are also DICOM (a folder of series, or one multi-frame or SEG file; ``series``
+    picks a SeriesInstanceUID, ``resample=True`` resamples irregular slice spacing) and
+    NIfTI (docs/clinical.md).
 
     Metadata (geometry, labels, units, kinds, extension fields) goes along. A tiled source
     keeps its layout (tiles, codecs, levels) unless ``write_options`` ask for a new one
     (``tile``, ``compression``, ``codecs``, ``levels``, ``downsample``, ``storage``,
     ``pattern``); other ``write_options`` go to :func:`jnrrd.write`. An OME-Zarr target takes
-    ``chunks`` (or ``tile``), ``shards``, ``compression`` (``"zstd"``/``"gzip"``) and
-    ``compression_level``; an OME-Zarr source gives its chunks, levels and compressor as the
-    defaults of a JNRRD target. ``storage_options`` go to fsspec for URLs. ``index_order``
-    maps ``.npy`` axes (and per-axis options) onto header axes, as in :func:`jnrrd.write`.
+    ``chunks`` (or ``tile``), ``shards``, ``compression`` (``"zstd"``/``"gzip"``),
+    ``compression_level`` and ``affine`` (RFC-5 transforms); an OME-Zarr source gives its
+    chunks, levels and compressor as the defaults of a JNRRD target. ``storage_options`` go
+    to fsspec for URLs. ``index_order`` maps ``.npy`` axes (and per-axis options) onto header
+    axes, as in :func:`jnrrd.write`.
     ``progress``: ``True`` draws a bar on a terminal, or a callable ``(done, total)``.
     """
     out = target_format(target, format)
@@ -158,9 +185,12 @@ def convert(source: Any, target: Any, *, storage_options: Mapping[str, Any] | No
         raise ValueError(f"{target}: the source and the target are the same file")
     from .writing.dispatch import write
 
-    # OME-Zarr targets are written from header-order levels; index_order only maps options
-    order = "F" if out == "ome-zarr" else index_order
-    with open_source(source, index_order=order, storage_options=storage_options) as src:
+    # OME-Zarr and NIfTI targets are written from header-order data; index_order only maps
+    # options
+    order = "F" if out in ("ome-zarr", "nifti") else index_order
+    reader = {k: v for k, v in (("series", series), ("resample", resample)) if v}
+    with open_source(source, index_order=order, storage_options=storage_options,
+                     **reader) as src:
         write_converted(src, target, out, write=write, index_order=index_order,
                         progress=progress, storage_options=storage_options, **write_options)
 
@@ -175,6 +205,9 @@ def write_converted(src: Source, target: Any, out: str, *, write: Callable[..., 
     if out == "ome-zarr":
         _to_omezarr(src, target, index_order, progress, storage_options, options)
         return
+    if out == "nifti":
+        _to_nifti(src, target, progress, storage_options, options)
+        return
     data = src.data
     if out == "npy":
         if options:
@@ -188,6 +221,10 @@ def write_converted(src: Source, target: Any, out: str, *, write: Callable[..., 
     defaults = src.defaults if out == "jnrrd" and not asked else {}
     options = {**defaults, **options}
     header = carried_header(src.header, rewrite_tiling=bool(asked))
+    if out == "jnrrd":
+        options = _clinical_options(src, header, options, index_order, bool(asked))
+    elif out == "nrrd":
+        header = _slicer_fields(header, target, data, index_order)
     if options.get("encoding") is not None:
         header.pop("encoding", None)  # the option replaces the input's encoding
     if options.get("codecs") is not None:
@@ -204,17 +241,83 @@ def write_converted(src: Source, target: Any, out: str, *, write: Callable[..., 
         if progress not in (None, False):
             options["progress"] = progress
     elif progress not in (None, False):
-        data = Reporting(data, mib_progress(_bar(progress), int(
-            np.dtype(data.dtype).itemsize * math.prod(data.shape))))
+        report = mib_progress(_bar(progress), int(np.dtype(data.dtype).itemsize
+                                                  * math.prod(data.shape)))
+        if report is not None:
+            data = Reporting(data, report)
     if storage_options and _is_url(target):
         options["storage_options"] = dict(storage_options)
     write(target, data, header or None, index_order=index_order, format=out, **options)
     if src.zarr is not None and out == "jnrrd" and len(src.zarr.levels) > 1:
         from .api import open as jopen
 
-        with jopen(target, **({"storage_options": dict(storage_options)}
-                              if storage_options and _is_url(target) else {})) as vol:
+        again: dict[str, Any] = ({"storage_options": dict(storage_options)}
+                                 if storage_options and _is_url(target) else {})
+        with jopen(target, **again) as vol:
             src.zarr.compare_levels(vol)
+
+
+def _clinical_options(src: Source, header: dict[str, Any], options: dict[str, Any],
+                      index_order: str, asked: bool) -> dict[str, Any]:
+    """Time axes out of the pyramid; the stored integers of a rescaled clinical source kept
+    by its codecs when the target is tiled (:mod:`jnrrd.clinical.sources`)."""
+    from .clinical.sources import layout_options, storage_codecs
+
+    shape = tuple(int(n) for n in src.data.shape)
+    options = layout_options(header, shape[::-1] if index_order == "C" else shape, options,
+                             index_order)
+    loaded = src.clinical
+    if loaded is not None and loaded.codecs and asked:
+        options = storage_codecs(loaded.codecs, options)
+        if options.get("codecs") is not None and "padding_value" not in options:
+            options["padding_value"] = loaded.padding_value
+    return options
+
+
+def _slicer_fields(header: dict[str, Any], target: Any, data: Any, index_order: str
+                   ) -> dict[str, Any]:
+    """A NRRD target of a label map: its ``label:segments`` (for a ``.seg.nrrd`` target, else
+    the labels found in the data) as 3D Slicer's segment key/value pairs, which NRRD carries
+    and which mark the file as a label map when it is read again; the ``label:`` fields they
+    replace are not written."""
+    from .clinical.labels import (
+        has_slicer_fields,
+        is_label_map,
+        label_prefix,
+        slicer_key_values,
+        slicer_segments_of,
+    )
+    from .nrrd.fields import NRRD_PREFIX, NRRD_URI
+
+    if not is_label_map(header, data.dtype) or has_slicer_fields(header):
+        return header
+    sizes = list(data.shape)[::-1] if index_order == "C" else list(data.shape)
+    prefix = label_prefix(header)
+    seg_nrrd = str(target).lower().endswith(".seg.nrrd")
+    if seg_nrrd and not header.get(f"{prefix}:segments"):
+        header = {**header, f"{prefix}:segments": slicer_segments_of(data)}
+    kv = slicer_key_values(header, sizes[-3:])
+    if not kv:
+        return header
+    out = {k: v for k, v in header.items() if not str(k).startswith(prefix + ":")}
+    ext = {p: u for p, u in (out.get("extensions") or {}).items() if p != prefix}
+    out["extensions"] = {**ext, NRRD_PREFIX: NRRD_URI}
+    key = f"{NRRD_PREFIX}:key_values"
+    out[key] = {**(out.get(key) or {}), **kv}
+    return out
+
+
+def _to_nifti(src: Source, target: Any, progress: Any,
+              storage_options: Mapping[str, Any] | None, options: dict[str, Any]) -> None:
+    from .clinical.nifti_write import write_nifti
+
+    if options:
+        raise TypeError(f"convert() to NIfTI takes no write options: {sorted(options)}")
+    data = src.data
+    total = int(np.dtype(data.dtype).itemsize * math.prod(data.shape))
+    write_nifti(target, data, src.header, progress=mib_progress(_bar(progress), total),
+                storage_options=dict(storage_options) if storage_options and _is_url(
+                    target) else None)
 
 
 def _bar(progress: Any) -> Callable[[int, int], None] | None:
@@ -251,7 +354,8 @@ def _to_omezarr(src: Source, target: Any, index_order: str, progress: Any,
     report = None if mib is None else (lambda done, total: mib(done))
     write_omezarr(vol, target, storage_options=storage_options, chunks=chunks, shards=shards,
                   compression=options.get("compression"),
-                  compression_level=options.get("compression_level"), progress=report)
+                  compression_level=options.get("compression_level"), progress=report,
+                  affine=bool(options.get("affine", False)))
 
 
 def carried_header(header: Mapping[str, Any], *, rewrite_tiling: bool) -> dict[str, Any]:

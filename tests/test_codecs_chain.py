@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ast
+import copy
+import dataclasses
+import pickle
 import re
 import tomllib
 from pathlib import Path
@@ -152,6 +155,44 @@ def test_codecs_are_immutable_and_compare_by_configuration() -> None:
     assert a == b and a != Zstd(level=4) and a != Gzip(level=3)
     with pytest.raises(AttributeError):
         a.level = 5  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("given, canonical", CANONICAL)
+def test_codecs_pickle_and_copy_as_equal_values(given: Any, canonical: dict[str, Any]) -> None:
+    codec = get_codec(given)
+    for twin in (pickle.loads(pickle.dumps(codec)), copy.copy(codec), copy.deepcopy(codec)):
+        assert twin == codec and hash(twin) == hash(codec) and twin.to_json() == canonical
+
+
+def test_builtin_codecs_are_frozen_dataclasses() -> None:
+    for cls in BUILTIN_CODECS:
+        assert dataclasses.is_dataclass(cls), cls.__name__
+    codec = CastValue("int8", out_of_range="clamp", scalar_map={"encode": [["NaN", 0]]})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        codec.rounding = "towards-zero"  # type: ignore[misc]
+    changed = dataclasses.replace(codec, rounding="towards-zero")
+    assert changed == CastValue("int8", "towards-zero", "clamp", {"encode": [["NaN", 0]]})
+    assert "CastValue(data_type='int8'" in repr(codec)
+    assert repr(Offset(2, b"ab")) == "Offset(offset=2, prefix=b'ab')"  # its own arguments
+
+
+def test_equal_codecs_hash_equal() -> None:
+    """Scalars are kept as their canonical JSON: 1 and 1.0, a NumPy and a Python number, a
+    NaN and "NaN" are the same configuration (and so hash alike)."""
+    pairs = [(ScaleOffset(offset=1), ScaleOffset(offset=1.0)),
+             (ScaleOffset(scale=np.float32(0.5)), ScaleOffset(scale=0.5)),
+             (ScaleOffset(offset=float("nan")), ScaleOffset(offset="NaN")),
+             (ScaleOffset(offset="+Infinity"), ScaleOffset(offset=float("inf")))]
+    for a, b in pairs:
+        assert a == b and hash(a) == hash(b) and a.to_json() == b.to_json()
+
+
+@pytest.mark.parametrize("decision", ["always", "never", "compress_if_smaller", 1])
+def test_conditional_with_a_named_decision_pickles(decision: Any) -> None:
+    cond = Conditional([Gzip(level=1)], decision=decision)
+    back = pickle.loads(pickle.dumps(cond))
+    data = bytes(100)
+    assert back == cond and back.decision == decision and back.encode(data) == cond.encode(data)
 
 
 # ---- configuration errors --------------------------------------------------------------

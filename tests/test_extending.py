@@ -4,10 +4,14 @@ downsampling method listed once (``jnrrd.pyramid.METHODS``, mirrored by the sche
 
 from __future__ import annotations
 
+import copy
 import json
+import pickle
 import zlib
+from dataclasses import FrozenInstanceError, dataclass
 from importlib.metadata import EntryPoint
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,7 +19,9 @@ import pytest
 import jnrrd
 from jnrrd.codecs import (
     BytesBytesCodec,
+    CodecChain,
     chain_is_self_delimiting,
+    get_codec,
     is_self_delimiting,
     register_codec,
     registry,
@@ -27,20 +33,25 @@ DATA = np.arange(24 * 20 * 6, dtype=np.uint16).reshape(24, 20, 6) % 251
 CHAIN = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "toy.deflate"}]
 
 
+@dataclass(frozen=True)
 class ToyDeflate(BytesBytesCodec):
-    """A third-party compressor: one raw deflate stream (its final block ends it)."""
+    """A third-party compressor: one raw deflate stream (its final block ends it). Written as
+    docs/architecture.md "Adding a compressor" says."""
 
     name = "toy.deflate"
     self_delimiting = True
 
-    def __init__(self) -> None:
-        self._set()
+    level: int = 1
+
+    def __post_init__(self) -> None:
+        if isinstance(self.level, bool) or self.level not in range(10):
+            raise jnrrd.CodecError(f"toy.deflate: level: {self.level!r} is not in 0..9")
 
     def encoded_size(self, size: int) -> int | None:
         return None
 
     def encode(self, data: bytes | memoryview, *, tile_index: int = 0) -> bytes:
-        c = zlib.compressobj(1, zlib.DEFLATED, -15)
+        c = zlib.compressobj(self.level, zlib.DEFLATED, -15)
         return c.compress(bytes(data)) + c.flush()
 
     def decode(self, data: bytes | memoryview, *, size: int | None = None,
@@ -132,6 +143,64 @@ def test_entry_point_compressor_is_self_delimiting(tmp_path: Path,
     assert groups == ["jnrrd.codecs"]
     _drop_size_table(path)
     np.testing.assert_array_equal(jnrrd.read(path)[0], DATA)
+
+
+def test_a_dataclass_codec_is_a_value_object(fresh_registry: None) -> None:
+    """The recipe's codec gets the built-ins' contract from being a frozen dataclass:
+    canonical JSON (defaults dropped), equality and hashing by configuration, immutability,
+    pickling and copying."""
+    register_codec("toy.deflate", ToyDeflate)
+    assert get_codec("toy.deflate") == ToyDeflate() and ToyDeflate().to_json() == CHAIN[1]
+    nine = get_codec({"name": "toy.deflate", "configuration": {"level": 9}})
+    assert nine == ToyDeflate(9) != ToyDeflate() and hash(nine) == hash(ToyDeflate(level=9))
+    assert nine.to_json() == {"name": "toy.deflate", "configuration": {"level": 9}}
+    assert get_codec(nine.to_json()) == nine
+    assert pickle.loads(pickle.dumps(nine)) == nine == copy.deepcopy(nine) == copy.copy(nine)
+    with pytest.raises(FrozenInstanceError):
+        nine.level = 1  # type: ignore[misc]
+    with pytest.raises(jnrrd.CodecError, match="level"):
+        get_codec({"name": "toy.deflate", "configuration": {"level": 10}})
+    with pytest.raises(jnrrd.CodecError, match="invalid configuration"):
+        get_codec({"name": "toy.deflate", "configuration": {"speed": 1}})
+
+
+class LegacyToy(BytesBytesCodec):
+    """A codec written before codecs were dataclasses: ``__init__`` stores its configuration
+    with ``self._set(...)`` and ``_config_json`` writes it."""
+
+    name = "toy.legacy"
+
+    def __init__(self, nbytes: int = 1) -> None:
+        self._set(nbytes=nbytes)
+
+    def _config_json(self) -> dict[str, Any]:
+        return {"nbytes": self.nbytes}  # type: ignore[attr-defined]
+
+    def encoded_size(self, size: int) -> int | None:
+        return size + self.nbytes  # type: ignore[attr-defined]
+
+    def encode(self, data: bytes | memoryview, *, tile_index: int = 0) -> bytes:
+        return bytes(self.nbytes) + bytes(data)  # type: ignore[attr-defined]
+
+    def decode(self, data: bytes | memoryview, *, size: int | None = None,
+               limit: int = DEFAULT_LIMIT) -> bytes:
+        return bytes(data)[self.nbytes:]  # type: ignore[attr-defined]
+
+
+def test_a_codec_using_the_old_set_still_works_with_a_deprecation_warning(
+        fresh_registry: None) -> None:
+    register_codec("toy.legacy", LegacyToy)
+    with pytest.warns(DeprecationWarning, match="_set is deprecated"):
+        two = get_codec({"name": "toy.legacy", "configuration": {"nbytes": 2}})
+    with pytest.warns(DeprecationWarning):
+        assert two == LegacyToy(2) != LegacyToy(3) and hash(two) == hash(LegacyToy(2))
+        chain = CodecChain([get_codec("bytes"), two], dtype="uint8", shape=(3,))
+    assert two.to_json() == {"name": "toy.legacy", "configuration": {"nbytes": 2}}
+    assert chain.encode(np.arange(3, dtype=np.uint8)) == b"\0\0\0\1\2"
+    assert chain.decode(b"\0\0\0\1\2").tolist() == [0, 1, 2]
+    with pytest.raises(AttributeError, match="immutable"):
+        two.nbytes = 5  # type: ignore[attr-defined]
+    assert pickle.loads(pickle.dumps(two)) == two
 
 
 @pytest.mark.parametrize("name, expected", [

@@ -253,7 +253,11 @@ def test_bomb_stops_at_expected_size(tmp_path: Path, enc: str) -> None:
     tracemalloc.start()
     t0 = time.perf_counter()
     try:
-        data, _ = jnrrd.read(p)
+        if enc == "zstd":
+            data, _ = jnrrd.read(p)
+        else:  # a longer gzip/bzip2/lz4 stream is read from its start, with a warning
+            with pytest.warns(JnrrdWarning, match="decompressed bytes past the 16"):
+                data, _ = jnrrd.read(p)
         elapsed = time.perf_counter() - t0
         peak = tracemalloc.get_traced_memory()[1]
     finally:

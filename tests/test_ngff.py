@@ -41,11 +41,11 @@ def test_no_space_kinds_and_spacings(tmp_path):
     jnrrd.write(tmp_path / "b.jnrrd", A[:3], header=h, tile={1: 2, 2: 2}, levels=2)
     with jnrrd.open(tmp_path / "b.jnrrd") as vol:
         ome = ngff.multiscales(vol, name="b")
-        assert ngff.axis_names(vol) == ["c", "axis1", "t"]
+        assert ngff.axis_names(vol) == ["c", "x", "t"]  # unlabeled: named by its type
     ms = ome["multiscales"][0]
     assert ms["name"] == "b"
     assert ms["axes"] == [{"name": "t", "type": "time", "unit": "second"},
-                          {"name": "axis1", "type": "space", "unit": "micrometer"},
+                          {"name": "x", "type": "space", "unit": "micrometer"},
                           {"name": "c", "type": "channel"}]
     t1 = ms["datasets"][1]["coordinateTransformations"]
     assert t1 == [{"type": "scale", "scale": [6.0, 4.0, 1.0]},

@@ -225,7 +225,8 @@ def test_numpy_values_and_nan_direction_rows(tmp_path):
 
 def test_unmappable_fields_warn_tile_fields_silent(tmp_path):
     p = tmp_path / "u.nrrd"
-    header = {"meta:creator": {"name": "x"}, "mystery": 1,
+    # a list cannot be a NRRD key/value string (a plain string or number would become one)
+    header = {"meta:creator": {"name": "x"}, "mystery": [1],
               "extensions": {"meta": "urn:x"}}
     with pytest.warns(JnrrdWarning, match="meta:creator") as rec:
         jnrrd.write(p, A43, header)

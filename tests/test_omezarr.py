@@ -110,14 +110,15 @@ def test_rgb_channel_axis_round_trip(tmp_path):
                             "space_directions": [None, [0.1, 0], [0, 0.1]],
                             "space_units": ["um", "um"]}, tile=(3, 16, 16), levels=2)
     out = tmp_path / "rgb.ome.zarr"
-    with pytest.warns(jnrrd.JnrrdWarning, match="orders them time, channel, space"):
-        jnrrd.convert(src, out)  # interleaved RGB: the channel axis is the last Zarr axis
+    jnrrd.convert(src, out)  # interleaved RGB: the channel axis goes first, as NGFF requires
     g = zarr.open_group(out, mode="r")
     axes = _ome(g)["multiscales"][0]["axes"]
-    assert [a.get("type") for a in axes] == ["space", "space", "channel"]
-    assert axes[0]["unit"] == "micrometer"
-    assert g["0"].shape == (30, 40, 3) and g["1"].shape == (15, 20, 3)
-    np.testing.assert_array_equal(g["1"][...], jnrrd.read(src, level=1)[0].T)
+    assert [a.get("type") for a in axes] == ["channel", "space", "space"]
+    assert [a["name"] for a in axes] == ["c", "y", "x"]
+    assert axes[1]["unit"] == "micrometer"
+    assert g["0"].shape == (3, 30, 40) and g["1"].shape == (3, 15, 20)
+    assert g.attrs["jnrrd_axes"] == [0, 2, 1]
+    np.testing.assert_array_equal(g["1"][...], jnrrd.read(src, level=1)[0].transpose(0, 2, 1))
     back = tmp_path / "back.jnrrd"
     jnrrd.convert(out, back)
     got, h = jnrrd.read(back)

@@ -75,14 +75,14 @@ def test_open_dataarray_reads_only_touched_tiles(tmp_path, decodes):
         np.testing.assert_array_equal(sub.values, a[9:15, 0:8, 3])
         assert sorted(decodes) == [(0, (1, 0, 0))]
         decodes.clear()
-        np.testing.assert_array_equal(arr.isel(axis0=[1, 20], axis2=slice(None, None, 12)).values,
+        np.testing.assert_array_equal(arr.isel(x=[1, 20], z=slice(None, None, 12)).values,
                                       a[[1, 20]][:, :, ::12])
         # Rows 1 and 20 (tiles 0 and 2, never tile 1 between them: outer indexing goes to
         # LevelView.oindex) of axis 0, all 4 tiles of axis 1, tiles 0 and 1 of axis 2; each once.
         assert sorted(decodes) == sorted({(0, (t0, t1, t2)) for t0 in (0, 2) for t1 in range(4)
                                           for t2 in (0, 1)})
         decodes.clear()
-        np.testing.assert_array_equal(arr.isel(axis0=[20, 1, 20], axis1=[30, 2]).values,
+        np.testing.assert_array_equal(arr.isel(x=[20, 1, 20], y=[30, 2]).values,
                                       a[np.ix_([20, 1, 20], [30, 2], range(a.shape[2]))])
         assert {c[:2] for _, c in decodes} == {(0, 0), (0, 3), (2, 0), (2, 3)}
         decodes.clear()
@@ -100,10 +100,10 @@ def test_dims_from_labels_and_fallback(tmp_path):
     with xr.open_dataarray(p, engine="jnrrd", index_order="C") as arr:
         assert arr.dims == ("z", "y", "x") and arr.shape == (24, 32, 40)
         np.testing.assert_array_equal(arr.values, _a().T)
-    with xr.open_dataarray(q, engine="jnrrd") as arr:
-        assert arr.dims == ("axis0", "axis1", "axis2")
-    with xr.open_dataarray(r, engine="jnrrd") as arr:  # not unique: positional names
-        assert arr.dims == ("axis0", "axis1", "axis2")
+    with xr.open_dataarray(q, engine="jnrrd") as arr:  # unlabeled: named as OME-NGFF names
+        assert arr.dims == ("x", "y", "z")
+    with xr.open_dataarray(r, engine="jnrrd") as arr:  # a repeated name: a positional one
+        assert arr.dims == ("x", "axis1", "z")
 
 
 @pytest.mark.parametrize(("level", "scale"), [(0, 1), (1, 2), (2, 4)])
@@ -131,10 +131,10 @@ def test_coordinates_follow_the_space_axis_not_the_array_axis(tmp_path):
          "space_units": ["mm", "cm", "m"]}
     jnrrd.write(p, _a(), h, tile=8)
     with xr.open_dataarray(p, engine="jnrrd") as arr:
-        np.testing.assert_allclose(arr["axis0"].values, 30.0 + 3.0 * np.arange(40))
-        np.testing.assert_allclose(arr["axis2"].values, 20.0 - 2.0 * np.arange(24))
-        assert arr["axis0"].attrs["units"] == "m"
-        assert arr["axis1"].attrs["units"] == "mm"
+        np.testing.assert_allclose(arr["x"].values, 30.0 + 3.0 * np.arange(40))
+        np.testing.assert_allclose(arr["z"].values, 20.0 - 2.0 * np.arange(24))
+        assert arr["x"].attrs["units"] == "m"
+        assert arr["y"].attrs["units"] == "mm"
 
 
 def test_oblique_volume_has_no_coordinates_but_an_affine(tmp_path):
@@ -152,10 +152,10 @@ def test_coordinates_from_spacings(tmp_path):
          "centers": ["cell", None, "node"]}
     jnrrd.write(p, _a(), h, tile=8, levels=2)
     with xr.open_dataarray(p, engine="jnrrd", level=1) as arr:
-        assert set(arr.coords) == {"axis0", "axis2"}
-        np.testing.assert_allclose(arr["axis0"].values, 0.25 + 1.0 * np.arange(20))
-        np.testing.assert_allclose(arr["axis2"].values, 6.0 * np.arange(12))  # node: no shift
-        assert arr["axis0"].attrs["units"] == "mm" and arr["axis2"].attrs["units"] == "s"
+        assert set(arr.coords) == {"x", "z"}
+        np.testing.assert_allclose(arr["x"].values, 0.25 + 1.0 * np.arange(20))
+        np.testing.assert_allclose(arr["z"].values, 6.0 * np.arange(12))  # node: no shift
+        assert arr["x"].attrs["units"] == "mm" and arr["z"].attrs["units"] == "s"
 
 
 def test_attrs_hold_the_header_without_tile_tables(tmp_path):
@@ -186,7 +186,7 @@ def test_untiled_file(tmp_path):
     jnrrd.write(p, _a(), {"spacings": [1.0, 2.0, 3.0]})
     with xr.open_dataarray(p, engine="jnrrd") as arr:
         np.testing.assert_array_equal(arr[3:5].values, _a()[3:5])
-        np.testing.assert_allclose(arr["axis1"].values, 2.0 * np.arange(32))
+        np.testing.assert_allclose(arr["y"].values, 2.0 * np.arange(32))
 
 
 def test_file_object_and_pickling(tmp_path):
@@ -226,7 +226,7 @@ def test_classic_nrrd_and_any_case_are_recognised(tmp_path, name):
     assert JnrrdBackendEntrypoint().guess_can_open(str(p))
     with xr.open_dataarray(p) as arr:
         np.testing.assert_array_equal(arr.values, _a())
-        np.testing.assert_allclose(arr["axis0"].values, 10.0 + 0.5 * np.arange(40))
+        np.testing.assert_allclose(arr["x"].values, 10.0 + 0.5 * np.arange(40))
 
 
 def test_attrs_are_netcdf_ready_and_decode_back(tmp_path):
@@ -274,7 +274,7 @@ def test_to_netcdf_round_trips(tmp_path, engine):
         got = decode_attrs(back.attrs)
         assert got == expected
         assert got["nrrd:key_values"] == {"modality": "CT"}
-        np.testing.assert_allclose(back["axis1"].values, 20.0 + 0.25 * np.arange(32))
+        np.testing.assert_allclose(back["y"].values, 20.0 + 0.25 * np.arange(32))
 
 
 def test_netcdf_chunks_never_exceed_the_array(tmp_path):

@@ -1,5 +1,5 @@
 """The ``jnrrd`` command line (CONVENTIONS §4, §7): ``info``, ``validate``, ``convert``,
-``cleanup``, ``compact``, ``refs`` and ``preview``.
+``cleanup``, ``compact``, ``refs``, ``preview``, ``serve`` and ``view``.
 
 Exit codes: 0 success, 1 an invalid file or a failed command, 2 a usage error (also an
 option value that parses but cannot apply: the commands raise :class:`.common.UsageError`).
@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Sequence
 
 from ..errors import JnrrdError, JnrrdWarning
-from . import cleanup, compact, convert, info, preview, refs, validate
+from . import cleanup, compact, convert, info, preview, refs, serve, validate, view
 from .common import UsageError, one_line, show_warning
 
 __all__ = ["main"]
@@ -33,7 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_usage(sys.stderr)
         print("jnrrd: error: a command is required (info, validate, convert, cleanup, compact, "
-              "refs, preview)",
+              "refs, preview, serve, view)",
               file=sys.stderr)
         return 2
     with warnings.catch_warnings():
@@ -76,6 +76,8 @@ def _parser() -> argparse.ArgumentParser:
     compact.register(sub)
     refs.register(sub)
     preview.register(sub)
+    serve.register(sub)
+    view.register(sub)
     for command in sub.choices.values():  # a usage error shows the command's own usage
         command.set_defaults(usage=command.format_usage)
     return p

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+from collections.abc import Callable
 from typing import Any
 
 from ..pyramid.methods import METHODS
@@ -29,17 +30,21 @@ __all__ = ["register"]
 _COMPRESSIONS = tuple(SHORTHAND)
 _ENCODINGS = ("raw", "gzip", "gz", "bzip2", "bz2", "zstd", "lz4", "ascii", "hex")
 OME_ZARR = "ome-zarr"
-_FORMATS = (JNRRD, NRRD, NPY, OME_ZARR, "zarr")
+NIFTI = "nifti"
+_FORMATS = (JNRRD, NRRD, NPY, OME_ZARR, "zarr", NIFTI)
 
 
 def register(sub: Any) -> None:
     """Add the ``convert`` sub-command to the ``add_subparsers`` object ``sub``."""
     conv = sub.add_parser(
-        "convert", help="convert between .jnrrd, .nrrd/.nhdr, .npy and OME-Zarr",
+        "convert", help="convert between .jnrrd, .nrrd/.nhdr, .npy, OME-Zarr and NIfTI; read "
+                        "DICOM",
         description="Convert IN to OUT; the output format follows OUT's suffix (.jnrrd, "
-                    ".nrrd, .nhdr, .npy, .ome.zarr, .zarr, any case) or --format. Tiling "
-                    "options apply to JNRRD output; --tile, --compression zstd|gzip and "
-                    "--shards to OME-Zarr output.")
+                    ".nrrd, .nhdr, .npy, .ome.zarr, .zarr, .nii, .nii.gz, any case) or "
+                    "--format. IN may also be a DICOM folder (one series: --series UID; "
+                    "'jnrrd info FOLDER' lists them) or a DICOM file. Tiling options apply to "
+                    "JNRRD output; --tile, --compression zstd|gzip and --shards to OME-Zarr "
+                    "output.")
     conv.add_argument("input", metavar="IN")
     conv.add_argument("output", metavar="OUT")
     conv.add_argument("--format", choices=_FORMATS, dest="out_format",
@@ -68,6 +73,12 @@ def register(sub: Any) -> None:
     conv.add_argument("--shards", type=int_list, metavar="N[,N...]",
                       help="OME-Zarr output: chunks per shard along every axis (one number), "
                            "or the shard shape in voxels per axis")
+    conv.add_argument("--series", metavar="UID",
+                      help="DICOM input: the SeriesInstanceUID to convert (needed when the "
+                           "folder holds several series)")
+    conv.add_argument("--resample", action="store_true",
+                      help="DICOM input: resample slices with irregular spacing onto a "
+                           "regular grid (linear along the slice normal) instead of refusing")
     add_storage_option(conv)
     conv.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     conv.set_defaults(run=run)
@@ -91,14 +102,16 @@ def run(args: argparse.Namespace) -> int:
     check_output_dir(args.output, directory_ok=dst_kind == OME_ZARR)
     order = args.index_order
     options = storage_options(args.storage_option)
-    src = open_source(args.input, index_order="F" if dst_kind == OME_ZARR else order,
-                      storage_options=options)
+    reader = {k: v for k, v in (("series", args.series), ("resample", args.resample)) if v}
+    src = open_source(args.input, index_order="F" if dst_kind in (OME_ZARR, NIFTI) else order,
+                      storage_options=options, **reader)
     with src:
         if args.codecs is not None:
             check_codecs(args.codecs, src.data.dtype, len(src.data.shape))
         kw = _write_keywords(args, dst_kind)
-        written = functools.partial(write_output, write, tiling_asked=bool(asked))
-        if dst_kind == OME_ZARR:
+        written: Callable[..., None] = functools.partial(write_output, write,
+                                                         tiling_asked=bool(asked))
+        if dst_kind in (OME_ZARR, NIFTI):
             written = write
         write_converted(src, args.output, dst_kind, write=written, index_order=order,
                         progress=None if args.quiet else True,
@@ -120,6 +133,9 @@ def _check_options(args: argparse.Namespace, dst_kind: str, asked: list[str]) ->
         return
     if args.shards is not None:
         raise UsageError("--shards: only for an OME-Zarr output")
+    if dst_kind == NIFTI and (asked or args.encoding is not None):
+        names = ", ".join("--" + o for o in [*asked, *(["encoding"] if args.encoding else [])])
+        raise UsageError(f"{names}: a NIfTI output takes no tiling or encoding options")
     if asked and dst_kind != JNRRD:
         names = ", ".join("--" + o for o in asked)
         raise UsageError(f"{names}: tiling options need a JNRRD output, not {args.output}")
@@ -167,9 +183,9 @@ def _out_kind(path: str) -> str:
     """The output format by suffix (any case); other suffixes need ``--format``."""
     low = path.rstrip("/\\").lower()
     for suffix, kind in ((".npy", NPY), (".nrrd", NRRD), (".nhdr", NRRD), (".jnrrd", JNRRD),
-                         (".zarr", OME_ZARR)):
+                         (".zarr", OME_ZARR), (".nii", NIFTI), (".nii.gz", NIFTI)):
         if low.endswith(suffix):
             return kind
     raise UsageError(f"{path}: cannot tell the output format from its suffix; expected "
-                     ".jnrrd, .nrrd, .nhdr, .npy, .ome.zarr or .zarr (any case), or pass "
-                     "--format jnrrd|nrrd|npy|ome-zarr")
+                     ".jnrrd, .nrrd, .nhdr, .npy, .ome.zarr, .zarr, .nii or .nii.gz (any "
+                     "case), or pass --format jnrrd|nrrd|npy|ome-zarr|nifti")

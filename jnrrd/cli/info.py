@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import JnrrdError
 from ..storage.remote import is_remote
-from .common import JNRRD, add_storage_option, file_kind, one_line, options_for, storage_options
+from .common import add_storage_option, one_line, options_for, storage_options
 
 __all__ = ["register"]
 
@@ -21,7 +21,8 @@ __all__ = ["register"]
 def register(sub: Any) -> None:
     """Add the ``info`` sub-command to the ``add_subparsers`` object ``sub``."""
     info = sub.add_parser("info", help="describe a file: type, sizes, geometry, tiles, levels",
-                          description="Describe a JNRRD or NRRD file.")
+                          description="Describe a JNRRD or NRRD file; list the series of a "
+                                      "DICOM folder.")
     info.add_argument("file", metavar="FILE")
     info.add_argument("--json", action="store_true",
                       help='print {"header": {...}, "levels": [...]} as JSON')
@@ -32,7 +33,10 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the description of ``args.file``; return the exit code."""
     from ..api import open as jopen
+    from ..conversion import source_format
 
+    if source_format(args.file) == "dicom":
+        return _dicom(args)
     options = options_for(args.file, storage_options(args.storage_option))
     with jopen(args.file, **options) as vol:
         levels = [_level_facts(vol, k, options) for k in range(len(vol.levels))]
@@ -51,6 +55,29 @@ def run(args: argparse.Namespace) -> int:
         if dead is not None:
             print(dead)
         print(_preview_line(args.file))
+    return 0
+
+
+def _dicom(args: argparse.Namespace) -> int:
+    """List the series of a DICOM folder (or describe one DICOM file's series)."""
+    from ..clinical.dicom_scan import Series, read_file, scan
+
+    if os.path.isdir(args.file):
+        found = scan(args.file)
+    else:
+        ds = read_file(args.file)
+        uid = str(getattr(ds, "SeriesInstanceUID", ""))
+        found = {uid: Series(uid, [args.file], [ds])}
+    listed = [s.describe() for s in found.values()]
+    if args.json:
+        print(json.dumps({"series": listed}, indent=2, ensure_ascii=False))
+        return 0
+    print(f"DICOM:       {args.file}: {len(listed)} series")
+    for s in listed:
+        print(f"  {s['series_uid']}")
+        print(f"    {s['modality'] or '?'} {s['description']!r}: {s['images']} image(s) of "
+              f"{s['columns']} x {s['rows']} in {s['files']} file(s)")
+    print("convert:     jnrrd convert FOLDER OUT.jnrrd --series UID")
     return 0
 
 
@@ -81,7 +108,6 @@ def _level_facts(vol: Any, k: int, options: dict[str, Any] | None = None) -> dic
 def _untiled_stored_bytes(vol: Any) -> int:
     """Bytes of an untiled (possibly compressed) data section: the file after the header, or
     the detached data files."""
-    from ..header import parse_header
 
     name = vol.name
     if not isinstance(name, (str, os.PathLike)) or not os.path.exists(name):
@@ -98,17 +124,13 @@ def _untiled_stored_bytes(vol: Any) -> int:
         return sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
     with open(name, "rb") as f:
         size = os.fstat(f.fileno()).st_size
-        if file_kind(os.fspath(name)) == JNRRD:
-            _, start = parse_header(f, source=name)
-        else:  # classic NRRD: the header ends at the first empty line
-            start = _nrrd_data_start(f)
+        start = _data_start(f, name)
     return max(0, size - start) if start is not None else 0
 
 
 def _remote_untiled_bytes(vol: Any, options: dict[str, Any]) -> int:
     """:func:`_untiled_stored_bytes` of a URL: the object after its header, or the detached
     data objects next to it (one metadata request each)."""
-    from ..header import parse_header
     from ..policy import Policy
     from ..storage.resolve import opened
 
@@ -126,11 +148,20 @@ def _remote_untiled_bytes(vol: Any, options: dict[str, Any]) -> int:
         f = src.stream
         size = f.seek(0, os.SEEK_END)
         f.seek(0)
-        if file_kind(os.fspath(vol.name)) == JNRRD:
-            _, start = parse_header(f, source=vol.name)
-        else:
-            start = _nrrd_data_start(f)
+        start = _data_start(f, vol.name)
     return max(0, size - start) if start is not None else 0
+
+
+def _data_start(f: Any, name: Any) -> int | None:
+    """Offset of the data section after the header; the content tells JNRRD from classic NRRD
+    (as ``jnrrd.open`` does), whatever the file's suffix."""
+    from ..header import parse_header
+
+    head = f.read(8)
+    f.seek(0)
+    if head.startswith(b"NRRD000"):  # classic NRRD: the header ends at the first empty line
+        return _nrrd_data_start(f)
+    return parse_header(f, source=name)[1]
 
 
 def _nrrd_data_start(f: Any, limit: int = 64 << 20) -> int | None:
@@ -184,8 +215,10 @@ def _info_lines(path: str, vol: Any, levels: list[dict[str, Any]]) -> list[str]:
                 "centers"):
         if h.get(key) is not None:
             lines.append(f"{key + ':':<13}{json.dumps(h[key], ensure_ascii=False)}")
-    if h.get("space") is not None or h.get("space_dimension") is not None:
-        lines.append(f"space:       {h.get('space') or h.get('space_dimension')}")
+    if h.get("space") is not None:
+        lines.append(f"space:       {h['space']}")
+    elif h.get("space_dimension") is not None:
+        lines.append(f"space:       {h['space_dimension']}-D (no named space)")
     if h.get("space_origin") is not None:
         lines.append(f"origin:      {json.dumps(h['space_origin'])}")
     if h.get("space_directions") is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from .common import UsageError, add_storage_option, options_for, storage_options
@@ -60,6 +61,10 @@ def run(args: argparse.Namespace) -> int:
     from ..api import open as jopen
     from ..preview import render_preview, write_png
 
+    suffix = os.path.splitext(str(args.output))[1]
+    if suffix and suffix.lower() != ".png":
+        raise UsageError(f"-o {args.output}: jnrrd preview writes PNG pictures only; name the "
+                         "output *.png")
     with jopen(args.file, **options_for(args.file, storage_options(args.storage_option))
                ) as vol:
         if args.level is not None and args.level >= len(vol.levels):

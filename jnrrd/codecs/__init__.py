@@ -37,7 +37,7 @@ from .registry import (
     register_codec,
 )
 
-#: The built-in codecs (CONVENTIONS §2), in the order the roles apply: the one visible list.
+#: The built-in codecs (docs/codecs.md), in the order the roles apply: the one visible list.
 BUILTIN_CODECS: list[type[Codec]] = [
     Transpose,
     ScaleOffset,

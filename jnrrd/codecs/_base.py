@@ -1,17 +1,19 @@
-"""Codec roles, the per-tile spec, and the JSON helpers every codec shares (CONVENTIONS §2).
+"""Codec roles, the per-tile spec, and the JSON helpers every codec shares (docs/codecs.md).
 
-A codec is a frozen value object built from its Zarr v3 JSON; it compares by configuration and
-``to_json()`` gives its canonical JSON. Three roles (zarr-python's split): array→array codecs
-transform an in-memory tile, exactly one array→bytes codec serializes it, and bytes→bytes codecs
-transform the serialized bytes. Codecs see only a small :class:`TileSpec` (shape, dtype, fill
-value), never the JNRRD header.
+A codec is a frozen value object (a frozen dataclass) built from its Zarr v3 JSON; it compares
+by configuration and ``to_json()`` gives its canonical JSON. Three roles (zarr-python's split):
+array→array codecs transform an in-memory tile, exactly one array→bytes codec serializes it, and
+bytes→bytes codecs transform the serialized bytes. Codecs see only a small :class:`TileSpec`
+(shape, dtype, fill value), never the JNRRD header.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -48,7 +50,12 @@ class TileSpec:
 
 
 class Codec:
-    """Common base: name, configuration equality, canonical JSON."""
+    """Common base: name, configuration equality, canonical JSON.
+
+    Every built-in codec is a frozen dataclass whose comparing fields are its configuration;
+    a third-party codec is written the same way
+    (docs/architecture.md#adding-a-compressor-or-any-codec).
+    """
 
     name: ClassVar[str] = ""
     #: Zarr v3 names accepted on read besides ``name`` (e.g. ``optional`` for ``conditional``).
@@ -56,20 +63,29 @@ class Codec:
     #: The encoded bytes end with their own end marker, so a decoder given more bytes than the
     #: codec wrote (up to the next tile, or to the end of the file) stops in the right place.
     #: A chunked internal file whose chain ends in such a codec may omit ``size_table``
-    #: (CONVENTIONS §1.2); every other chain needs it. Decides nothing else.
+    #: (docs/format.md#9-internal-storage); every other chain needs it. Decides nothing else.
     self_delimiting: ClassVar[bool] = False
 
-    def _key(self) -> Any:
-        """The configuration that identifies this codec (equality and hashing)."""
-        return self.to_json()
-
     def to_json(self) -> dict[str, Any]:
-        """Canonical Zarr v3 JSON (CONVENTIONS §2: required keys always, defaults omitted)."""
+        """Canonical Zarr v3 JSON (docs/codecs.md#canonical-json: required keys always,
+        optional keys only when they differ from the default)."""
         config = self._config_json()
         return {"name": self.name, "configuration": config} if config else {"name": self.name}
 
     def _config_json(self) -> dict[str, Any]:
-        return {}
+        """The ``configuration`` object: every configuration field (a dataclass field that
+        ``__init__`` takes and equality compares) except those equal to their default."""
+        config: dict[str, Any] = {}
+        if not dataclasses.is_dataclass(self):
+            return config
+        for f in dataclasses.fields(self):
+            if not (f.init and f.compare):
+                continue
+            value = getattr(self, f.name)
+            if f.default is not dataclasses.MISSING and value == f.default:
+                continue
+            config[f.name] = value
+        return config
 
     @classmethod
     def from_config(cls, config: dict[str, Any], **runtime: Any) -> Codec:
@@ -82,8 +98,16 @@ class Codec:
         themselves."""
         return self
 
+    # A codec class that is not a dataclass (written before codecs were dataclasses) keeps
+    # the old behaviour: equal and hashed by its canonical JSON, printed with it, immutable.
+    # Dataclass codecs generate their own __eq__, __hash__, __repr__ and __setattr__.
+
+    def _key(self) -> Any:
+        return self.to_json()
+
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self._key() == other._key()  # type: ignore[attr-defined]
+        return isinstance(other, Codec) and type(self) is type(other) and \
+            self._key() == other._key()
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, repr(self._key())))
@@ -94,7 +118,18 @@ class Codec:
     def __setattr__(self, key: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")
 
+    def __delattr__(self, key: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
     def _set(self, **values: Any) -> None:
+        """Deprecated: the way codecs stored their configuration before they were frozen
+        dataclasses. Still works; declare the configuration as dataclass fields instead."""
+        warnings.warn(
+            f"{type(self).__name__}: Codec._set is deprecated; declare the configuration as "
+            "fields of a frozen dataclass (docs/architecture.md#adding-a-compressor-or-any-codec)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         for key, value in values.items():
             object.__setattr__(self, key, value)
 
@@ -105,7 +140,8 @@ class ArrayArrayCodec(Codec):
     def resolve(self, spec: TileSpec) -> TileSpec:
         """The spec of the encoded array; raises ``CodecError`` if the input is unsupported.
 
-        Also transforms the fill value (CONVENTIONS §2: fill values go through the codec).
+        Also transforms the fill value (docs/codecs.md#fill-values: fill values go through the
+        codec like data).
         """
         return spec
 

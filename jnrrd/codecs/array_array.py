@@ -1,13 +1,15 @@
 """array→array codecs: ``transpose`` and ``scale_offset``.
 
-``scale_offset`` follows the merged zarr-extensions text (CONVENTIONS §2): parameters are
-typed by the array's dtype, arithmetic stays in that dtype, integer overflow and inexact
-integer division are errors, float overflow gives ±Infinity.
+``scale_offset`` follows the merged zarr-extensions text
+(docs/codecs.md#scale_offset-and-cast_value-quantization): parameters are typed by the array's
+dtype, arithmetic stays in that dtype, integer overflow and inexact integer division are
+errors, float overflow gives ±Infinity.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,14 +20,18 @@ from ._base import ArrayArrayCodec, TileSpec, is_real, parse_scalar, same_value,
 __all__ = ["ScaleOffset", "Transpose"]
 
 
+@dataclass(frozen=True, init=False)
 class Transpose(ArrayArrayCodec):
     """Permute the axes: ``encoded.shape[i] == input.shape[order[i]]``.
 
     ``order`` refers to the axes of the array as handed to it (header axis order,
-    CONVENTIONS §3).
+    docs/format.md#axis-order-d1).
     """
 
     name = "transpose"
+
+    order: tuple[int, ...]
+    inverse: tuple[int, ...] = field(init=False, compare=False, repr=False)
 
     def __init__(self, order: Sequence[int]) -> None:
         if isinstance(order, (str, bytes)) or not all(
@@ -35,7 +41,8 @@ class Transpose(ArrayArrayCodec):
         order = tuple(order)
         if sorted(order) != list(range(len(order))):
             raise CodecError(f"transpose: order: {list(order)} is not a permutation of 0..n-1")
-        self._set(order=order, inverse=tuple(int(i) for i in np.argsort(order)))
+        object.__setattr__(self, "order", order)
+        object.__setattr__(self, "inverse", tuple(int(i) for i in np.argsort(order)))
 
     def _config_json(self) -> dict[str, Any]:
         return {"order": list(self.order)}
@@ -58,38 +65,31 @@ class Transpose(ArrayArrayCodec):
         return np.transpose(array, self.inverse)
 
 
-_SPECIAL = {"+Infinity": "Infinity"}
+Scalar = int | float | str  # a JSON scalar in the fill-value encoding ("NaN", "0x3f80", ...)
 
 
+@dataclass(frozen=True)
 class ScaleOffset(ArrayArrayCodec):
-    """``encoded = (x - offset) * scale``; ``decoded = (y / scale) + offset``, in x's dtype."""
+    """``encoded = (x - offset) * scale``; ``decoded = (y / scale) + offset``, in x's dtype.
+
+    ``offset`` and ``scale`` are kept as their canonical JSON scalars (``"+Infinity"`` becomes
+    ``"Infinity"``, a NaN ``"NaN"``, a NumPy scalar a Python number); they are typed by the
+    tile's dtype only when a chain resolves them. An empty configuration is a no-op.
+    """
 
     name = "scale_offset"
 
-    def __init__(self, offset: Any = 0, scale: Any = 1) -> None:
-        for field, value in (("offset", offset), ("scale", scale)):
-            if isinstance(value, np.generic):
-                value = value.item()
-            ok = isinstance(value, (int, float, str)) and not isinstance(value, bool)
-            if not ok:
-                raise CodecError(f"scale_offset: {field}: {value!r} is not a JSON scalar")
-        offset = _SPECIAL.get(offset, offset) if isinstance(offset, str) else offset
-        scale = _SPECIAL.get(scale, scale) if isinstance(scale, str) else scale
-        self._set(offset=offset, scale=scale)
+    # Defaults are dropped from the JSON (docs/codecs.md#canonical-json), compared numerically.
+    offset: Scalar = 0
+    scale: Scalar = 1
 
-    @classmethod
-    def from_config(cls, config: dict[str, Any], **runtime: Any) -> ScaleOffset:
-        """From JSON (configuration may be empty: a no-op)."""
-        return cls(**config)
-
-    def _config_json(self) -> dict[str, Any]:
-        config: dict[str, Any] = {}
-        # Defaults dropped (CONVENTIONS §2): offset 0, scale 1 -- compared numerically.
-        if isinstance(self.offset, str) or self.offset != 0:
-            config["offset"] = scalar_json(self.offset)
-        if isinstance(self.scale, str) or self.scale != 1:
-            config["scale"] = scalar_json(self.scale)
-        return config
+    def __post_init__(self) -> None:
+        for name in ("offset", "scale"):
+            value = getattr(self, name)
+            checked = value.item() if isinstance(value, np.generic) else value
+            if isinstance(checked, bool) or not isinstance(checked, (int, float, str)):
+                raise CodecError(f"scale_offset: {name}: {value!r} is not a JSON scalar")
+            object.__setattr__(self, name, scalar_json(value))
 
     def _params(self, dtype: np.dtype) -> tuple[Any, Any]:
         if not is_real(dtype) or dtype.kind == "b":

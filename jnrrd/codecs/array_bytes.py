@@ -1,4 +1,5 @@
-"""The ``bytes`` codec: the array→bytes serializer (Zarr v3 core spec, CONVENTIONS §1.2).
+"""The ``bytes`` codec: the array→bytes serializer (Zarr v3 core spec,
+docs/format.md#8-tile-codecs).
 
 A tile is indexed like the header's axes (axis 0 first) and ``bytes`` writes it with axis 0
 fastest (Fortran order). For a Zarr reader the same bytes are a C-order chunk of the reversed
@@ -8,7 +9,7 @@ shape.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -20,18 +21,17 @@ __all__ = ["Bytes"]
 _NATIVE = sys.byteorder
 
 
+@dataclass(frozen=True)
 class Bytes(ArrayBytesCodec):
     """Serialize a tile in the given byte order, axis 0 fastest."""
 
     name = "bytes"
 
-    def __init__(self, endian: str | None = None) -> None:
-        if endian not in (None, "little", "big"):
-            raise CodecError(f"bytes: endian: {endian!r} is not 'little' or 'big'")
-        self._set(endian=endian)
+    endian: str | None = None  # "little" or "big"; required for multi-byte types
 
-    def _config_json(self) -> dict[str, Any]:
-        return {"endian": self.endian} if self.endian is not None else {}
+    def __post_init__(self) -> None:
+        if self.endian not in (None, "little", "big"):
+            raise CodecError(f"bytes: endian: {self.endian!r} is not 'little' or 'big'")
 
     def validate(self, spec: TileSpec) -> None:
         """Multi-byte types need an endian (Zarr v3 core: required unless itemsize 1)."""
@@ -57,7 +57,7 @@ class Bytes(ArrayBytesCodec):
             array = array.astype(stored)
         if array.flags.f_contiguous:
             # The transposed view of a Fortran-ordered array is C-contiguous: no copy.
-            return memoryview(array.T).cast("B") if array.size else b""
+            return array.T.data.cast("B") if array.size else b""
         return array.tobytes(order="F")
 
     def decode(self, data: bytes | memoryview, spec: TileSpec) -> np.ndarray:

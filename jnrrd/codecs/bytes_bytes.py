@@ -1,6 +1,6 @@
 """bytes→bytes codecs: compressors, shuffle, crc32c, and the ``pad``/``offset`` framing codecs.
 
-Every decoder is bounded (CONVENTIONS §2, issue #3 item 4): given the exact expected size it
+Every decoder is bounded (docs/codecs.md#bounded-decoding): given the exact expected size it
 stops at ``size + 1`` bytes and fails on anything else; given only a limit it never produces
 more than ``limit + 1`` bytes.
 """
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import crc32c
 import lz4.block
@@ -40,19 +41,25 @@ def _int(value: Any, name: str, field: str, lo: int, hi: int) -> int:
     return value
 
 
+@dataclass(frozen=True, init=False)
 class _Compressor(BytesBytesCodec):
     """A stream compressor from :mod:`jnrrd.codecs.compress` with a ``level``."""
 
-    stream: str = ""
-    level_range: tuple[int, int] = (0, 9)
-    default_level: int | None = None  # None: level is required
+    stream: ClassVar[str] = ""
+    level_range: ClassVar[tuple[int, int]] = (0, 9)
+    default_level: ClassVar[int | None] = None  # None: level is required
+
+    level: int
 
     def __init__(self, level: int | None = None) -> None:
+        self._init_level(level)
+
+    def _init_level(self, level: int | None) -> None:
         if level is None:
             if self.default_level is None:
                 raise CodecError(f"{self.name}: level is a required configuration parameter")
             level = self.default_level
-        self._set(level=_int(level, self.name, "level", *self.level_range))
+        object.__setattr__(self, "level", _int(level, self.name, "level", *self.level_range))
 
     def _config_json(self) -> dict[str, Any]:
         if self.default_level is not None and self.level == self.default_level:
@@ -77,6 +84,7 @@ class _Compressor(BytesBytesCodec):
         return _c.decompress_at_most(self.stream, data, limit, what=what)
 
 
+@dataclass(frozen=True, init=False)
 class Gzip(_Compressor):
     """RFC 1952 gzip (strict: a zlib stream is rejected inside ``tile:codecs``)."""
 
@@ -85,6 +93,7 @@ class Gzip(_Compressor):
     self_delimiting = True  # the deflate final block, then CRC-32 and ISIZE
 
 
+@dataclass(frozen=True, init=False)
 class Bz2(_Compressor):
     """A bzip2 stream (``level`` 1–9, default 9)."""
 
@@ -95,6 +104,7 @@ class Bz2(_Compressor):
     default_level = 9
 
 
+@dataclass(frozen=True, init=False)
 class NumcodecsBz2(Bz2):
     """numcodecs ``BZ2``: a plain bzip2 stream (``level`` default 1)."""
 
@@ -106,6 +116,7 @@ class NumcodecsBz2(Bz2):
         return {"level": self.level}
 
 
+@dataclass(frozen=True, init=False)
 class NumcodecsZlib(_Compressor):
     """numcodecs ``Zlib``: an RFC 1950 zlib stream (TIFF deflate), ``level`` default 1."""
 
@@ -133,6 +144,7 @@ class NumcodecsZlib(_Compressor):
         return out
 
 
+@dataclass(frozen=True, init=False)
 class Lz4(_Compressor):
     """The LZ4 *frame* format (``level`` default 0)."""
 
@@ -143,6 +155,7 @@ class Lz4(_Compressor):
     default_level = 0
 
 
+@dataclass(frozen=True, init=False)
 class Zstd(_Compressor):
     """Zstandard: one frame with content size; ``checksum`` adds the content checksum."""
 
@@ -151,11 +164,13 @@ class Zstd(_Compressor):
     self_delimiting = True  # frames: the last block has its Last_Block flag
     level_range = (-131072, 22)
 
+    checksum: bool = False
+
     def __init__(self, level: int | None = None, checksum: bool = False) -> None:
-        super().__init__(level)
+        self._init_level(level)
         if not isinstance(checksum, bool):
             raise CodecError(f"zstd: checksum: {checksum!r} is not a boolean")
-        self._set(checksum=checksum)
+        object.__setattr__(self, "checksum", checksum)
 
     def _config_json(self) -> dict[str, Any]:
         config: dict[str, Any] = {"level": self.level}
@@ -168,6 +183,7 @@ class Zstd(_Compressor):
         return _c.zstd_compress(data, level=self.level, checksum=self.checksum)
 
 
+@dataclass(frozen=True)
 class NumcodecsLz4(BytesBytesCodec):
     """numcodecs ``LZ4``: a 4-byte little-endian size, then one raw LZ4 block."""
 
@@ -176,8 +192,10 @@ class NumcodecsLz4(BytesBytesCodec):
     #: stored one): the stored size must come from the size_table
     self_delimiting = False
 
-    def __init__(self, acceleration: int = 1) -> None:
-        self._set(acceleration=_int(acceleration, self.name, "acceleration", 1, 1 << 16))
+    acceleration: int = 1
+
+    def __post_init__(self) -> None:
+        _int(self.acceleration, self.name, "acceleration", 1, 1 << 16)
 
     def _config_json(self) -> dict[str, Any]:
         return {"acceleration": self.acceleration}
@@ -216,6 +234,7 @@ class NumcodecsLz4(BytesBytesCodec):
         return out
 
 
+@dataclass(frozen=True)
 class Shuffle(BytesBytesCodec):
     """numcodecs ``Shuffle``: byte ``k`` of every element grouped together (blosc shuffle).
 
@@ -224,8 +243,10 @@ class Shuffle(BytesBytesCodec):
 
     name = "numcodecs.shuffle"
 
-    def __init__(self, elementsize: int = 4) -> None:
-        self._set(elementsize=_int(elementsize, self.name, "elementsize", 1, 1 << 16))
+    elementsize: int = 4
+
+    def __post_init__(self) -> None:
+        _int(self.elementsize, self.name, "elementsize", 1, 1 << 16)
 
     def _config_json(self) -> dict[str, Any]:
         return {"elementsize": self.elementsize}
@@ -250,14 +271,12 @@ class Shuffle(BytesBytesCodec):
         return body + buf[n:].tobytes()
 
 
+@dataclass(frozen=True)
 class Crc32c(BytesBytesCodec):
     """Append the CRC-32C of the data, little endian (a core codec: ``crc32c`` is a
     dependency of jnrrd)."""
 
     name = "crc32c"
-
-    def __init__(self) -> None:
-        self._set(_crc=crc32c.crc32c)
 
     def encoded_size(self, size: int) -> int | None:
         """Four bytes more."""
@@ -265,7 +284,7 @@ class Crc32c(BytesBytesCodec):
 
     def encode(self, data: bytes | memoryview, *, tile_index: int = 0) -> bytes:
         """Data plus checksum."""
-        return bytes(data) + struct.pack("<I", self._crc(data))
+        return bytes(data) + struct.pack("<I", crc32c.crc32c(data))
 
     def decode(
         self, data: bytes | memoryview, *, size: int | None = None, limit: int = DEFAULT_LIMIT
@@ -277,7 +296,7 @@ class Crc32c(BytesBytesCodec):
         body = view[:-4]
         check_size(self.name, body, size, limit)
         (stored,) = struct.unpack("<I", view[-4:])
-        actual = self._crc(body)
+        actual = crc32c.crc32c(body)
         if stored != actual:
             raise DataError(f"crc32c: checksum mismatch: stored {stored:08x}, data {actual:08x}")
         return body
@@ -286,21 +305,28 @@ class Crc32c(BytesBytesCodec):
 PaddingSource = bytes | Callable[[bytes], bytes] | None
 
 
+@dataclass(frozen=True, init=False)
 class Pad(BytesBytesCodec):
     """Fixed-size padding at the ``start`` or ``end`` of the encoded tile.
 
     ``padding`` is literal bytes (base64 in JSON; zeros when absent) or, from Python only, a
     callable that builds the padding from the encoded tile (e.g. a TIFF header carrying the
     compressed byte count); it must return exactly ``nbytes`` bytes. Decode strips ``nbytes``
-    without comparing them (CONVENTIONS §2).
+    without comparing them (docs/codecs.md#pad). A callable compares by identity and is not
+    written to the JSON.
     """
 
     name = "pad"
+    _size_field: ClassVar[str] = "nbytes"
+
+    location: str  # "start" or "end"
+    nbytes: int
+    padding: PaddingSource = None
 
     def __init__(self, location: str, nbytes: int, padding: Any = None) -> None:
         if location not in ("start", "end"):
             raise CodecError(f"pad: location: {location!r} is not 'start' or 'end'")
-        self._set(location=location)
+        object.__setattr__(self, "location", location)
         self._init_padding(nbytes, padding, "nbytes", "padding")
 
     def _init_padding(self, nbytes: Any, padding: Any, nfield: str, pfield: str) -> None:
@@ -316,24 +342,15 @@ class Pad(BytesBytesCodec):
             raise CodecError(
                 f"{self.name}: decoded {pfield} is {len(literal)} bytes but {nfield} is {nbytes}"
             )
-        self._set(nbytes=nbytes, padding=literal if literal is not None else padding)
+        object.__setattr__(self, "nbytes", nbytes)
+        object.__setattr__(self, "padding", literal if literal is not None else padding)
 
-    def _padding_json(self) -> Any:
-        if self.padding is None:
-            return None
-        if callable(self.padding):
-            return self.padding  # not serializable; kept in _key for equality
-        return b64encode(self.padding)
-
-    def _key(self) -> Any:
-        return (self.location, self.nbytes, self._padding_json())
-
-    def to_json(self) -> dict[str, Any]:
-        """Canonical JSON; a callable padding is runtime only and is not written."""
+    def _config_json(self) -> dict[str, Any]:
+        """A callable padding is runtime only and is not written."""
         config: dict[str, Any] = {"location": self.location, "nbytes": self.nbytes}
-        if self.padding is not None and not callable(self.padding):
+        if isinstance(self.padding, bytes):
             config["padding"] = b64encode(self.padding)
-        return {"name": self.name, "configuration": config}
+        return config
 
     def encoded_size(self, size: int) -> int | None:
         """``nbytes`` more."""
@@ -372,22 +389,28 @@ class Pad(BytesBytesCodec):
         check_size(self.name, body, size, limit)
         return body
 
-    _size_field = "nbytes"
 
-
+@dataclass(frozen=True, init=False)
 class Offset(Pad):
-    """``pad`` at the start, under its own name: ``offset`` bytes of ``prefix`` (zeros)."""
+    """``pad`` at the start, under its own name: ``offset`` bytes of ``prefix`` (zeros).
+
+    Its fields are ``pad``'s (``location`` is always ``"start"``, ``nbytes`` is the offset,
+    ``padding`` the prefix), so ``dataclasses.replace`` does not apply to it: build a new one.
+    """
 
     name = "offset"
     _size_field = "offset"
 
     def __init__(self, offset: int, prefix: Any = None) -> None:
-        self._set(location="start")
+        object.__setattr__(self, "location", "start")
         self._init_padding(offset, prefix, "offset", "prefix")
 
-    def to_json(self) -> dict[str, Any]:
-        """Canonical JSON; a callable prefix is runtime only and is not written."""
+    def __repr__(self) -> str:
+        return f"Offset(offset={self.nbytes!r}, prefix={self.padding!r})"
+
+    def _config_json(self) -> dict[str, Any]:
+        """A callable prefix is runtime only and is not written."""
         config: dict[str, Any] = {"offset": self.nbytes}
-        if self.padding is not None and not callable(self.padding):
+        if isinstance(self.padding, bytes):
             config["prefix"] = b64encode(self.padding)
-        return {"name": self.name, "configuration": config}
+        return config

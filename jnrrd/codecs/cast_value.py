@@ -1,6 +1,7 @@
 """The ``cast_value`` codec: value conversion between integer and floating-point types.
 
-Merged zarr-extensions text, with the project's resolutions (CONVENTIONS §2):
+Merged zarr-extensions text, with the project's resolutions
+(docs/codecs.md#scale_offset-and-cast_value-quantization):
 
 - every inexact cast is rounded by the configured mode (float→int, narrowing float→float,
   int→float with too few significand bits); rounding happens with an unbounded exponent, then
@@ -17,6 +18,7 @@ Merged zarr-extensions text, with the project's resolutions (CONVENTIONS §2):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,6 +38,8 @@ ROUNDING_MODES = (
 OUT_OF_RANGE = ("clamp", "wrap", "error")
 
 _Entries = tuple[tuple[Any, Any], ...]
+#: ``scalar_map`` as JSON: ``{"encode": [[from, to], ...], "decode": [[from, to], ...]}``.
+ScalarMap = dict[str, list[list[Any]]]
 
 
 def _real(dtype: np.dtype, what: str) -> np.dtype:
@@ -48,10 +52,50 @@ def _norm_json(value: Any) -> Any:
     return "Infinity" if value == "+Infinity" else value
 
 
+def _scalar_map(scalar_map: Any, target: np.dtype) -> ScalarMap | None:
+    """``scalar_map`` checked and normalized (a fresh copy; ``"+Infinity"`` → ``"Infinity"``);
+    the entries typed by ``data_type`` are checked now, the others when a chain resolves."""
+    if scalar_map is None:
+        return None
+    if not isinstance(scalar_map, dict) or set(scalar_map) - {"encode", "decode"}:
+        raise CodecError("cast_value: scalar_map: expected an object with 'encode'/'decode' lists")
+    for direction, entries in scalar_map.items():
+        if not isinstance(entries, (list, tuple)) or not all(
+            isinstance(e, (list, tuple)) and len(e) == 2 for e in entries
+        ):
+            raise CodecError(
+                f"cast_value: scalar_map.{direction}: expected a list of [from, to] pairs"
+            )
+    normalized = {
+        d: [[_norm_json(a), _norm_json(b)] for a, b in scalar_map[d]]
+        for d in ("encode", "decode")
+        if d in scalar_map
+    }
+    for _, value in normalized.get("encode", []):
+        parse_scalar(value, target, f"cast_value: scalar_map output for {target.name}")
+    for key, _ in normalized.get("decode", []):
+        parse_scalar(key, target, f"cast_value: scalar_map.decode key for {target.name}")
+    return normalized
+
+
+@dataclass(frozen=True, init=False)
 class CastValue(ArrayArrayCodec):
-    """Cast tile values to ``data_type`` (encode) and back (decode) by value."""
+    """Cast tile values to ``data_type`` (encode) and back (decode) by value.
+
+    ``data_type`` is kept as the NumPy name of the target type and ``scalar_map`` as its JSON
+    (a copy, ``"+Infinity"`` written ``"Infinity"``).
+    """
 
     name = "cast_value"
+
+    data_type: str
+    rounding: str = "nearest-even"
+    out_of_range: str | None = None
+    scalar_map: ScalarMap | None = field(default=None, hash=False)  # compared, not hashed
+    target: np.dtype = field(init=False, compare=False, repr=False)
+    # (encode, decode) entries typed for each source dtype met (see _entries)
+    _maps: dict[np.dtype, tuple[_Entries, _Entries]] = field(
+        init=False, compare=False, repr=False)
 
     def __init__(
         self,
@@ -74,46 +118,13 @@ class CastValue(ArrayArrayCodec):
                 f"cast_value: out_of_range 'wrap' is only permitted for integer targets, "
                 f"not {target.name}"
             )
-        if scalar_map is not None:
-            if not isinstance(scalar_map, dict) or set(scalar_map) - {"encode", "decode"}:
-                raise CodecError(
-                    "cast_value: scalar_map: expected an object with 'encode'/'decode' lists"
-                )
-            for direction, entries in scalar_map.items():
-                if not isinstance(entries, (list, tuple)) or not all(
-                    isinstance(e, (list, tuple)) and len(e) == 2 for e in entries
-                ):
-                    raise CodecError(
-                        f"cast_value: scalar_map.{direction}: expected a list of [from, to] pairs"
-                    )
-            scalar_map = {
-                d: [[_norm_json(a), _norm_json(b)] for a, b in scalar_map[d]]
-                for d in ("encode", "decode")
-                if d in scalar_map
-            }
-            # Targets of encode entries are typed by data_type: check them now.
-            for _, value in scalar_map.get("encode", []):
-                parse_scalar(value, target, f"cast_value: scalar_map output for {target.name}")
-            for key, _ in scalar_map.get("decode", []):
-                parse_scalar(key, target, f"cast_value: scalar_map.decode key for {target.name}")
-        self._set(
-            data_type=target.name,
-            target=target,
-            rounding=rounding,
-            out_of_range=out_of_range,
-            scalar_map=scalar_map,
-            _maps={},
-        )
-
-    def _config_json(self) -> dict[str, Any]:
-        config: dict[str, Any] = {"data_type": self.data_type}
-        if self.rounding != "nearest-even":
-            config["rounding"] = self.rounding
-        if self.out_of_range is not None:
-            config["out_of_range"] = self.out_of_range
-        if self.scalar_map is not None:
-            config["scalar_map"] = self.scalar_map
-        return config
+        # The configuration fields (their defaults are dropped from the JSON).
+        object.__setattr__(self, "data_type", target.name)
+        object.__setattr__(self, "rounding", rounding)
+        object.__setattr__(self, "out_of_range", out_of_range)
+        object.__setattr__(self, "scalar_map", _scalar_map(scalar_map, target))
+        object.__setattr__(self, "target", target)
+        object.__setattr__(self, "_maps", {})
 
     def _entries(self, source: np.dtype) -> tuple[_Entries, _Entries]:
         """(encode, decode) maps typed by (source, target) and (target, source)."""
@@ -274,8 +285,9 @@ class CastValue(ArrayArrayCodec):
                 r = x.astype(np.float64).astype(tgt)
             else:
                 r = x.astype(tgt)
-        # Out of range after rounding with an unbounded exponent (CONVENTIONS §2), tested on
-        # the source values against thresholds that are exact in the comparison type.
+        # Out of range after rounding with an unbounded exponent (the rules in
+        # docs/codecs.md#scale_offset-and-cast_value-quantization), tested on the source
+        # values against thresholds that are exact in the comparison type.
         big_m = float(fi.max)
         # 2**(emax+1), the first power of two out of range (beyond float64 itself: infinite).
         e_lim = 2.0 ** int(fi.maxexp) if fi.maxexp < 1024 else np.inf
@@ -301,7 +313,7 @@ class CastValue(ArrayArrayCodec):
         if oor.any():
             if self.out_of_range != "clamp":
                 raise self._fail(x[oor][0], src, tgt, "rounds out of the finite range of")
-            # Clamping to a float type saturates at ±Infinity (CONVENTIONS §2).
+            # Clamping to a float type saturates at ±Infinity (same rules).
             r[pos] = np.inf
             r[neg] = -np.inf
         return r

@@ -140,11 +140,11 @@ class CodecChain:
             raise CodecError(f"tile shape {array.shape}; the chain expects {self.shape}")
         if array.dtype != self.dtype:
             array = array.astype(self.dtype)
-        for c, spec in zip(self._aa, self._specs, strict=True):
-            array = c.encode(array, spec)
+        for aa, spec in zip(self._aa, self._specs, strict=True):
+            array = aa.encode(array, spec)
         data: bytes | memoryview = self._ab.encode(array, self._ab_spec)
-        for c in self._bb:
-            data = c.encode(data, tile_index=tile_index)
+        for bb in self._bb:
+            data = bb.encode(data, tile_index=tile_index)
         return data if isinstance(data, bytes) else bytes(data)
 
     def decode(self, data: bytes | memoryview) -> np.ndarray:
@@ -154,11 +154,11 @@ class CodecChain:
         """
         if self._simple:
             return self._ab.decode(data, self._ab_spec)
-        for c, (size, bound) in self._bb_back:
-            data = c.decode(data, size=size, limit=bound)
+        for bb, (size, bound) in self._bb_back:
+            data = bb.decode(data, size=size, limit=bound)
         array = self._ab.decode(data, self._ab_spec)
-        for c, spec in self._aa_back:
-            array = c.decode(array, spec)
+        for aa, spec in self._aa_back:
+            array = aa.decode(array, spec)
         if array.dtype != self.dtype:
             array = array.astype(self.dtype)
         return array

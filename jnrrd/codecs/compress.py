@@ -2,8 +2,8 @@
 
 Four stream formats are supported (``NAMES``): ``gzip`` (RFC 1952), ``bz2`` (a bzip2 stream),
 ``zstd`` (a Zstandard frame) and ``lz4`` (the LZ4 *frame* format). Writers emit one member /
-stream / frame; readers accept concatenations of them (CONVENTIONS §2: "decoders accept
-concatenated members/frames, frames without content size, and cap output at the expected size").
+stream / frame; readers accept concatenations of them, frames without a content size, and cap
+their output at the expected size (docs/codecs.md#bounded-decoding).
 
 Every decoder here is bounded: it never produces more than ``expected + 1`` bytes, whatever a
 frame header claims, so a decompression bomb costs at most the caller's expected size.
@@ -16,7 +16,7 @@ import threading
 import warnings
 import zlib
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 import lz4.frame
 import zstandard
@@ -433,7 +433,7 @@ class MemberInput:
 
     FIRST = 64
 
-    def __init__(self, data: Any = None, fileobj: BinaryIO | None = None,
+    def __init__(self, data: Any = None, fileobj: IO[bytes] | None = None,
                  chunk_size: int = 1 << 20) -> None:
         view = memoryview(data if data is not None else b"")
         self._view = view.cast("B") if view.format != "B" or view.ndim != 1 else view

@@ -14,7 +14,7 @@ import mmap
 import os
 import zlib
 from collections.abc import Callable, Iterable
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 import numpy as np
 import zstandard
@@ -62,7 +62,7 @@ class GrowingBuffer:
             self._blocks.append(np.empty(grow, np.uint8))
             self._end += grow
         last = self._blocks[-1] if self._blocks else np.empty(0, np.uint8)
-        return memoryview(last)[len(last) - (self._end - at):]
+        return last.data[len(last) - (self._end - at):]
 
     def write(self, at: int, data: Any) -> None:
         data = memoryview(data).cast("B")
@@ -80,7 +80,7 @@ class GrowingBuffer:
         self._blocks.reverse()
         while self._blocks:
             b = self._blocks.pop()
-            out[at : at + len(b)] = b
+            out[at : at + len(b)] = b.data
             at += len(b)
         self._end = 0
 
@@ -103,7 +103,7 @@ class _Fixed:
 
 def decompress_stream_into(
     name: str,
-    fileobj: BinaryIO,
+    fileobj: IO[bytes],
     out: Any,
     *,
     skip: int = 0,
@@ -111,7 +111,7 @@ def decompress_stream_into(
     what: str = "",
     chunk_size: int = 1 << 20,
     map_frames: FrameMap = map,
-) -> None:
+) -> int:
     """Fill ``out`` exactly from the compressed stream in ``fileobj``, after skipping ``skip``.
 
     ``out`` is a writable buffer or a :class:`GrowingBuffer`. Compressed input is read
@@ -120,6 +120,10 @@ def decompress_stream_into(
     ``DataError``. ``map_frames(fn, frames)`` decodes the frames of a multi-frame zstd
     section (in order; default: one after the other in this thread; the reader passes a
     two-thread map from :mod:`jnrrd._threads`).
+
+    Returns how many decompressed bytes the gzip/bzip2/lz4 member holding the end of the data
+    has past it (counted up to the data's size; 0 when it ends with the data, and for zstd),
+    so a caller can warn about data that may sit at the stream's end.
     """
     _check_name(name, what)
     if skip < 0:
@@ -129,31 +133,34 @@ def decompress_stream_into(
     if name == "zstd":
         if not skip and isinstance(sink, _Fixed) and _zstd_frames_into(fileobj, sink.view,
                                                                       what, map_frames):
-            return
+            return 0
         _zstd_stream_into(fileobj, sink, skip, need, what, chunk_size)
-        return
+        return 0
     if (name == "gzip" and not skip and isinstance(sink, _Fixed)
             and _gzip_file_into(fileobj, sink.view)):
-        return
+        return 0  # libdeflate decoded the whole member to exactly the data's size
     src = MemberInput(fileobj=fileobj, chunk_size=chunk_size)
     if src.exhausted():
         raise DataError(f"{what}{name} data is empty")
     make = _factory(name, name == "gzip" and _gzip_or_zlib(src.head(2), allow_zlib, what))
-    pos = _members_into(make, src, sink, skip, need, name, what, chunk_size)
+    pos, extra = _members_into(make, src, sink, skip, need, name, what, chunk_size)
     if pos < need:
         raise DataError(
             f"{what}{name} data is short: decompresses to {pos} bytes; expected {need}"
             + (f" ({skip} skipped + {len(sink)})" if skip else "")
         )
+    return extra
 
 
 def _members_into(make: Any, src: MemberInput, sink: Any, skip: int, need: int, name: str,
-                  what: str, chunk_size: int) -> int:
+                  what: str, chunk_size: int) -> tuple[int, int]:
     """Decode members from ``src`` into ``sink`` until ``need`` bytes (skipped ones
-    included) are produced or the input ends; returns how many were produced."""
-    pos = 0
+    included) are produced or the input ends; returns how many were produced and how many
+    more the last member holds (:func:`_finish_member`)."""
+    pos = extra = 0
     try:
-        d, piece = make(), src.take(None)
+        d = make()
+        piece: bytes | memoryview = src.take(None)
         while pos < need:
             chunk = d.feed(piece, min(chunk_size, need - pos))
             piece = b""
@@ -163,7 +170,7 @@ def _members_into(make: Any, src: MemberInput, sink: Any, skip: int, need: int, 
                     sink.write(lo - skip, memoryview(chunk)[lo - pos :])
                 pos = hi
             if pos >= need:
-                _finish_member(d, src, need, name, what)
+                extra = _finish_member(d, src, need, name, what)
                 break
             if d.eof:
                 src.unread(d.unused_data)
@@ -176,15 +183,16 @@ def _members_into(make: Any, src: MemberInput, sink: Any, skip: int, need: int, 
                     break
     except (OSError, EOFError, RuntimeError, zlib.error) as exc:
         raise _corrupt(name, what, exc) from None
-    return pos
+    return pos, extra
 
 
-def _finish_member(d: Any, src: MemberInput, budget: int, name: str, what: str) -> None:
+def _finish_member(d: Any, src: MemberInput, budget: int, name: str, what: str) -> int:
     """The data is complete: read on to the member's end marker (gzip CRC-32 and length,
     bzip2 stream CRC, lz4 end mark) so a file cut inside it is reported, not silently taken.
 
     Decompressed bytes past the data are ignored (NRRD §5); past ``budget`` of them the rest of
-    the member is not decoded at all, so a long tail costs bounded time.
+    the member is not decoded at all, so a long tail costs bounded time. Returns how many such
+    bytes were met (at most a little over ``budget``).
     """
     extra = 0
     piece: Any = b""
@@ -198,13 +206,14 @@ def _finish_member(d: Any, src: MemberInput, budget: int, name: str, what: str) 
         extra += len(d.feed(piece, 1 << 16))
         piece = b""
         if extra > budget:
-            return
+            return extra
+    return extra
 
 
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 
 
-def _gzip_file_into(fileobj: BinaryIO, out: memoryview) -> bool:
+def _gzip_file_into(fileobj: IO[bytes], out: memoryview) -> bool:
     """libdeflate's one-shot inflate of the gzip member at the file's position into ``out``,
     its compressed bytes read through a memory map of the file (not copied into memory).
 
@@ -289,7 +298,7 @@ def _zstd_frame_index(fd: int, start: int, size: int, need: int, min_frames: int
     return frames if len(frames) >= min_frames else None
 
 
-def _file_span(fileobj: BinaryIO) -> tuple[int, int, int] | None:
+def _file_span(fileobj: IO[bytes]) -> tuple[int, int, int] | None:
     """(descriptor, current position, bytes from there to the end) of a real file that
     ``os.pread`` can read, else None."""
     if not hasattr(os, "pread"):
@@ -302,14 +311,14 @@ def _file_span(fileobj: BinaryIO) -> tuple[int, int, int] | None:
         return None
 
 
-def zstd_claim_backed(fileobj: BinaryIO, need: int) -> bool:
+def zstd_claim_backed(fileobj: IO[bytes], need: int) -> bool:
     """True when the zstd frames from the current position state content sizes adding up
     to ``need`` bytes, and their block headers (walked, not decoded) can produce them."""
     span = _file_span(fileobj)
     return span is not None and _zstd_frame_index(*span, need, min_frames=1) is not None
 
 
-def _zstd_frames_into(fileobj: BinaryIO, out: memoryview, what: str,
+def _zstd_frames_into(fileobj: IO[bytes], out: memoryview, what: str,
                       map_frames: FrameMap = map) -> bool:
     """Decode a multi-frame zstd data section through ``map_frames`` (two threads when the
     reader lends them), each frame straight into its place in ``out``. False when this path
@@ -350,7 +359,7 @@ def _zstd_frames_into(fileobj: BinaryIO, out: memoryview, what: str,
 
 
 def _zstd_stream_into(
-    fileobj: BinaryIO, sink: Any, skip: int, need: int, what: str, chunk_size: int
+    fileobj: IO[bytes], sink: Any, skip: int, need: int, what: str, chunk_size: int
 ) -> None:
     pos = 0
     try:

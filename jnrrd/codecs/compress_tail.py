@@ -9,7 +9,7 @@ O(chunk) however long the decoded stream is; its length is capped (``max_total``
 from __future__ import annotations
 
 import zlib
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 import numpy as np
 
@@ -22,7 +22,7 @@ __all__ = ["decompress_tail_into", "rotate_left"]
 _SCRATCH = 16 << 20
 
 
-def decompress_tail_into(name: str, fileobj: BinaryIO, out: Any, *, max_total: int,
+def decompress_tail_into(name: str, fileobj: IO[bytes], out: Any, *, max_total: int,
                          allow_zlib: bool = False, what: str = "",
                          chunk_size: int = 1 << 20) -> None:
     """Fill ``out`` with the last ``len(out)`` bytes of the whole decompressed stream.

@@ -1,6 +1,6 @@
 """The ``conditional`` codec (read alias ``optional``): per-tile enabling of nested codecs.
 
-Encoded form (``spec/codec-optional.md``, CONVENTIONS §2): a header of ``header_bits / 8``
+Encoded form (docs/codecs.md#conditional-read-alias-optional): a header of ``header_bits / 8``
 bytes holding the mask as a little-endian integer (bit i ↔ ``codecs[i]``), then the data with
 the enabled codecs applied in order. Decode applies the enabled ones in reverse. Reserved bits
 set on decode are a ``CodecError``; input shorter than the header is a ``DataError``.
@@ -15,6 +15,8 @@ decision every bit is 0.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ..errors import CodecError, DataError
@@ -27,15 +29,40 @@ Decision = Callable[[int, int, BytesBytesCodec, bytes, "bytes | None"], bool]
 DECISIONS = ("compress_if_smaller", "always", "never")
 
 
+def _default_bits(n: int) -> int:
+    """The default ``header_bits``: ``n`` bits rounded up to whole bytes."""
+    return -(-n // 8) * 8
+
+
 def _smaller(tile_index: int, i: int, codec: Any, unencoded: bytes, trial: bytes | None) -> bool:
     return trial is not None and len(trial) < len(unencoded)
 
 
+def _always(tile_index: int, i: int, codec: Any, unencoded: bytes, trial: bytes | None) -> bool:
+    return True
+
+
+def _in_mask(mask: int, tile_index: int, i: int, codec: Any, unencoded: bytes,
+             trial: bytes | None) -> bool:
+    return bool(mask >> i & 1)
+
+
+@dataclass(frozen=True, init=False)
 class Conditional(BytesBytesCodec):
-    """Apply each nested bytes→bytes codec only where the tile's mask bit says so."""
+    """Apply each nested bytes→bytes codec only where the tile's mask bit says so.
+
+    The configuration is ``codecs`` and ``header_bits``; ``decision`` and ``trial_encode`` are
+    runtime settings: never written, not compared.
+    """
 
     name = "conditional"
     aliases = ("optional",)
+
+    codecs: tuple[BytesBytesCodec, ...]
+    header_bits: int
+    decision: str | int | Decision | None = field(default=None, compare=False)
+    trial_encode: bool = field(default=False, compare=False)
+    _decide: Decision | None = field(init=False, compare=False, repr=False)
 
     def __init__(
         self,
@@ -49,17 +76,17 @@ class Conditional(BytesBytesCodec):
             raise CodecError("conditional: codecs: expected a list of codecs")
         if not codecs:
             raise CodecError("conditional: codecs: the list is empty")
-        nested = tuple(c if isinstance(c, Codec) else get_codec(c) for c in codecs)
-        for c in nested:
-            if not isinstance(c, BytesBytesCodec):
+        nested: list[BytesBytesCodec] = []
+        for c in codecs:
+            codec = c if isinstance(c, Codec) else get_codec(c)
+            if not isinstance(codec, BytesBytesCodec):
                 raise CodecError(
-                    f"conditional: nested codec {c.name!r} is not bytes->bytes; nested codecs "
-                    "must all be bytes->bytes"
+                    f"conditional: nested codec {codec.name!r} is not bytes->bytes; nested "
+                    "codecs must all be bytes->bytes"
                 )
-        default_bits = -(-len(nested) // 8) * 8
-        explicit = header_bits
+            nested.append(codec)
         if header_bits is None:
-            header_bits = default_bits
+            header_bits = _default_bits(len(nested))
         if isinstance(header_bits, bool) or not isinstance(header_bits, int) or header_bits <= 0:
             raise CodecError(f"conditional: header_bits: {header_bits!r} must be positive")
         if header_bits % 8:
@@ -68,16 +95,12 @@ class Conditional(BytesBytesCodec):
             raise CodecError(
                 f"conditional: header_bits: {header_bits} < {len(nested)} nested codecs"
             )
-        mask_fn, trial = _decision(decision, trial_encode)
-        self._set(
-            codecs=nested,
-            header_bits=header_bits,
-            header_bits_json=explicit if explicit != default_bits else None,
-            decision=decision,
-            trial_encode=trial,
-            _decide=mask_fn,
-            _nbytes=header_bits // 8,
-        )
+        decide, trial = _decision(decision, trial_encode)
+        object.__setattr__(self, "codecs", tuple(nested))
+        object.__setattr__(self, "header_bits", header_bits)
+        object.__setattr__(self, "decision", decision)
+        object.__setattr__(self, "trial_encode", trial)
+        object.__setattr__(self, "_decide", decide)
 
     @classmethod
     def from_config(cls, config: dict[str, Any], **runtime: Any) -> Conditional:
@@ -86,13 +109,14 @@ class Conditional(BytesBytesCodec):
         return cls(nested, header_bits=config.get("header_bits"),
                    decision=runtime.get("decision"), trial_encode=runtime.get("trial_encode"))
 
-    def _key(self) -> Any:
-        return (self.codecs, self.header_bits)
+    @property
+    def _nbytes(self) -> int:
+        return self.header_bits // 8
 
     def _config_json(self) -> dict[str, Any]:
         config: dict[str, Any] = {"codecs": [c.to_json() for c in self.codecs]}
-        if self.header_bits_json is not None:
-            config["header_bits"] = self.header_bits_json
+        if self.header_bits != _default_bits(len(self.codecs)):
+            config["header_bits"] = self.header_bits
         return config
 
     def with_runtime(self, **runtime: Any) -> Codec:
@@ -105,7 +129,7 @@ class Conditional(BytesBytesCodec):
         self, decision: str | int | Decision | None, *, trial_encode: bool | None = None
     ) -> Conditional:
         """The same codec with another runtime decision."""
-        return Conditional(self.codecs, header_bits=self.header_bits_json,
+        return Conditional(self.codecs, header_bits=self.header_bits,
                            decision=decision, trial_encode=trial_encode)
 
     def encoded_size(self, size: int) -> int | None:
@@ -184,11 +208,11 @@ class Conditional(BytesBytesCodec):
 def _decision(
     decision: str | int | Decision | None, trial_encode: bool | None
 ) -> tuple[Decision | None, bool]:
-    """(callable or None, trial flag) for a decision (CONVENTIONS §3 defaults)."""
+    """(callable or None, trial flag) for a decision (no decision: every bit 0)."""
     if decision is None or decision == "never":
         return None, bool(trial_encode)
     if decision == "always":
-        return (lambda *a: True), bool(trial_encode)
+        return _always, bool(trial_encode)
     if decision == "compress_if_smaller":
         if trial_encode is False:
             raise CodecError("conditional: 'compress_if_smaller' needs trial encoding")
@@ -196,8 +220,7 @@ def _decision(
     if isinstance(decision, int) and not isinstance(decision, bool):
         if decision < 0:
             raise CodecError(f"conditional: decision mask {decision} is negative")
-        mask = decision
-        return (lambda t, i, *a: bool(mask >> i & 1)), bool(trial_encode)
+        return partial(_in_mask, decision), bool(trial_encode)
     if callable(decision):
         return decision, bool(trial_encode)
     raise CodecError(

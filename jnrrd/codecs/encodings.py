@@ -1,4 +1,5 @@
-"""Core data encodings (digest 1.9): text forms (ascii, hex) and streaming compressors.
+"""Core data encodings (docs/format.md#4-encodings-and-endianness): text forms (ascii, hex)
+and streaming compressors.
 
 Decompression with caps lives in :mod:`jnrrd.codecs.compress`; this module holds what only the
 untiled data section needs: the text encodings both ways, and compressor objects that take a
@@ -195,7 +196,8 @@ class _Lz4:
 def stream_compressor(encoding: str, level: int | None = None) -> Compressor:
     """A compressor that writes ONE gzip member / bzip2 stream / zstd frame / LZ4 frame."""
     if encoding == "gzip":
-        # wbits 16+15: a gzip (RFC 1952) wrapper, never a bare zlib stream (digest D6)
+        # wbits 16+15: a gzip (RFC 1952) wrapper, never a bare zlib stream (the writer always
+        # writes gzip: docs/format.md#4-encodings-and-endianness)
         return zlib.compressobj(6 if level is None else level, zlib.DEFLATED, 31)
     if encoding == "bzip2":
         return bz2.BZ2Compressor(9 if level is None else level)

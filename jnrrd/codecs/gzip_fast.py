@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+_deflate: ModuleType | None
 try:  # an optional dependency: jnrrd[gzip]
     import deflate as _deflate
 except ImportError:  # pragma: no cover - exercised by monkeypatching ``available``
@@ -99,6 +101,8 @@ def inflate_into(data: Any, out: memoryview) -> tuple[int | None, int] | None:
 def _inflate_copy(src: np.ndarray, out: memoryview) -> tuple[int | None, int] | None:
     """Through ``deflate.gzip_decompress`` (an allocation and a copy; the member's end
     unknown, so the trailer stands in for it)."""
+    if _deflate is None:
+        return None
     try:
         got = _deflate.gzip_decompress(src, max(len(out), 1))
     except _deflate.DeflateError:
@@ -123,6 +127,6 @@ LEVEL_OFFSET = 2
 def gzip_compress(data: Any, level: int) -> bytes | None:
     """One gzip member (mtime 0) for zlib ``level`` 1-9 (libdeflate level ``level + 2``), or
     None without libdeflate or for level 0 (stored blocks: zlib's)."""
-    if not available or level == 0:
+    if not available or _deflate is None or level == 0:
         return None
     return bytes(_deflate.gzip_compress(data, min(level + LEVEL_OFFSET, 12)))

@@ -2,11 +2,11 @@
 third parties through :func:`register_codec` or entry points.
 
 ``get_codec(json)`` normalizes the JSON (a bare name string means no configuration), validates
-it against ``schemas/codecs/<name>.schema.json`` through :mod:`jnrrd.schemas` (CONVENTIONS §5),
-and builds the codec. Codecs registered at runtime or through the ``jnrrd.codecs`` entry-point
-group (loaded lazily, on the first unknown name) are validated by their own constructors.
+it against ``schemas/codecs/<name>.schema.json`` through :mod:`jnrrd.schemas`, and builds the
+codec. Codecs registered at runtime or through the ``jnrrd.codecs`` entry-point group (loaded
+lazily, on the first unknown name) are validated by their own constructors.
 :func:`is_self_delimiting` answers, from the class, whether a chain ending in a codec needs a
-``size_table`` (CONVENTIONS §1.2).
+``size_table`` (docs/format.md#9-internal-storage).
 """
 
 from __future__ import annotations
@@ -142,8 +142,9 @@ def get_codec(data: Any, **runtime: Any) -> Codec:
 def is_self_delimiting(name: str) -> bool:
     """True when the codec registered as ``name`` (built in, registered, or from the
     ``jnrrd.codecs`` entry-point group) declares ``self_delimiting``: a chunked internal file
-    whose chain ends in it may omit ``size_table`` (CONVENTIONS §1.2). An unknown name (or a
-    plugin that fails to load) is False here; building its chain reports it."""
+    whose chain ends in it may omit ``size_table`` (docs/format.md#9-internal-storage). An
+    unknown name (or a plugin that fails to load) is False here; building its chain reports
+    it."""
     try:
         return bool(_lookup(name).self_delimiting)
     except CodecError:

@@ -8,15 +8,16 @@ points at; nothing is read or decoded (external tile files are only looked up wi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UnsupportedError, where
+from ..tiling.grid import TileGrid
 from ..tiling.levels import Level
 from .sources import ExternalSource, InternalSource
 
-__all__ = ["TileLocation", "tile_locations"]
+__all__ = ["TileLocation", "checked_coords", "tile_locations"]
 
 
 @dataclass(frozen=True)
@@ -60,3 +61,23 @@ def tile_locations(source: InternalSource | ExternalSource | None, level: Level,
             found = source.locate(level, coords, local)
             loc = None if found is None else TileLocation(found[0], 0, found[1])
         yield (coords[::-1] if reverse else coords), loc
+
+
+def checked_coords(coords: Sequence[int], grid: TileGrid | None, *, reverse: bool,
+                   name: Any = None) -> tuple[int, ...]:
+    """Tile-grid ``coords`` in the caller's axis order (reversed when ``reverse``) → header
+    order, checked against ``grid`` (``None``: an untiled volume, which has no tiles):
+    ``IndexError`` outside the grid, :class:`~jnrrd.errors.UnsupportedError` untiled."""
+    if grid is None:
+        raise UnsupportedError(
+            f"{where(name, 'read_tile')}the volume is not tiled (no tile:enabled tiling), so "
+            "it has no tiles to read; slice it instead (vol[...])")
+    out = tuple(int(c) for c in coords)
+    if reverse:
+        out = out[::-1]
+    if len(out) != len(grid.grid) or any(
+        not 0 <= c < g for c, g in zip(out, grid.grid, strict=True)
+    ):
+        raise IndexError(f"tile coordinates {list(out)} are outside the grid "
+                         f"{list(grid.grid)}")
+    return out

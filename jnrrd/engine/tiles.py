@@ -161,6 +161,13 @@ class TileDecoder(TileCodec):
             return self.source.read(level.first + local)
         return self.source.read(level, coords, local, self.tile_limit)
 
+    def checked_bytes(self, level: Level, coords: tuple[int, ...]) -> Any:
+        """The stored bytes of a tile (None when sparse), checksum verified."""
+        data = self.stored_bytes(level, coords)
+        if data is not None:
+            self._verify(level.first + level.grid.index(coords), data)
+        return data
+
     @property
     def tile_limit(self) -> int:
         """The most bytes a tile file is read for."""

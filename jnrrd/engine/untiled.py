@@ -12,6 +12,7 @@ import io
 import math
 import os
 import threading
+import warnings
 from typing import IO, Any
 
 import numpy as np
@@ -25,7 +26,7 @@ from ..codecs.encodings import (
     parse_hex,
 )
 from ..dtypes import storage_dtype, to_user, user_dtype
-from ..errors import DataError, HeaderError, UnsupportedError, where
+from ..errors import DataError, HeaderError, JnrrdWarning, UnsupportedError, where
 from ..policy import Policy
 from ..storage.local import LocalStore, is_url, open_resolved
 from ..tiling.grid import AxisSel
@@ -247,9 +248,22 @@ def _eager(part: _Part, nbytes: int) -> bool:
 
 def _grow(part: _Part, nbytes: int) -> GrowingBuffer:
     out = GrowingBuffer(nbytes)
-    decompress_stream_into(COMPRESSED[part.encoding], part.f, out, skip=part.skip,
-                           allow_zlib=part.encoding == "gzip", what=part.what)
+    extra = decompress_stream_into(COMPRESSED[part.encoding], part.f, out, skip=part.skip,
+                                   allow_zlib=part.encoding == "gzip", what=part.what)
+    _warn_longer(part, extra, nbytes)
     return out
+
+
+def _warn_longer(part: _Part, extra: int, nbytes: int) -> None:
+    """A compressed stream that holds more than the data, read without a byte skip: read
+    from its start (as teem and ITK do), which is right only when the data comes first."""
+    if extra and not part.skip:
+        more = f"{extra}" if extra <= nbytes else f"more than {nbytes}"
+        warnings.warn(f"{part.what}the {part.encoding} data holds {more} decompressed bytes "
+                      f"past the {nbytes} that the header's sizes and type need; read from "
+                      "its start (no byte skip). If the data sits at the end of the stream, "
+                      "set 'byte skip: -1' (or the exact byte skip) in the header",
+                      JnrrdWarning, stacklevel=2)
 
 
 def _fill(part: _Part, out: np.ndarray, st: np.dtype, policy: Policy) -> None:
@@ -265,8 +279,10 @@ def _fill(part: _Part, out: np.ndarray, st: np.dtype, policy: Policy) -> None:
         decompress_tail_into(COMPRESSED[enc], part.f, buf, max_total=policy.max_bytes,
                              allow_zlib=enc == "gzip", what=what)
     elif enc in COMPRESSED:
-        decompress_stream_into(COMPRESSED[enc], part.f, buf, skip=part.skip,
-                               allow_zlib=enc == "gzip", what=what, map_frames=zstd_frame_map)
+        extra = decompress_stream_into(COMPRESSED[enc], part.f, buf, skip=part.skip,
+                                       allow_zlib=enc == "gzip", what=what,
+                                       map_frames=zstd_frame_map)
+        _warn_longer(part, extra, len(buf))
     elif enc == "hex":
         text = _read_text(part.f, policy, what)
         buf[:] = parse_hex(text, len(buf), what=what)

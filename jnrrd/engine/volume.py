@@ -17,16 +17,17 @@ import numpy as np
 
 from .._threads import run_parallel
 from ..dtypes import to_user, user_dtype
-from ..errors import JnrrdError, UnsupportedError, where
+from ..errors import JnrrdError, UnsupportedError, describe_source, where
 from ..header import Header
 from ..policy import Policy
 from ..tiling.grid import AxisSel, TileGrid, plain_key, plain_selection, selection_with_booleans
 from ..tiling.levels import Level
 from ..tiling.padding import chain_fill
 from ..tiling.spec import Tiling
+from ..world import WorldQueries
 from .cache import CacheInfo, TileCache, check_cache_bytes, default_cache_bytes
 from .indexing import OIndex, finish_basic, has_array_index, numpy_getitem, planes_read
-from .locations import TileLocation, tile_locations
+from .locations import TileLocation, checked_coords, tile_locations
 from .pickling import reduce_view
 from .readonly import ReadOnly
 from .sources import ExternalSource, InternalSource
@@ -149,23 +150,26 @@ class LevelView(ReadOnly):
 
         Raises :class:`~jnrrd.errors.UnsupportedError` for an untiled volume (it has no tiles;
         slice it instead)."""
-        if not self._vol.tiled:
-            raise UnsupportedError(
-                f"{where(self._vol.name, 'read_tile')}the volume is not tiled (no tile:enabled "
-                "tiling), so it has no tiles to read; slice it instead (vol[...])")
-        grid = self._level.grid
-        coords = tuple(int(c) for c in coords)
-        if self.c_order:
-            coords = coords[::-1]
-        if len(coords) != len(grid.grid) or any(
-            not 0 <= c < g for c, g in zip(coords, grid.grid, strict=True)
-        ):
-            raise IndexError(f"tile coordinates {list(coords)} are outside the grid "
-                             f"{list(grid.grid)}")
+        coords = self._tile_coords(coords)
         tile = self._vol._tile(self._level, coords)
         if core:
-            tile = tile[grid.stored_from_core(coords)]
+            tile = tile[self._level.grid.stored_from_core(coords)]
         return tile.T if self.c_order else tile
+
+    def read_tile_bytes(self, coords: Sequence[int]) -> bytes | memoryview | None:
+        """The stored (encoded) bytes of the tile at tile-grid ``coords`` as the file holds
+        them, checksum verified when the file records one; ``None`` for a sparse tile.
+        :class:`~jnrrd.errors.UnsupportedError` for an untiled volume or a virtual level."""
+        coords = self._tile_coords(coords)
+        if self._vol._decoder is None or not self._level.stored:
+            raise UnsupportedError(f"{where(self._vol.name)}level {self.index} is virtual "
+                                   "(computed on read): it has no stored tile bytes")
+        self._vol._check_open()
+        return self._vol._decoder.checked_bytes(self._level, coords)
+
+    def _tile_coords(self, coords: Sequence[int]) -> tuple[int, ...]:
+        return checked_coords(coords, self._level.grid if self._vol.tiled else None,
+                              reverse=self.c_order, name=self._vol.name)
 
     def tile_locations(self) -> Iterator[tuple[tuple[int, ...], TileLocation | None]]:
         """``(coords, location)`` of every tile of this level in linear-index order, without
@@ -216,7 +220,7 @@ class LevelView(ReadOnly):
         return self._vol.to_dask(level=self.index)
 
 
-class Volume(LevelView):
+class Volume(WorldQueries, LevelView):
     """A lazily read JNRRD volume (``jnrrd.open``): level 0, with ``levels`` for the rest."""
 
     def __init__(self, header: Header, *, tiling: Tiling | None, core: Any, policy: Policy,
@@ -311,7 +315,8 @@ class Volume(LevelView):
 
     def __repr__(self) -> str:
         kind = "tiled" if self.tiled else "untiled"
-        return (f"<jnrrd.Volume {describe(self.name)} {kind} shape={self.shape} "
+        return (f"<jnrrd.Volume {describe_source(self.name) or '<stream>'} {kind} "
+                f"shape={self.shape} "
                 f"dtype={self.dtype} levels={len(self.levels)}>")
 
     def read_tile(self, coords: Sequence[int], level: int = 0, *,
@@ -492,8 +497,3 @@ class Volume(LevelView):
         """Tile coordinates of a level in linear-index order (header axis order)."""
         return self._levels[level].grid.all_coords()
 
-
-def describe(name: Any) -> str:
-    from ..errors import describe_source
-
-    return describe_source(name) or "<stream>"

@@ -95,6 +95,9 @@ TILE_FIELDS: tuple[str, ...] = (
 )
 TILE_URI_PREFIX = "https://jnrrd.org/extensions/tile/"
 TILE_URI = TILE_URI_PREFIX + "v1.0.0"
+#: the label-map extension (``label:map``, ``label:segments``; docs/clinical.md#label-maps)
+LABEL_URI_PREFIX = "https://jnrrd.org/extensions/label/"
+LABEL_URI = LABEL_URI_PREFIX + "v1.0.0"
 
 _CORE = frozenset(CORE_FIELDS)
 

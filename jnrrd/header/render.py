@@ -14,6 +14,8 @@ from ..errors import HeaderError, where
 from .model import (
     CORE_FIELDS,
     DATA_FILE_FIELDS,
+    LABEL_URI,
+    LABEL_URI_PREFIX,
     TILE_FIELDS,
     TILE_URI,
     TILE_URI_PREFIX,
@@ -54,6 +56,8 @@ def render_header(header: Mapping[str, Any], *, source: Any = None) -> bytes:
     * ``tile`` -> ``https://jnrrd.org/extensions/tile/v1.0.0`` when no other prefix is
       declared with the tiling URI (a header built with literal ``tile:`` keys means the
       tiling extension, as the reader assumes, digest 1.4);
+    * ``label`` -> ``https://jnrrd.org/extensions/label/v1.0.0`` (the label-map marker)
+      when no other prefix is declared with that URI;
     * any other prefix ``p`` -> ``urn:jnrrd:undeclared:p`` (``p`` percent-encoded): a URN that
       names no schema, so the file stays honest about not knowing what the prefix means and
       no reader will try to fetch or validate against it. Declarations that are given but
@@ -87,6 +91,9 @@ def render_header(header: Mapping[str, Any], *, source: Any = None) -> bytes:
             if prefix == "tile" and tile is None:
                 declared[prefix] = TILE_URI
                 tile = prefix
+            elif prefix == "label" and find_prefix({"extensions": declared},
+                                                   LABEL_URI_PREFIX) is None:
+                declared[prefix] = LABEL_URI
             else:
                 declared[prefix] = UNDECLARED_URI.format(prefix=quote(prefix, safe=""))
 

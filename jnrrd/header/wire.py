@@ -151,7 +151,9 @@ def _check_magic(raw: bytes, truncated: bool, prefix: str) -> None:
     text = raw.strip()
     if not text.startswith(b"{"):
         if not raw:
-            raise FormatError(f"{prefix}empty input; {expected}")
+            raise FormatError(f"{prefix}empty input (0 bytes): not a JNRRD or NRRD file; "
+                              f"{expected} (or a classic NRRD magic line NRRD0001 to "
+                              "NRRD0005)")
         raise FormatError(f"{prefix}not a JNRRD file: first line is {_show(raw)}; {expected}")
     if truncated:
         raise FormatError(f"{prefix}not a JNRRD file: first line longer than {PROBE} bytes")

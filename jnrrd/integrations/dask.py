@@ -228,7 +228,9 @@ def volume_to_dask(vol: Any, level: int = 0) -> Any:
     Axes follow the volume's ``index_order``. Untiled volumes are split into slabs along the
     slowest file axis. Virtual levels are computed chunk by chunk, as ``vol.levels[k]`` does.
     """
-    import dask.array as da
+    from ..optional import require
+
+    da = require("dask.array", extra="dask", feature="to_dask()", package="dask")
     from dask.base import tokenize
     from dask.highlevelgraph import HighLevelGraph
 

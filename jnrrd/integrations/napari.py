@@ -16,9 +16,9 @@ tuples ``(data, kwargs, layer_type)``, which needs no napari import (nothing her
 - **channels**: the first other non-domain axis (``vector``, ``list``, ``3-vector``, ...; kinds
   as in CONVENTIONS §7) with 2 to :data:`MAX_CHANNELS` entries becomes ``channel_axis``:
   napari splits it into one layer per channel, lazily. A longer one stays a slider axis.
-- **labels**: integer data whose pyramid method is ``mode`` (``tile:downsample_method``), a
-  3D Slicer ``*.seg.nrrd`` file, or a ``content`` field naming labels or a segmentation opens
-  as a ``labels`` layer (no rgb or channel split).
+- **labels**: a label map (:func:`jnrrd.clinical.labels.is_label_map`: ``label:map``, 3D
+  Slicer segment fields, a ``mode`` pyramid, a ``content`` naming labels or a segmentation)
+  or an integer ``*.seg.nrrd`` file opens as a ``labels`` layer (no rgb or channel split).
 - **contrast_limits** for images (not uint8): the tile statistics' range, else the range of
   the coarsest stored level (sampled when large), per channel.
 - **metadata**: ``header`` (the file's header), ``source``, ``levels`` (shape and scale of each
@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from ..api import open as open_volume
+from ..clinical.labels import is_label_map, label_flag
 from ..engine.volume import LevelView, Volume
 from ..errors import JnrrdWarning
 from ..tiling.grid import expand_key
@@ -54,7 +55,6 @@ LayerData = tuple[Any, dict[str, Any], str]
 
 _RGB_KINDS = {"rgb_color": 3, "rgba_color": 4}  # kinds compared in lower case, "-" as "_"
 _DOMAIN_KINDS = frozenset({"domain", "space", "time", "none", "???"})
-_LABEL_CONTENT = re.compile(r"\b(labels?|label ?maps?|segmentations?)\b", re.IGNORECASE)
 # spellings met in NRRD headers → unit names napari (pint) knows
 _UNITS = {
     "m": "m", "meter": "m", "meters": "m", "metre": "m", "cm": "cm", "mm": "mm",
@@ -226,15 +226,13 @@ def _kinds(vol: Volume) -> list[str | None]:
 
 
 def _is_labels(vol: Volume, source: str | None) -> bool:
-    if np.dtype(vol.dtype).kind not in "iu":
+    """A label map (:func:`jnrrd.clinical.labels.is_label_map`), or an integer ``*.seg.nrrd``
+    file that does not say otherwise."""
+    if is_label_map(vol.header, vol.dtype):
+        return True
+    if label_flag(vol.header) is False or np.dtype(vol.dtype).kind not in "iu":
         return False
-    tiling = vol.tiling
-    if tiling is not None and tiling.downsample_method == "mode":
-        return True
-    if source is not None and source.split("?", 1)[0].lower().endswith(".seg.nrrd"):
-        return True
-    content = vol.core.content
-    return isinstance(content, str) and bool(_LABEL_CONTENT.search(content))
+    return source is not None and source.split("?", 1)[0].lower().endswith(".seg.nrrd")
 
 
 def _name(source: str | None) -> str:

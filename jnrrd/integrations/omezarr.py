@@ -27,16 +27,19 @@ from typing import Any
 
 import numpy as np
 
+from ..clinical.labels import is_label_map, palette, segments
 from ..errors import JnrrdWarning, MissingDependencyError, UnsupportedError
 from ..storage.leftovers import write_guard
 from ..storage.names import fresh_token, tmp_marker
-from .ngff import is_oblique, multiscales
+from .ngff import NGFF_VERSION, export_order, is_oblique, multiscales
 
-__all__ = ["HEADER_ATTRIBUTE", "header_attribute", "is_zarr_path", "regions", "require_zarr",
-           "write_omezarr"]
+__all__ = ["AXES_ATTRIBUTE", "HEADER_ATTRIBUTE", "header_attribute", "is_zarr_path", "regions",
+           "require_zarr", "write_omezarr"]
 
 #: the group attribute holding the JNRRD header (data-location and tile-table fields dropped)
 HEADER_ATTRIBUTE = "jnrrd"
+#: the group attribute listing the header axis of each array axis (when not simply reversed)
+AXES_ATTRIBUTE = "jnrrd_axes"
 
 #: header fields that describe where the source's bytes were, not the data
 _LOCATION = {"jnrrd", "dimension", "sizes", "type", "block_size", "data_file", "data_files",
@@ -86,7 +89,8 @@ def header_attribute(header: Mapping[str, Any], tile_prefixes: set[str]) -> dict
 def write_omezarr(vol: Any, target: Any, *, storage_options: Mapping[str, Any] | None = None,
                   chunks: Sequence[int] | None = None, shards: Any = None,
                   compression: str | None = None, compression_level: int | None = None,
-                  progress: Callable[[int, int], None] | None = None) -> None:
+                  progress: Callable[[int, int], None] | None = None,
+                  affine: bool = False) -> None:
     """Write every level of ``vol`` (a :class:`jnrrd.Volume` opened with
     ``index_order="F"``) as an OME-Zarr group at ``target``.
 
@@ -96,13 +100,16 @@ def write_omezarr(vol: Any, target: Any, *, storage_options: Mapping[str, Any] |
     it, else zstd). A local ``target`` is written beside itself and renamed into place (an
     existing group there is replaced only once the new one is complete); a URL is written in
     place through fsspec with ``storage_options``. ``progress(done, total)`` counts bytes.
+    ``affine=True`` writes RFC-5 ``affine`` transforms (exact for oblique volumes; only for
+    readers that implement RFC-5, see :func:`jnrrd.integrations.ngff.multiscales`).
     """
     zarr = require_zarr()
     if vol.index_order != "F":
         raise ValueError("write_omezarr needs a volume opened with index_order='F'")
     dtype = _zarr_dtype(vol)
     comp, level = _compressor(vol, compression, compression_level)
-    attrs = _group_attributes(vol)
+    order = export_order(vol)
+    attrs = _group_attributes(vol, order, affine)
     local = not _is_url(target)
     path = os.fspath(target)
     # a local write holds its journal: a concurrent sweep never takes its staging group
@@ -120,13 +127,14 @@ def write_omezarr(vol: Any, target: Any, *, storage_options: Mapping[str, Any] |
                 codec = (zarr.codecs.ZstdCodec(level=level) if comp == "zstd"
                          else zarr.codecs.GzipCodec(level=level))
                 arr = group.create_array(
-                    str(k), shape=lv.shape[::-1], chunks=cshape[::-1],
-                    shards=None if sshape is None else sshape[::-1], dtype=dtype,
+                    str(k), shape=_take(lv.shape, order), chunks=_take(cshape, order),
+                    shards=None if sshape is None else _take(sshape, order), dtype=dtype,
                     compressors=[codec], fill_value=_fill_value(vol, dtype),
                     dimension_names=[a["name"] for a in attrs["ome"]["multiscales"][0]["axes"]])
                 for region in regions(lv.shape, sshape or cshape):
                     block = np.asarray(lv[region], dtype=dtype)
-                    arr[region[::-1]] = block.T  # F order over header axes = C order reversed
+                    # header axes (F order) -> the export's axis order (NGFF's)
+                    arr[_take(region, order)] = np.transpose(block, order)
                     done += block.nbytes
                     if progress is not None:
                         progress(done, total)
@@ -136,6 +144,11 @@ def write_omezarr(vol: Any, target: Any, *, storage_options: Mapping[str, Any] |
             raise
         if local:
             _replace_dir(staging, path)
+
+
+def _take(values: Sequence[Any], order: Sequence[int]) -> tuple[Any, ...]:
+    """``values`` (header order) in the export's axis order."""
+    return tuple(values[d] for d in order)
 
 
 def _is_url(target: Any) -> bool:
@@ -248,16 +261,19 @@ def regions(shape: tuple[int, ...], unit: tuple[int, ...]) -> Iterator[tuple[sli
                     for lo, u, n in zip(reversed(lows), unit, shape, strict=True))
 
 
-def _group_attributes(vol: Any) -> dict[str, Any]:
-    """The group's ``ome`` (NGFF 0.5) and ``jnrrd`` attributes; warns for each geometry field
-    that only the ``jnrrd`` attribute keeps."""
+def _group_attributes(vol: Any, order: list[int], affine: bool = False) -> dict[str, Any]:
+    """The group's ``ome`` (NGFF 0.5; ``image-label`` for a label map) and ``jnrrd``
+    attributes (and ``jnrrd_axes`` when the axes are not the header's reversed); warns for
+    each geometry field that only the ``jnrrd`` attribute keeps."""
     tiling = vol.tiling
     prefixes = {tiling.prefix} if tiling is not None else set()
     for p, uri in (vol.header.get("extensions") or {}).items():
         if isinstance(uri, str) and uri.startswith("https://jnrrd.org/extensions/tile/"):
             prefixes.add(p)
-    ome = multiscales(vol, name=_group_name(vol))
-    for field in _not_diagonal(vol):
+    ome = multiscales(vol, name=_group_name(vol), order=order, affine=affine)
+    if is_label_map(vol.header, vol.dtype):
+        ome["image-label"] = _image_label(vol)
+    for field in [] if affine else _not_diagonal(vol):
         warnings.warn(f"{vol.name}: {field}: OME-NGFF scale/translation cannot express it; "
                       f"kept only in the '{HEADER_ATTRIBUTE}' attribute (restored when "
                       "converted back to JNRRD)", JnrrdWarning, stacklevel=4)
@@ -267,7 +283,34 @@ def _group_attributes(vol: Any) -> dict[str, Any]:
                       f"{[a['name'] for a in ome['multiscales'][0]['axes']]}: {why}; zarr-python "
                       "reads the group, readers that enforce OME-NGFF 0.5's axis rules may not",
                       JnrrdWarning, stacklevel=4)
-    return {"ome": ome, HEADER_ATTRIBUTE: header_attribute(vol.header, prefixes)}
+    out: dict[str, Any] = {"ome": ome, HEADER_ATTRIBUTE: header_attribute(vol.header,
+                                                                        prefixes)}
+    if order != list(reversed(range(vol.ndim))):
+        out[AXES_ATTRIBUTE] = order
+    return out
+
+
+def _image_label(vol: Any) -> dict[str, Any]:
+    """NGFF ``image-label`` metadata of a label map: a colour and the properties (name,
+    description, codes) of each described segment."""
+    colors, props = [], []
+    for seg in segments(vol.header):
+        value = seg.get("value")
+        if not isinstance(value, int) or isinstance(value, bool):
+            continue
+        color = seg.get("color")
+        if not (isinstance(color, list) and len(color) in (3, 4)):
+            color = list(palette(value))  # every described label gets a colour (NGFF 0.5)
+        rgba = [int(round(float(c) * 255)) for c in color] + [255] * (4 - len(color))
+        colors.append({"label-value": value, "rgba": rgba})
+        props.append({"label-value": value, **{k: v for k, v in seg.items()
+                                                if k not in ("value", "color")}})
+    out: dict[str, Any] = {"version": NGFF_VERSION}
+    if colors:
+        out["colors"] = colors
+    if props:
+        out["properties"] = props
+    return out
 
 
 def _axis_order_problem(types: list[Any]) -> str | None:

@@ -46,15 +46,19 @@ _DROP = {"jnrrd", "dimension", "sizes", "type", "block_size", "data_file", "data
 
 
 class FOrderArray:
-    """A Zarr array seen in header axis order (its axes reversed): ``shape``, ``dtype``,
-    ``chunks`` and ``__getitem__`` like the array-likes ``jnrrd.write`` takes."""
+    """A Zarr array seen in header axis order (its axes reversed, or ``order``: the header
+    axis of each array axis, from a jnrrd export's ``jnrrd_axes`` attribute): ``shape``,
+    ``dtype``, ``chunks`` and ``__getitem__`` like the array-likes ``jnrrd.write`` takes."""
 
-    def __init__(self, arr: Any) -> None:
+    def __init__(self, arr: Any, order: list[int] | None = None) -> None:
         self.array = arr
-        self.shape = tuple(int(n) for n in arr.shape)[::-1]
+        n = len(arr.shape)
+        self.order = list(reversed(range(n))) if order is None else list(order)
+        self.inverse = [self.order.index(d) for d in range(n)]
+        self.shape = tuple(int(arr.shape[j]) for j in self.inverse)
         self.dtype = np.dtype(arr.dtype)
         self.ndim = len(self.shape)
-        self.chunks = tuple(int(c) for c in arr.chunks)[::-1]
+        self.chunks = tuple(int(arr.chunks[j]) for j in self.inverse)
         self.nbytes = math.prod(self.shape) * self.dtype.itemsize
 
     def __getitem__(self, key: Any) -> np.ndarray:
@@ -63,7 +67,12 @@ class FOrderArray:
             i = key.index(Ellipsis)
             key = key[:i] + (slice(None),) * (self.ndim - len(key) + 1) + key[i + 1:]
         key = key + (slice(None),) * (self.ndim - len(key))
-        return np.asarray(self.array[key[::-1]]).T
+        ints = [d for d, k in enumerate(key) if isinstance(k, (int, np.integer))]
+        full = tuple(slice(k, k + 1 if k != -1 else None) if d in ints else k
+                     for d, k in enumerate(key))
+        out = np.transpose(np.asarray(self.array[tuple(full[d] for d in self.order)]),
+                           self.inverse)
+        return out.reshape([n for d, n in enumerate(out.shape) if d not in ints])
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         a = self[...]
@@ -90,7 +99,8 @@ class OmeZarrSource:
             raise FormatError(f"{self.name}: not a Zarr group ({e})") from None
         attrs = group.attrs.asdict()
         ms = _multiscales(attrs, self.name)
-        names, types, units = _axes(ms, self.name)
+        order = _export_order(attrs, ms)
+        names, types, units = _axes(ms, self.name, order)
         arrays, transforms = [], []
         for ds in ms.get("datasets") or []:
             try:
@@ -102,17 +112,17 @@ class OmeZarrSource:
                 raise FormatError(f"{self.name}/{ds['path']}: {len(arr.shape)} axes, the "
                                   f"multiscales axes list {len(names)}")
             arrays.append(arr)
-            transforms.append(_transform(ds, ms, len(names)))
+            transforms.append(_transform(ds, ms, len(names), order))
         if not arrays:
             raise FormatError(f"{self.name}: multiscales lists no datasets")
         self.paths = [str(ds["path"]) for ds in ms["datasets"]]
-        level0 = FOrderArray(arrays[0])
+        level0 = FOrderArray(arrays[0], order)
         _check_dtype(level0.dtype, self.name)
         attr = _restorable(attrs.get(HEADER_ATTRIBUTE), level0, self.name)
         self.from_attribute = attr is not None
         self.header = attr if attr is not None else _ngff_header(
             names, types, units, transforms[0])
-        self.levels, self.scales = _levels(arrays, transforms, self.paths, self.name)
+        self.levels, self.scales = _levels(arrays, transforms, self.paths, self.name, order)
         self.defaults = {} if attr is not None else _defaults(arrays[0], self.scales, ms)
 
     @property
@@ -147,13 +157,33 @@ def _multiscales(attrs: Mapping[str, Any], name: Any) -> dict[str, Any]:
     return ms[0]
 
 
-def _axes(ms: Mapping[str, Any], name: Any) -> tuple[list[str], list[Any], list[Any]]:
-    """Axis names, types and units in **header** order (the NGFF axes reversed)."""
+def _export_order(attrs: Mapping[str, Any], ms: Mapping[str, Any]) -> list[int] | None:
+    """The ``jnrrd_axes`` attribute of a jnrrd export (the header axis of each array axis)
+    when it is a permutation of the axes; ``None``: the axes are the header's reversed."""
+    order, axes = attrs.get("jnrrd_axes"), ms.get("axes")
+    if (isinstance(order, list) and isinstance(axes, list) and all(
+            isinstance(d, int) and not isinstance(d, bool) for d in order)
+            and sorted(order) == list(range(len(axes)))):
+        return order
+    return None
+
+
+def _header_order(values: list[Any], order: list[int] | None) -> list[Any]:
+    """Values listed per array axis, in header order."""
+    if order is None:
+        return values[::-1]
+    return [values[order.index(d)] for d in range(len(values))]
+
+
+def _axes(ms: Mapping[str, Any], name: Any, order: list[int] | None = None
+          ) -> tuple[list[str], list[Any], list[Any]]:
+    """Axis names, types and units in **header** order (the NGFF axes reversed, or put back
+    by ``order``)."""
     axes = ms.get("axes")
     if not isinstance(axes, list) or not axes:
         raise FormatError(f"{name}: multiscales: no 'axes' list")
     out: tuple[list[str], list[Any], list[Any]] = ([], [], [])
-    for a in reversed(axes):
+    for a in _header_order(list(axes), order):
         a = {"name": a} if isinstance(a, str) else dict(a)
         n = str(a.get("name", ""))
         t = a.get("type") or ("space" if n in ("x", "y", "z") else None)
@@ -163,8 +193,8 @@ def _axes(ms: Mapping[str, Any], name: Any) -> tuple[list[str], list[Any], list[
     return out
 
 
-def _transform(ds: Mapping[str, Any], ms: Mapping[str, Any], n: int
-               ) -> tuple[np.ndarray, np.ndarray]:
+def _transform(ds: Mapping[str, Any], ms: Mapping[str, Any], n: int,
+               order: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(scale, translation)`` of one dataset in header order: its transformations, then
     the multiscales-wide ones (NGFF order)."""
     scale, trans = np.ones(n), np.zeros(n)
@@ -175,7 +205,12 @@ def _transform(ds: Mapping[str, Any], ms: Mapping[str, Any], n: int
             scale, trans = scale * s, trans * s
         elif t.get("type") == "translation" and "translation" in t:
             trans = trans + np.asarray(t["translation"], dtype=np.float64)
-    return scale[::-1], trans[::-1]
+        elif t.get("type") == "affine" and "affine" in t:  # RFC-5: voxel sizes, origin
+            m = np.asarray(t["affine"], dtype=np.float64)
+            if m.shape == (n, n + 1):
+                scale, trans = np.linalg.norm(m[:, :n], axis=0), m[:, n]
+    return (np.asarray(_header_order(list(scale), order)),
+            np.asarray(_header_order(list(trans), order)))
 
 
 def _check_dtype(dtype: np.dtype, name: Any) -> None:
@@ -230,14 +265,14 @@ def _ngff_header(names: list[str], types: list[Any], units: list[Any],
     return h
 
 
-def _levels(arrays: list[Any], transforms: list[Any], paths: list[str], name: Any
-            ) -> tuple[list[FOrderArray], list[tuple[int, ...]]]:
+def _levels(arrays: list[Any], transforms: list[Any], paths: list[str], name: Any,
+            order: list[int] | None = None) -> tuple[list[FOrderArray], list[tuple[int, ...]]]:
     """The levels a JNRRD pyramid can hold: integer scale factors, floor shapes."""
-    levels = [FOrderArray(arrays[0])]
+    levels = [FOrderArray(arrays[0], order)]
     scales = [(1,) * levels[0].ndim]
     s0 = transforms[0][0]
     for arr, (s, _), path in zip(arrays[1:], transforms[1:], paths[1:], strict=True):
-        lv = FOrderArray(arr)
+        lv = FOrderArray(arr, order)
         f = s / s0
         ints = tuple(int(round(x)) for x in f)
         why = None

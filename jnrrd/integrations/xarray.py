@@ -2,7 +2,8 @@
 
 The dataset holds one variable, ``data``: one pyramid level (``level=``) of the volume,
 lazily indexed (xarray's ``LazilyIndexedArray`` over a :class:`JnrrdArray`), so a selection
-reads only the tiles it touches. Dimensions come from ``labels`` (else ``axis0``, ``axis1``…),
+reads only the tiles it touches. Dimensions are named as in the OME-NGFF metadata: ``labels``,
+else ``x``, ``y``, ``z`` for the space axes (``t`` time, ``c`` a channel, ``axis<d>`` otherwise),
 in the order of ``index_order`` (``"F"``: header order). Coordinates are given for axes whose
 world position along one axis is known (see ``docs/dask.md``); attributes are the header's
 fields (without the per-tile tables) plus ``jnrrd_level``, ``jnrrd_scale`` and ``affine``,
@@ -149,15 +150,13 @@ class JnrrdBackendEntrypoint(BackendEntrypoint):
 
 
 def _dims(vol: Any, source: Any) -> tuple[str, ...]:
-    """``labels`` when they name every axis uniquely, else ``axis0``… (header order)."""
-    labels = vol.core.labels
-    ndim = len(vol.core.sizes)
-    names = [f"axis{d}" for d in range(ndim)]
-    if labels is not None and all(isinstance(v, str) and v for v in labels) and len(
-            set(labels)) == ndim:
-        names = list(labels)
-    if len(set(names)) != ndim:  # cannot happen with the rules above; guard the invariant
-        raise HeaderError(f"{where(source, 'labels')}expected {ndim} distinct names")
+    """The axis names of the OME-NGFF metadata (header order): ``labels``, else by type
+    (``x``, ``y``, ``z`` for the space axes, ``t``, ``c``), else ``axis<d>``."""
+    from .ngff import axis_names
+
+    names = axis_names(vol)
+    if len(set(names)) != len(names):  # axis_names makes them unique; guard the invariant
+        raise HeaderError(f"{where(source, 'labels')}expected {len(names)} distinct names")
     return tuple(names[::-1] if vol.index_order == "C" else names)
 
 

@@ -144,12 +144,24 @@ def _stale_patterns(path: str) -> list[str]:
     return [rf"{re.escape(_stem(path))}\.{TOKEN_RE}\.(?:{exts})"]
 
 
+#: what to do with a type NRRD cannot store
+_TYPE_HINTS = {
+    "float16": "convert the data to float32 (data.astype(np.float32)) or write JNRRD",
+    "bfloat16": "convert the data to float32 (data.astype(np.float32)) or write JNRRD",
+    "complex64": "store the real and imaginary parts as float32 on a first axis of kind "
+                 "'complex' (np.stack([a.real, a.imag]), kinds ['complex', ...]) or write JNRRD",
+    "complex128": "store the real and imaginary parts as float64 on a first axis of kind "
+                  "'complex' (np.stack([a.real, a.imag]), kinds ['complex', ...]) or write "
+                  "JNRRD",
+}
+
+
 def _type_name(given: Mapping[str, Any], dtype: np.dtype, path: str) -> str:
     name = (canonical_type(given["type"], source=path, nrrd=True)
             if given.get("type") is not None else type_name_for(dtype))
     if name not in WRITE_TYPES:
-        raise UnsupportedError(f"{where(path, 'type')}NRRD has no type for {name!r}; convert "
-                               "the data (e.g. float16 -> float32) or write JNRRD")
+        raise UnsupportedError(f"{where(path, 'type')}NRRD has no type for {name!r}; "
+                               f"{_TYPE_HINTS.get(name, 'write JNRRD')}")
     if name == "block" and dtype.kind != "V":
         raise UnsupportedError(f"{where(path, 'type')}type 'block' needs a void "
                                "(np.dtype('V<n>')) array")
@@ -308,15 +320,31 @@ def _extension(out: Mapping[str, Any], source: Any) -> dict[str, Any]:
         raise HeaderError(f"{where(source, cm_field)}expected a list of strings, found "
                           f"{comments!r}")
     dropped = []
+    kvs = dict(kvs)
     for key in out:
         parts = split_key(key)
         if parts is not None:
             if parts[0] != tile and key not in (kv_field, cm_field):
                 dropped.append(key)
         elif key not in _MAPPED:
-            dropped.append(key)
+            if _plain_pair(key, out[key]) and key not in kvs:
+                # pynrrd's custom fields and 3D Slicer's segment keys given as plain header
+                # keys: NRRD writes them as key/value pairs
+                kvs[key] = out[key] if isinstance(out[key], str) else format_number(out[key])
+            else:
+                dropped.append(key)
     if dropped:
         warnings.warn(f"{where(source)}NRRD cannot hold the fields {dropped}; they are not "
                       "written (tiling fields are dropped silently: NRRD data is untiled)",
                       JnrrdWarning, stacklevel=4)
-    return {"key_values": dict(kvs), "comments": list(comments)}
+    return {"key_values": kvs, "comments": list(comments)}
+
+
+def _plain_pair(key: str, value: Any) -> bool:
+    """Whether an unknown plain header key can be a NRRD ``key:=value`` pair: a single-line
+    key that NRRD would not read as a comment or a field, and a string or number value."""
+    if not key or ":=" in key or key.startswith("#") or any(c in key for c in "\r\n"):
+        return False
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return False
+    return not (isinstance(value, float) and not math.isfinite(value))

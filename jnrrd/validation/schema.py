@@ -21,6 +21,10 @@ __all__ = ["BUNDLED_EXTENSIONS", "check_core_schema", "check_extension_schema", 
 #: extension URI prefix -> bundled schema name
 BUNDLED_EXTENSIONS: dict[str, str] = {
     "https://jnrrd.org/extensions/tile/": "tile.schema.json",
+    # docs/clinical.md: label maps and what DICOM and NIfTI sources keep
+    "https://jnrrd.org/extensions/label/": "label.schema.json",
+    "https://jnrrd.org/extensions/dicom/": "dicom.schema.json",
+    "https://jnrrd.org/extensions/nifti/": "nifti.schema.json",
 }
 
 _SPACE_LOOKUP: dict[str, str] = {

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..clinical.labels import default_downsample, warn_if_averaged
 from ..errors import HeaderError, UnsupportedError
 from ..header import TILE_URI, Header, render_header
 from ..tiling.codec_fields import CANONICAL_COMPRESSION, SHORTHAND, compression_chain
@@ -81,7 +82,9 @@ def plan_tiled(src: FileOrder, out: Header, prefix: str, type_name: str, *,
     stored = out.get(p + "levels_stored")
     stored = (list(range(len(scales))) if stored is None
               else list(int_list(stored, p + "levels_stored", "")))
-    method = downsample or out.get(p + "downsample_method", "average")
+    method = downsample or out.get(p + "downsample_method") or default_downsample(out, src.dtype)
+    if len(scales) > 1:
+        warn_if_averaged(out, src.dtype, method)
     chain_dtype = np.dtype("u2") if type_name == "bfloat16" else src.dtype
     chain, endian, comp, explicit = _chain(out, p, type_name, chain_dtype, encoding,
                                            compression, codecs, options)
