@@ -100,11 +100,7 @@ class FileLock:
 
     def _acquire_os(self) -> None:
         for _ in range(16):  # a holder may unlink the file between our open and our lock
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            except FileNotFoundError:
-                raise FileNotFoundError(errno.ENOENT, "no such directory", self.target
-                                        ) from None
+            fd, created = self._open_lock_file()
             try:
                 _os_lock(fd)
             except BlockingIOError:
@@ -114,6 +110,9 @@ class FileLock:
                                 f"{_describe(body)}") from None
             except OSError:
                 os.close(fd)
+                if created:  # no advisory locks here: the lock file alone will be the lock
+                    with contextlib.suppress(OSError):
+                        os.unlink(self.path)
                 raise
             if _same_file(fd, self.path):
                 os.ftruncate(fd, 0)
@@ -122,6 +121,22 @@ class FileLock:
                 return
             os.close(fd)
         raise LockError(f"{self.target}: could not take the lock {self.path}")
+
+    def _open_lock_file(self) -> tuple[int, bool]:
+        """The lock file, opened for reading and writing, and whether this call made it."""
+        for _ in range(16):
+            try:
+                return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
+            except FileExistsError:
+                pass
+            except FileNotFoundError:
+                raise FileNotFoundError(errno.ENOENT, "no such directory", self.target
+                                        ) from None
+            try:
+                return os.open(self.path, os.O_RDWR), False
+            except FileNotFoundError:
+                continue  # released meanwhile: make it
+        raise LockError(f"{self.target}: could not open the lock file {self.path}")
 
     def _acquire_file(self) -> None:
         for _ in range(4):
