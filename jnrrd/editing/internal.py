@@ -92,6 +92,7 @@ class _Positional:
 
     def __init__(self, file: Any) -> None:
         self.file = file
+        self.fd = file.fileno()
         self._lock = threading.Lock()
 
     def get_range(self, start: int, stop: int) -> bytes:
@@ -99,7 +100,7 @@ class _Positional:
         if hasattr(os, "pread"):
             parts, at = [], start
             while at < stop:
-                piece = os.pread(self.file.fileno(), stop - at, at)
+                piece = os.pread(self.fd, stop - at, at)
                 if not piece:
                     break
                 parts.append(piece)
@@ -159,7 +160,7 @@ class LocalInternal:
     def stage(self, level: Level, coords: tuple[int, ...], index: int, data: Any) -> Any:
         view = memoryview(data).cast("B")
         off = self.end
-        pwrite_all(self.file.fileno(), view, off)
+        pwrite_all(self.reader.fd, view, off)
         self.end += len(view)
         self.counters.wrote(len(view))
         return off, len(view)

@@ -13,6 +13,7 @@ writes at a time; one writer at a time holds the volume (:mod:`jnrrd.storage.loc
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
 import warnings
 from collections.abc import Sequence
@@ -21,7 +22,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from .._threads import run_parallel
+from .._threads import OrderedQueue, run_parallel
+from ..codecs.compress import zstd_into
 from ..engine.tiles import TileDecoder, TileEncoder, parse_checksum
 from ..engine.volume import LevelView, Volume
 from ..errors import JnrrdWarning, UnsupportedError, where
@@ -158,33 +160,59 @@ class WritableVolume(Volume):
         tile = self._dirty.get(key)
         if tile is not None:
             return tile
-        grid = level.grid
-        tile = np.full(grid.stored_shape(coords), self._fill, dtype=self._dtype, order="F")
-        if not covered:
-            old = self._stored(level, coords)
-            if old is not None:
-                inside = grid.valid_in_stored(coords)
-                tile[inside] = old[inside]
+        tile = (self._writable(level, coords, None) if covered
+                else self._read_writable(level, coords))
         self._dirty[key] = tile
         self._dirty_nbytes += tile.nbytes
+        return tile
+
+    def _writable(self, level: Level, coords: tuple[int, ...], old: np.ndarray | None
+                  ) -> np.ndarray:
+        """A tile to change: a copy of ``old`` (its positions outside the volume set to the
+        padding value), or all padding."""
+        grid = level.grid
+        if old is not None and all(lo >= 0 and hi <= n for (lo, hi), n in zip(
+                grid.stored_bounds(coords), grid.shape, strict=True)):
+            return np.array(old, dtype=self._dtype, order="F")  # all inside: one copy
+        tile = np.full(grid.stored_shape(coords), self._fill, dtype=self._dtype, order="F")
+        if old is not None:
+            inside = grid.valid_in_stored(coords)
+            tile[inside] = old[inside]
+        return tile
+
+    def _read_writable(self, level: Level, coords: tuple[int, ...], fetched: Any = None
+                       ) -> np.ndarray:
+        """A stored tile as a tile to change. A zstd tile inside the volume is decoded
+        straight into the new array (no copy, no second buffer)."""
+        dec, grid = self._decoder, level.grid
+        assert dec is not None
+        if dec.simple != "zstd" or dec.stored_dtype != self._dtype or not all(
+                lo >= 0 and hi <= n for (lo, hi), n in zip(grid.stored_bounds(coords),
+                                                          grid.shape, strict=True)):
+            return self._writable(level, coords, dec.decode(level, coords, fetched=fetched))
+        data = dec.stored_bytes(level, coords, fetched)
+        if data is None:
+            return self._writable(level, coords, None)
+        index = level.first + grid.index(coords)
+        dec._verify(index, data)
+        tile = np.empty(grid.stored_shape(coords), self._dtype, order="F")
+        zstd_into(data, memoryview(cast(Any, tile.T)).cast("B"), exact=True,
+                  what=f"{where(self.name)}tile {index}: ")
         return tile
 
     def _load(self, level: Level, coords: list[tuple[int, ...]]) -> None:
         """Read back (in parallel) the tiles a write covers only in part."""
         if len(coords) < 2:
             return  # one tile: read in place, without a hand-off
-        grid = level.grid
-        for c, old in self._read_tiles(level, coords).items():
-            tile = np.full(grid.stored_shape(c), self._fill, dtype=self._dtype, order="F")
-            if old is not None:
-                inside = grid.valid_in_stored(c)
-                tile[inside] = old[inside]
+        for c, tile in self._read_tiles(level, coords, writable=True).items():
+            assert tile is not None
             self._dirty[(level.index, c)] = tile
             self._dirty_nbytes += tile.nbytes
 
-    def _read_tiles(self, level: Level, coords: list[tuple[int, ...]]
-                    ) -> dict[tuple[int, ...], np.ndarray | None]:
-        """Stored tiles, decoded in parallel (fetched at once from an object store)."""
+    def _read_tiles(self, level: Level, coords: list[tuple[int, ...]], *,
+                    writable: bool = False) -> dict[tuple[int, ...], np.ndarray | None]:
+        """Stored tiles, decoded in parallel (fetched at once from an object store);
+        ``writable``: as tiles to change (:meth:`_writable`)."""
         assert self._decoder is not None
         dec = self._decoder
         fetched = dec.prefetch(level, coords) if dec.remote and coords else None
@@ -192,7 +220,8 @@ class WritableVolume(Volume):
 
         def job(i: int) -> Any:
             def run() -> None:
-                out[i] = dec.decode(level, coords[i], fetched=fetched)
+                out[i] = (self._read_writable(level, coords[i], fetched) if writable
+                          else dec.decode(level, coords[i], fetched=fetched))
             return run
 
         run_parallel([job(i) for i in range(len(coords))])
@@ -226,14 +255,32 @@ class WritableVolume(Volume):
 
     def _store(self, level: Level, items: Sequence[tuple[tuple[int, ...], np.ndarray]]
                ) -> None:
-        """Encode tiles (in parallel), stage them, point the tables at them."""
-        for start in range(0, len(items), _BATCH):
-            batch = items[start:start + _BATCH]
-            encoded: list[Any] = [None] * len(batch)
-            run_parallel([self._encode_job(encoded, i, level, c, t)
-                          for i, (c, t) in enumerate(batch)])
-            for (coords, _), (data, meta) in zip(batch, encoded, strict=True):
-                self._put(level, coords, data, meta)
+        """Encode tiles (in parallel), stage them, point the tables at them: a batch is
+        staged on a background thread while the next one is encoded."""
+        staging = OrderedQueue() if len(items) > _BATCH else None
+        failed = True
+        try:
+            for start in range(0, len(items), _BATCH):
+                batch = items[start:start + _BATCH]
+                encoded: list[Any] = [None] * len(batch)
+                run_parallel([self._encode_job(encoded, i, level, c, t)
+                              for i, (c, t) in enumerate(batch)])
+                put = functools.partial(self._put_all, level, batch, encoded)
+                if staging is None:
+                    put()
+                else:
+                    staging.submit(put)
+            if staging is not None:
+                staging.drain()
+            failed = False
+        finally:
+            if staging is not None:
+                staging.close(failed=failed)
+
+    def _put_all(self, level: Level, batch: Sequence[tuple[tuple[int, ...], np.ndarray]],
+                 encoded: list[Any]) -> None:
+        for (coords, _), (data, meta) in zip(batch, encoded, strict=True):
+            self._put(level, coords, data, meta)
 
     def _encode_job(self, out: list[Any], i: int, level: Level, coords: tuple[int, ...],
                     tile: np.ndarray) -> Any:
