@@ -8,7 +8,7 @@ Cases (same data, same 64-voxel chunking, zstd level 3 everywhere, C axis order 
 - ``append/frames``: an empty volume grows by ``--frames`` frames of 256 x 256 uint16 (CT
   slices), appended one at a time, with a commit every 50 frames. jnrrd: ``jnrrd.create``,
   ``vol.append(frame)``, ``vol.commit()`` every 50 (tiles 16 x 64 x 64 in C order), durable
-  (``fsync``ed) commits. tensorstore: a resizable zarr3 array (chunks 16 x 64 x 64), one
+  (``fsync``ed) commits (and, for information, ``durable=False``: no ``fsync``, as the peers). tensorstore: a resizable zarr3 array (chunks 16 x 64 x 64), one
   ``resize`` per frame, the frame written in a transaction committed every 50 frames; and
   without transactions (every write stored at once). zarr-python: ``Array.append`` per frame
   (no commits: every append is stored). Target: jnrrd ≤ 1.0x tensorstore's time.
@@ -67,10 +67,11 @@ def append_case(bench: run_all.Bench, frames: int) -> Case:
         work.mkdir(parents=True, exist_ok=True)
         return path
 
-    def run_jnrrd() -> object:
+    def run_jnrrd(durable: bool = True) -> object:
         path = fresh("j.jnrrd")
         vol = jnrrd.create(path, (1, edge, edge), "uint16", tile=(DEPTH, CHUNK, CHUNK),
-                           compression="zstd", compression_level=3, index_order="C")
+                           compression="zstd", compression_level=3, index_order="C",
+                           durable=durable)
         vol[0] = data[0]
         for k in range(1, frames):
             vol.append(data[k], axis=0)
@@ -122,6 +123,7 @@ def append_case(bench: run_all.Bench, frames: int) -> Case:
     return Case(
         name="append/frames",
         contenders=[Contender("jnrrd", run_jnrrd, check=check_jnrrd),
+                    Contender("jnrrd durable=False", lambda: run_jnrrd(False)),
                     Contender("tensorstore", lambda: run_ts(True)),
                     Contender("tensorstore (no transaction)", lambda: run_ts(False)),
                     Contender("zarr", run_zarr)],
@@ -138,7 +140,7 @@ def update_case(bench: run_all.Bench, count: int = 100, edge: int = 32) -> Case:
 
     def regions() -> list[tuple[slice, ...]]:
         rounds[0] += 1  # a new set of regions for every repetition (of every system)
-        return _volume.random_regions(bench.size, count, edge, seed=rounds[0] // 4)
+        return _volume.random_regions(bench.size, count, edge, seed=rounds[0] // 5)
 
     paths: dict[str, Path] = {}
 
@@ -147,8 +149,8 @@ def update_case(bench: run_all.Bench, count: int = 100, edge: int = 32) -> Case:
         if key == "jnrrd":
             jnrrd.compact(paths[key])  # header room: commits happen in place from now on
 
-    def run_jnrrd() -> None:
-        with jnrrd.open(paths["jnrrd"], mode="r+") as vol:
+    def run_jnrrd(durable: bool = True) -> None:
+        with jnrrd.open(paths["jnrrd"], mode="r+", durable=durable) as vol:
             for r in regions():
                 vol[r] = values
 
@@ -179,6 +181,8 @@ def update_case(bench: run_all.Bench, count: int = 100, edge: int = 32) -> Case:
     return Case(
         name="update/regions",
         contenders=[Contender("jnrrd", run_jnrrd, setup=lambda: setup("jnrrd")),
+                    Contender("jnrrd durable=False", lambda: run_jnrrd(False),
+                              setup=lambda: setup("jnrrd")),
                     Contender("tensorstore", lambda: run_ts(True),
                               setup=lambda: setup("tensorstore")),
                     Contender("tensorstore (no transaction)", lambda: run_ts(False),

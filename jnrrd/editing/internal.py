@@ -29,7 +29,7 @@ from ..header import Header
 from ..policy import Policy
 from ..storage.atomic import durability
 from ..storage.journal import file_identity, remove_journal, write_journal
-from ..storage.writeback import pwrite_all
+from ..storage.writeback import WriteBack, pwrite_all
 from ..storage.writes import target_store
 from ..tiling.levels import Level
 from .headers import check_rendered, render_internal
@@ -143,6 +143,9 @@ class LocalInternal:
         self.header_len, self.room = header_len, room
         size = os.fstat(self.file.fileno()).st_size
         self.end = self.committed_end = max(size, room or 0)
+        #: starts writing staged tiles back to disk as they come: the commit's fsync then
+        #: finds little left to flush (storage.writeback)
+        self.write_back = WriteBack(self.durable)
 
     def read(self, level: Level, coords: tuple[int, ...], index: int, entry: Any
              ) -> bytes | memoryview | None:
@@ -161,6 +164,7 @@ class LocalInternal:
         view = memoryview(data).cast("B")
         off = self.end
         pwrite_all(self.reader.fd, view, off)
+        self.write_back.wrote(self.file, len(view))
         self.end += len(view)
         self.counters.wrote(len(view))
         return off, len(view)
@@ -193,6 +197,7 @@ class LocalInternal:
     def _in_place(self, head: bytes, lock: Any) -> None:
         """Tiles durable, header to the journal, header in place, journal gone."""
         fd = self.file.fileno()
+        self.write_back.join()
         if self.durable:
             os.fsync(fd)
         lock.refresh()
@@ -244,6 +249,7 @@ class LocalInternal:
         self.end = self.committed_end
 
     def close(self) -> None:
+        self.write_back.join()
         self.reader.close()
         self.file.close()
 

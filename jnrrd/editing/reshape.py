@@ -128,6 +128,7 @@ def drop_outside(vol: Any, old: Sequence[Level], new: Sequence[Level]) -> None:
             if any(c >= g for c, g in zip(key[1], ln.grid.grid, strict=True)) or (
                     lo.grid.stored_bounds(key[1]) != ln.grid.stored_bounds(key[1])):
                 vol._dirty_nbytes -= vol._dirty.pop(key).nbytes
+                vol._ahead.forget(key)
         if ln.grid.grid == lo.grid.grid:
             continue
         for i in range(lo.grid.ntiles):
@@ -163,6 +164,7 @@ def replace_tile(vol: Any, level: Level, coords: tuple[int, ...], was: Box,
                                                                 strict=True))
         tile[dst] = values[src]
     key = (level.index, coords)
+    vol._ahead.forget(key)
     old = vol._dirty.pop(key, None)
     if old is not None:
         vol._dirty_nbytes -= old.nbytes

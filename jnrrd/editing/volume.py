@@ -32,6 +32,7 @@ from ..tiling.grid import AxisSel, normalize_selection
 from ..tiling.levels import Level
 from ..tiling.padding import all_padding
 from ..tiling.spec import Tiling
+from .ahead import Ahead
 from .headers import stale_fields
 from .info import external_bytes
 from .layout import Counters
@@ -42,7 +43,7 @@ from .tables import Box, Tables, write_pieces
 
 __all__ = ["DIRTY_BYTES", "Session", "WritableVolume"]
 #: tiles encoded (in parallel) and staged at a time
-_BATCH = 32
+_BATCH = 64
 #: tiles of one write handled at a time (read back together, then written)
 _PIECES = 256
 
@@ -80,6 +81,7 @@ class WritableVolume(Volume):
                         tile_stats=stats, checksum=algo),
             self._decoder.chain_dtype if self._decoder is not None else self._dtype)
         self._fill = self._fill_value()
+        self._ahead = Ahead(self._encode)
 
     # -- state ------------------------------------------------------------------------------
     @property
@@ -142,6 +144,7 @@ class WritableVolume(Volume):
                                if not p.covered and (0, p.coords) not in self._dirty])
             for p in batch:
                 tile = self._tile_for_write(level, p.coords, p.covered)
+                self._ahead.touched((0, p.coords))
                 tile[p.src] = values[p.dst]
                 if not pyramid:
                     continue  # the changed voxels matter only to the levels above
@@ -151,6 +154,7 @@ class WritableVolume(Volume):
                 if all(lo < hi for lo, hi in box):
                     self._dirty0[p.coords] = union(self._dirty0.get(p.coords), box)
             self._evict()
+        self._ahead.tick(level, self._dirty)
 
     def _tile_for_write(self, level: Level, coords: tuple[int, ...], covered: bool
                         ) -> np.ndarray:
@@ -262,9 +266,10 @@ class WritableVolume(Volume):
         try:
             for start in range(0, len(items), _BATCH):
                 batch = items[start:start + _BATCH]
-                encoded: list[Any] = [None] * len(batch)
+                # tiles encoded ahead (docs/editing.md, "Memory") are not encoded again
+                encoded: list[Any] = [self._ahead.take((level.index, c)) for c, _ in batch]
                 run_parallel([self._encode_job(encoded, i, level, c, t)
-                              for i, (c, t) in enumerate(batch)])
+                              for i, (c, t) in enumerate(batch) if encoded[i] is None])
                 put = functools.partial(self._put_all, level, batch, encoded)
                 if staging is None:
                     put()
@@ -410,6 +415,7 @@ class WritableVolume(Volume):
         self._take_header(s.layout.header or header)
 
     def _reset(self) -> None:
+        self._ahead.clear()
         self._dirty.clear()
         self._dirty_nbytes = 0
         self._dirty0.clear()
