@@ -11,6 +11,7 @@ region writes, appends, resizes, atomic commits, one writer at a time, ``jnrrd.c
 - :mod:`.session` — what a writable volume writes through, and its decoder's tile source;
 - :mod:`.headers`, :mod:`.layout`, :mod:`.info` — a commit's header, the layouts'
   interface, dead bytes;
+- :mod:`.ahead` — changed tiles encoded ahead of the commit;
 - :mod:`.volume` — :class:`~jnrrd.editing.volume.WritableVolume`;
 - :mod:`.entry` — ``create``, ``open`` in mode ``"r+"``, ``compact``.
 
