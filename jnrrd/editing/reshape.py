@@ -5,6 +5,7 @@ padding value), and the level-0 voxels the pyramid must compute again."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Sequence
 from itertools import product
 from typing import Any
@@ -18,7 +19,7 @@ from ..tiling.grid import TileGrid
 from ..tiling.levels import Level, level_shape
 from .tables import Box
 
-__all__ = ["changed_tiles", "drop_outside", "pyramid_box", "relevel", "replace_tile",
+__all__ = ["append_to", "changed_tiles", "drop_outside", "pyramid_box", "relevel", "replace_tile",
            "take_changed", "valid_box"]
 
 
@@ -170,3 +171,27 @@ def replace_tile(vol: Any, level: Level, coords: tuple[int, ...], was: Box,
         vol._dirty_nbytes -= old.nbytes
     vol._dirty[key] = tile
     vol._dirty_nbytes += tile.nbytes
+
+
+def append_to(vol: Any, data: Any, axis: int | None) -> None:
+    """``vol.append``: grow ``axis`` (default: the last header axis) by ``data``'s extent
+    along it (``data`` may lack that axis: one slice), then write ``data`` there."""
+    arr = np.asarray(data)
+    ndim = vol.ndim
+    ax = (ndim - 1 if not vol.c_order else 0) if axis is None else operator.index(axis)
+    if not -ndim <= ax < ndim:
+        raise IndexError(f"append: axis {axis} is out of range for {ndim} axes")
+    ax %= ndim
+    if arr.ndim == ndim - 1:
+        arr = np.expand_dims(arr, ax)
+    shape = list(vol.shape)
+    if arr.ndim != ndim or any(n != m for i, (n, m) in enumerate(
+            zip(arr.shape, shape, strict=True)) if i != ax):
+        raise ValueError(f"append: expected an array of shape {tuple(shape)} with any "
+                         f"extent along axis {ax} (or without that axis), got {arr.shape}")
+    if arr.shape[ax] == 0:
+        return
+    start = shape[ax]
+    shape[ax] += arr.shape[ax]
+    vol.resize(shape)
+    vol[tuple(slice(start, None) if i == ax else slice(None) for i in range(ndim))] = arr

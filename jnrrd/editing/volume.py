@@ -36,8 +36,16 @@ from .ahead import Ahead
 from .headers import stale_fields
 from .info import external_bytes
 from .layout import Counters
+from .patches import Patches
 from .pyramid import rebuild_levels, union
-from .reshape import drop_outside, pyramid_box, relevel, replace_tile, take_changed
+from .reshape import (
+    append_to,
+    drop_outside,
+    pyramid_box,
+    relevel,
+    replace_tile,
+    take_changed,
+)
 from .session import DIRTY_BYTES, EncodePlan, Session, Source
 from .tables import Box, Tables, write_pieces
 
@@ -82,6 +90,7 @@ class WritableVolume(Volume):
             self._decoder.chain_dtype if self._decoder is not None else self._dtype)
         self._fill = self._fill_value()
         self._ahead = Ahead(self._encode)
+        self._patches = Patches()
 
     # -- state ------------------------------------------------------------------------------
     @property
@@ -140,12 +149,16 @@ class WritableVolume(Volume):
         self._changed = True
         pieces = write_pieces(grid, sel)
         while batch := list(islice(pieces, _PIECES)):  # memory: a batch of tiles at a time
-            self._load(level, [p.coords for p in batch
-                               if not p.covered and (0, p.coords) not in self._dirty])
             for p in batch:
-                tile = self._tile_for_write(level, p.coords, p.covered)
                 self._ahead.touched((0, p.coords))
-                tile[p.src] = values[p.dst]
+                tile = self._dirty.get((0, p.coords))
+                if tile is None and not p.covered:  # part of a tile not read yet: later
+                    self._dirty_nbytes += self._patches.add(p.coords, p.src, values[p.dst])
+                else:
+                    if tile is None:  # covered whole: earlier partial writes are moot
+                        self._dirty_nbytes -= self._patches.drop(p.coords)
+                        tile = self._tile_for_write(level, p.coords, True)
+                    tile[p.src] = values[p.dst]
                 if not pyramid:
                     continue  # the changed voxels matter only to the levels above
                 core = grid.core(p.coords)
@@ -204,19 +217,28 @@ class WritableVolume(Volume):
                   what=f"{where(self.name)}tile {index}: ")
         return tile
 
-    def _load(self, level: Level, coords: list[tuple[int, ...]]) -> None:
-        """Read back (in parallel) the tiles a write covers only in part."""
-        if len(coords) < 2:
-            return  # one tile: read in place, without a hand-off
-        for c, tile in self._read_tiles(level, coords, writable=True).items():
+    def _patched(self, coords: tuple[int, ...], fetched: Any = None) -> np.ndarray:
+        """A level-0 tile with partial writes pending, read back and patched (the pending
+        writes are kept: the caller installs the tile and drops them)."""
+        return self._patches.apply(coords, self._read_writable(self._levels[0], coords,
+                                                               fetched))
+
+    def _materialize(self, coords: list[tuple[int, ...]]) -> None:
+        """Read back and patch (in parallel) tiles with partial writes pending."""
+        for c, tile in self._read_tiles(self._levels[0], coords, writable=True).items():
             assert tile is not None
-            self._dirty[(level.index, c)] = tile
-            self._dirty_nbytes += tile.nbytes
+            self._dirty[(0, c)] = tile
+            self._dirty_nbytes += tile.nbytes - self._patches.drop(c)
+
+    def _read(self, level: Level, sel: tuple[AxisSel, ...]) -> np.ndarray:
+        if len(self._patches):  # a read sees the writes: bring the patched tiles in
+            self._materialize(self._patches.coords())
+        return super()._read(level, sel)
 
     def _read_tiles(self, level: Level, coords: list[tuple[int, ...]], *,
                     writable: bool = False) -> dict[tuple[int, ...], np.ndarray | None]:
         """Stored tiles, decoded in parallel (fetched at once from an object store);
-        ``writable``: as tiles to change (:meth:`_writable`)."""
+        ``writable``: level-0 tiles to change, with their pending writes applied."""
         assert self._decoder is not None
         dec = self._decoder
         fetched = dec.prefetch(level, coords) if dec.remote and coords else None
@@ -224,7 +246,7 @@ class WritableVolume(Volume):
 
         def job(i: int) -> Any:
             def run() -> None:
-                out[i] = (self._read_writable(level, coords[i], fetched) if writable
+                out[i] = (self._patched(coords[i], fetched) if writable
                           else dec.decode(level, coords[i], fetched=fetched))
             return run
 
@@ -238,6 +260,8 @@ class WritableVolume(Volume):
 
     def _decoded(self, level: Level, coords: tuple[int, ...], planes: int | None = None,
                  fetched: Any = None) -> np.ndarray | None:
+        if level.index == 0 and coords in self._patches:  # (read_tile: one tile)
+            self._materialize([coords])
         tile = self._dirty.get((level.index, coords))
         if tile is not None:
             return tile
@@ -253,14 +277,16 @@ class WritableVolume(Volume):
         """Encode and stage the oldest changed level-0 tiles beyond the memory budget."""
         if self._dirty_nbytes <= self._s.dirty_bytes:
             return
-        keys = [k for k in self._dirty if k[0] == 0]
-        oldest = keys[:max(1, len(keys) // 2)]
-        self._store(self._levels[0], [(c, self._dirty[(0, c)]) for _, c in oldest])
+        tiles: list[tuple[tuple[int, ...], np.ndarray | None]] = [
+            (c, t) for (li, c), t in self._dirty.items() if li == 0]
+        tiles += [(c, None) for c in self._patches.coords()]  # read back when stored
+        self._store(self._levels[0], tiles[:max(1, len(tiles) // 2)])
 
-    def _store(self, level: Level, items: Sequence[tuple[tuple[int, ...], np.ndarray]]
-               ) -> None:
+    def _store(self, level: Level,
+               items: Sequence[tuple[tuple[int, ...], np.ndarray | None]]) -> None:
         """Encode tiles (in parallel), stage them, point the tables at them: a batch is
-        staged on a background thread while the next one is encoded."""
+        staged on a background thread while the next one is encoded. A tile ``None`` has
+        partial writes pending: it is read back, patched and encoded in one task."""
         staging = OrderedQueue() if len(items) > _BATCH else None
         failed = True
         try:
@@ -268,7 +294,10 @@ class WritableVolume(Volume):
                 batch = items[start:start + _BATCH]
                 # tiles encoded ahead (docs/editing.md, "Memory") are not encoded again
                 encoded: list[Any] = [self._ahead.take((level.index, c)) for c, _ in batch]
-                run_parallel([self._encode_job(encoded, i, level, c, t)
+                dec = self._decoder
+                later = [c for c, t in batch if t is None]
+                fetched = dec.prefetch(level, later) if dec and dec.remote and later else None
+                run_parallel([self._encode_job(encoded, i, level, c, t, fetched)
                               for i, (c, t) in enumerate(batch) if encoded[i] is None])
                 put = functools.partial(self._put_all, level, batch, encoded)
                 if staging is None:
@@ -282,15 +311,17 @@ class WritableVolume(Volume):
             if staging is not None:
                 staging.close(failed=failed)
 
-    def _put_all(self, level: Level, batch: Sequence[tuple[tuple[int, ...], np.ndarray]],
+    def _put_all(self, level: Level,
+                 batch: Sequence[tuple[tuple[int, ...], np.ndarray | None]],
                  encoded: list[Any]) -> None:
         for (coords, _), (data, meta) in zip(batch, encoded, strict=True):
             self._put(level, coords, data, meta)
 
     def _encode_job(self, out: list[Any], i: int, level: Level, coords: tuple[int, ...],
-                    tile: np.ndarray) -> Any:
+                    tile: np.ndarray | None, fetched: Any = None) -> Any:
         def run() -> None:
-            out[i] = self._encode(level, coords, tile)
+            whole = self._patched(coords, fetched) if tile is None else tile
+            out[i] = self._encode(level, coords, whole)
         return run
 
     def _encode(self, level: Level, coords: tuple[int, ...], tile: np.ndarray
@@ -317,33 +348,15 @@ class WritableVolume(Volume):
         tile = self._dirty.pop((level.index, coords), None)
         if tile is not None:
             self._dirty_nbytes -= tile.nbytes
+        if level.index == 0:
+            self._dirty_nbytes -= self._patches.drop(coords)
 
     def append(self, data: Any, axis: int | None = None) -> None:
         """Grow ``axis`` (default: the last header axis) by ``data``'s extent along it and
         write ``data`` there. ``data`` has the volume's shape on every other axis, or one
         axis less (one slice)."""
         self._check_writable()
-        arr = np.asarray(data)
-        ndim = self.ndim
-        ax = (ndim - 1 if not self.c_order else 0) if axis is None else operator.index(axis)
-        if not -ndim <= ax < ndim:
-            raise IndexError(f"append: axis {axis} is out of range for {ndim} axes")
-        ax %= ndim
-        if arr.ndim == ndim - 1:
-            arr = np.expand_dims(arr, ax)
-        shape = list(self.shape)
-        if arr.ndim != ndim or any(n != m for i, (n, m) in enumerate(
-                zip(arr.shape, shape, strict=True)) if i != ax):
-            raise ValueError(f"append: expected an array of shape {tuple(shape)} with any "
-                             f"extent along axis {ax} (or without that axis), got "
-                             f"{arr.shape}")
-        if arr.shape[ax] == 0:
-            return
-        start = shape[ax]
-        shape[ax] += arr.shape[ax]
-        self.resize(shape)
-        key = tuple(slice(start, None) if i == ax else slice(None) for i in range(ndim))
-        self[key] = arr
+        append_to(self, data, axis)
 
     def resize(self, shape: Sequence[int]) -> None:
         """Grow or shrink level 0 to ``shape``: new voxels read as the fill value
@@ -357,6 +370,8 @@ class WritableVolume(Volume):
         old_levels, old0 = self._levels, self._levels[0].shape
         if new == old0:
             return
+        if len(self._patches):  # tiles with pending writes take their new extent in memory
+            self._materialize(self._patches.coords())
         levels = relevel(old_levels, new, self._policy, self.name)
         kept = take_changed(self, old_levels, levels)
         drop_outside(self, old_levels, levels)
@@ -401,8 +416,10 @@ class WritableVolume(Volume):
         try:
             rebuild_levels(self)
             level0 = self._levels[0]
-            self._store(level0, sorted(((c, t) for (li, c), t in self._dirty.items()
-                                        if li == 0), key=lambda ct: level0.grid.index(ct[0])))
+            tiles: list[tuple[tuple[int, ...], np.ndarray | None]] = [
+                (c, t) for (li, c), t in self._dirty.items() if li == 0]
+            tiles += [(c, None) for c in self._patches.coords()]
+            self._store(level0, sorted(tiles, key=lambda ct: level0.grid.index(ct[0])))
             header = Header(self._header)
             stale_fields(header, s.prefix, self.name)
             committed = s.layout.publish(header, s.prefix, self._tables, s.lock,
@@ -416,6 +433,7 @@ class WritableVolume(Volume):
 
     def _reset(self) -> None:
         self._ahead.clear()
+        self._patches.clear()
         self._dirty.clear()
         self._dirty_nbytes = 0
         self._dirty0.clear()
