@@ -12,6 +12,7 @@ region writes, appends, resizes, atomic commits, one writer at a time, ``jnrrd.c
 - :mod:`.headers`, :mod:`.layout`, :mod:`.info` — a commit's header, the layouts'
   interface, dead bytes;
 - :mod:`.ahead` — changed tiles encoded ahead of the commit;
+- :mod:`.patches` — partial writes to tiles not read yet, merged when needed;
 - :mod:`.volume` — :class:`~jnrrd.editing.volume.WritableVolume`;
 - :mod:`.entry` — ``create``, ``open`` in mode ``"r+"``, ``compact``.
 
