@@ -8,8 +8,9 @@ Cases (same data, same 64-voxel chunking, zstd level 3 everywhere, C axis order 
 - ``append/frames``: an empty volume grows by ``--frames`` frames of 256 x 256 uint16 (CT
   slices), appended one at a time, with a commit every 50 frames. jnrrd: ``jnrrd.create``,
   ``vol.append(frame)``, ``vol.commit()`` every 50 (tiles 16 x 64 x 64 in C order), durable
-  (``fsync``ed) commits (and, for information, ``durable=False``: no ``fsync``, as the peers). tensorstore: a resizable zarr3 array (chunks 16 x 64 x 64), one
-  ``resize`` per frame, the frame written in a transaction committed every 50 frames; and
+  (``fsync``ed) commits (and, for information, ``durable=False``: no ``fsync``, as the
+  peers). tensorstore: a resizable zarr3 array (chunks 16 x 64 x 64), one ``resize`` per
+  frame, the frame written in a transaction committed every 50 frames; and
   without transactions (every write stored at once). zarr-python: ``Array.append`` per frame
   (no commits: every append is stored). Target: jnrrd ≤ 1.0x tensorstore's time.
 - ``update/regions``: 100 random 32³ regions (a new seed each repetition) of a ``--size``³

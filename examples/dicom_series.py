@@ -7,10 +7,11 @@ slice under a random name, stored values with RescaleIntercept -1024), then:
    slices along the slice normal, checks the spacing, applies the rescale and writes the
    LPS geometry;
 2. ``vol.query(lower, upper, spacing=2.0)`` reads the 50 mm box around the centre from the
-   coarsest level whose voxels are at most 2 mm (only the tiles under the box are read);
+   coarsest level whose voxel steps are all at most 2 mm (0.8 x 0.8 x 1 mm voxels: level 1,
+   1.6 x 1.6 x 2 mm; only the tiles under the box are read);
 3. ``vol.preview()`` draws three mid-slices, written as ``ct.png``.
 
-Needs ``pip install -e ".[dicom]"``.
+Needs pydicom (``pip install pydicom``).
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def main(out: str, args: Any) -> None:
     try:
         import pydicom  # noqa: F401
     except ImportError:
-        print('this example needs pydicom: pip install -e ".[dicom]"')
+        print("this example needs pydicom: pip install pydicom")
         return
     folder = os.path.join(out, "series")
     make_series(folder)
@@ -93,8 +94,9 @@ def main(out: str, args: Any) -> None:
         print(f"wrote {target}: {vol.dtype} {vol.shape}, {len(vol.levels)} levels "
               f"{[lv.shape for lv in vol.levels]}")
         print(f"origin (LPS mm) {np.round(vol.header['space_origin'], 3).tolist()}")
-        centre = vol.affine @ [*(np.asarray(vol.shape) - 1) / 2, 1]
-        lower, upper = centre[:3] - 25.0, centre[:3] + 25.0
+        first, last = vol.world_bounds()  # the voxel centres' extent, in LPS mm
+        centre = (first + last) / 2
+        lower, upper = centre - 25.0, centre + 25.0
         region = vol.query(lower, upper, spacing=2.0)
         steps = np.linalg.norm(region.affine[:3, :3], axis=0)
         print(f"50 mm box at 2 mm: level {region.level} (voxels "

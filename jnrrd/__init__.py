@@ -1,12 +1,18 @@
-"""jnrrd: read and write JNRRD volumes (JSON-line headers, tiles, pyramids, codec stacks)."""
+"""jnrrd: read and write JNRRD volumes (JSON-line headers, tiles, pyramids, codec stacks).
+
+The public names below are imported on first use (PEP 562), so ``import jnrrd`` (and the
+``jnrrd`` command's start, ``jnrrd --help``) costs only the error classes: the readers,
+writers, web server, integrations and clinical readers load when a program first touches
+them. ``from jnrrd import open`` and ``jnrrd.open`` work as with eager imports.
+"""
 
 from __future__ import annotations
 
-from .api import read, read_header
-from .clinical.sitk import from_sitk, to_sitk
-from .conversion import convert
-from .editing.entry import compact, create
-from .engine.volume import LevelView, Volume
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     CodecError,
     DataError,
@@ -15,22 +21,46 @@ from .errors import (
     JnrrdError,
     JnrrdWarning,
     LockError,
+    MissingDependencyError,
     RemoteError,
     SecurityError,
     UnsupportedError,
     ValidationError,
     VersionError,
 )
-from .header import Header
-from .integrations.zarr_refs import kerchunk_refs
-from .opening import open
-from .storage.leftovers import cleanup
-from .validate import Problem, validate
-from .web import serve
-from .world import WorldRegion
-from .writing.dispatch import write
+
+if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
+    from .api import read, read_header
+    from .clinical.sitk import from_sitk, to_sitk
+    from .conversion import convert
+    from .editing.entry import compact, create
+    from .engine.volume import LevelView, Volume
+    from .header import Header
+    from .integrations.zarr_refs import kerchunk_refs
+    from .opening import open
+    from .storage.leftovers import cleanup
+    from .validate import Problem, validate
+    from .web import serve
+    from .world import WorldRegion
+    from .writing.dispatch import write
 
 __version__ = "0.1.0"
+
+#: public name -> the module that defines it (imported on first use)
+_LAZY = {
+    "open": "opening", "read": "api", "read_header": "api",
+    "from_sitk": "clinical.sitk", "to_sitk": "clinical.sitk",
+    "convert": "conversion",
+    "compact": "editing.entry", "create": "editing.entry",
+    "LevelView": "engine.volume", "Volume": "engine.volume",
+    "Header": "header",
+    "kerchunk_refs": "integrations.zarr_refs",
+    "cleanup": "storage.leftovers",
+    "Problem": "validate", "validate": "validate",
+    "serve": "web",
+    "WorldRegion": "world",
+    "write": "writing.dispatch",
+}
 
 __all__ = [
     "CodecError",
@@ -42,6 +72,7 @@ __all__ = [
     "JnrrdWarning",
     "LevelView",
     "LockError",
+    "MissingDependencyError",
     "Problem",
     "RemoteError",
     "SecurityError",
@@ -65,3 +96,37 @@ __all__ = [
     "validate",
     "write",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A public name's object, or a submodule (``jnrrd.api``), imported on first use."""
+    module = _LAZY.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    if not name.startswith("_"):
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """The package module: importing the submodule ``jnrrd.validate`` binds the package's
+    ``validate`` to the function of that name, as ``from .validate import validate`` did
+    (Python binds a package attribute to each submodule it imports)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "validate" and isinstance(value, types.ModuleType):
+            value = value.validate
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -15,6 +15,7 @@ from .engine.untiled import UntiledData, data_paths
 from .engine.volume import Volume
 from .errors import DataError, UnsupportedError, where
 from .header import CoreFields, Header, core_fields, parse_header
+from .header.foreign import check_not_a_folder
 from .header.geometry_fields import canonical_space
 from .policy import Policy
 from .storage.local import file_version
@@ -48,6 +49,7 @@ def read_header(source: Any, *, storage_options: dict[str, Any] | None = None,
                 **policy: Any) -> Header:
     """Read only the header of a JNRRD (or classic NRRD) file (a path, URL or stream)."""
     pol = Policy.from_kwargs(**policy)
+    check_not_a_folder(source)
     with opened(source, pol, storage_options) as src:
         f = src.stream = _consistent(src, pol)
         if _is_nrrd(f):
@@ -80,6 +82,7 @@ def open(
     if missing not in ("error", "fill"):
         raise ValueError(f"missing must be 'error' or 'fill', got {missing!r}")
     pol = Policy.from_kwargs(**policy)
+    check_not_a_folder(source)  # a DICOM series or a Zarr store: say so, and how to convert
     src = resolve(source, pol, storage_options)
     by_path = isinstance(source, (str, os.PathLike))
     base = pol
@@ -244,13 +247,15 @@ def _volume(header: Header, core: Any, tiling: Tiling | None, src: Opened,
 
 
 def read(source: Any, *, level: int = 0, index_order: str = "F", missing: str = "error",
-         storage_options: dict[str, Any] | None = None, **policy: Any
-         ) -> tuple[np.ndarray, Header]:
+         storage_options: dict[str, Any] | None = None, out: np.ndarray | None = None,
+         **policy: Any) -> tuple[np.ndarray, Header]:
     """Read a whole volume (or pyramid level) from a path, URL or stream: returns
     ``(data, header)``.
 
     With ``index_order="F"`` (default) ``data.shape == tuple(header["sizes"])`` (level 0);
-    ``"C"`` gives the reversed shape, C-contiguous.
+    ``"C"`` gives the reversed shape, C-contiguous. ``out``: a writeable array of that shape
+    and the volume's dtype, filled and returned as ``data`` (the caller reuses its memory;
+    ``JnrrdError`` for another shape or dtype).
     """
     # a whole remote level 0 is read once: no decoded-tile cache to fill on the way
     once = level == 0 and is_remote(local_path(source))
@@ -259,7 +264,9 @@ def read(source: Any, *, level: int = 0, index_order: str = "F", missing: str = 
     try:
         if not 0 <= level < len(vol.levels):
             raise IndexError(f"level {level} does not exist ({len(vol.levels)} levels)")
-        if vol._untiled is not None and level == 0:
+        if out is not None:
+            data = vol.levels[level].read(..., out=out)
+        elif vol._untiled is not None and level == 0:
             data = vol._untiled.full()
             if vol.index_order == "C":
                 data = data.T

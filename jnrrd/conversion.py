@@ -62,7 +62,7 @@ def source_format(source: Any) -> str:
     directory, a ``.dcm`` file or a file with the DICOM marker) or ``"jnrrd"`` (JNRRD or NRRD:
     the content decides)."""
     from .clinical.sources import clinical_format
-    from .integrations.omezarr import is_zarr_path
+    from .header.foreign import is_zarr_path
 
     if not isinstance(source, (str, os.PathLike)):
         return "jnrrd"
@@ -180,6 +180,9 @@ def convert(source: Any, target: Any, *, storage_options: Mapping[str, Any] | No
     ``progress``: ``True`` draws a bar on a terminal, or a callable ``(done, total)``.
     """
     out = target_format(target, format)
+    if series is not None and not isinstance(series, str):
+        raise TypeError(f"series= takes one SeriesInstanceUID (a str), not "
+                        f"{type(series).__name__}: convert one series per call")
     if (isinstance(source, (str, os.PathLike)) and isinstance(target, (str, os.PathLike))
             and os.path.abspath(source) == os.path.abspath(target)):
         raise ValueError(f"{target}: the source and the target are the same file")

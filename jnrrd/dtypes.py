@@ -175,7 +175,8 @@ def _bf16_mode(mode: BFloat16Mode | None) -> BFloat16Mode:
         from .errors import MissingDependencyError
 
         raise MissingDependencyError(
-            "bfloat16='ml_dtypes' needs the ml_dtypes package: pip install 'jnrrd[bf16]'"
+            "bfloat16='ml_dtypes' needs the ml_dtypes package: pip install ml_dtypes "
+            "(jnrrd's extra jnrrd[bf16])"
         )
     return mode
 

@@ -11,10 +11,13 @@ these. Leaves also inherit the matching builtin, so ``except PermissionError`` o
         ├── HeaderError            malformed, missing or inconsistent header fields
         ├── DataError              stored bytes corrupt, short, oversized, or failing a checksum
         ├── CodecError             invalid codec configuration, or a value a codec cannot map
-        │   ├── UnknownCodecError      (also LookupError) no codec of that name
-        │   └── MissingDependencyError (also ImportError) the codec needs an optional package
+        │   └── UnknownCodecError      (also LookupError) no codec of that name
+        ├── MissingDependencyError (also ImportError) a feature needs an optional package
         ├── UnsupportedError       valid, but not supported here (or over a resource cap)
         ├── LockError              another writer holds the volume (jnrrd.open(..., mode="r+"))
+        ├── RemoteError            (also OSError) a remote store failed: status, body, timeout
+        │   ├── ObjectNotFoundError    (also FileNotFoundError) no such remote object
+        │   └── AccessDeniedError      (also PermissionError) the store refused access
         ├── SecurityError          (also PermissionError) blocked by the path/URL policy
         └── ValidationError        raised by ``validate(..., strict=True)``
 
@@ -31,6 +34,7 @@ import os
 from typing import Any
 
 __all__ = [
+    "AccessDeniedError",
     "CodecError",
     "DataError",
     "FormatError",
@@ -39,6 +43,7 @@ __all__ = [
     "JnrrdWarning",
     "LockError",
     "MissingDependencyError",
+    "ObjectNotFoundError",
     "RemoteError",
     "SecurityError",
     "UnknownCodecError",
@@ -76,8 +81,9 @@ class UnknownCodecError(CodecError, LookupError):
     """No codec is registered under that name."""
 
 
-class MissingDependencyError(CodecError, ImportError):
-    """The codec (or feature) needs an optional package that is not installed."""
+class MissingDependencyError(JnrrdError, ImportError):
+    """A feature (a format, a codec, an integration) needs an optional package that is not
+    installed; the message names the package and the install command."""
 
 
 class UnsupportedError(JnrrdError):
@@ -92,6 +98,16 @@ class LockError(JnrrdError):
 class RemoteError(JnrrdError, OSError):
     """A remote store failed: an HTTP status, a truncated body, a wrong range, a timeout.
     The message names the URL and the byte range."""
+
+
+class ObjectNotFoundError(FileNotFoundError, RemoteError):
+    """A remote object (a URL, an object store key) does not exist; also a
+    ``FileNotFoundError``, as a missing local file is. (The builtin comes first so that
+    ``ObjectNotFoundError(errno, message, url)`` fills ``errno`` and ``filename``.)"""
+
+
+class AccessDeniedError(PermissionError, RemoteError):
+    """A remote store refused the request (no permission); also a ``PermissionError``."""
 
 
 class SecurityError(JnrrdError, PermissionError):

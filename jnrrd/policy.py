@@ -35,6 +35,9 @@ class Policy:
 
     allow_absolute: bool = False
     allow_parent: bool = False
+    #: a remote key whose percent-escapes hide a '/', a '\\' or a '.'/'..' segment
+    #: (storage.keys); refused unless this is true
+    allow_encoded_keys: bool = False
     allowed_roots: tuple[str, ...] = ()
     opener: Opener | None = None
     allow_duplicates: bool = False
@@ -49,12 +52,17 @@ class Policy:
     max_levels: int = 1024
     max_pad: int = 65536
     #: remote reads (docs/remote.md): requests in flight per filesystem, the largest gap
-    #: between two byte ranges fetched by one request, seconds one request may take, and how
-    #: often a 5xx answer, a dropped connection or a timeout is retried
+    #: between two byte ranges fetched by one request, seconds one request may take in all,
+    #: how often a 5xx answer or a dropped connection is retried (a timeout is not), seconds
+    #: to connect and seconds an HTTP answer may stay silent, and where HTTP redirects may
+    #: lead ("same-host": the same scheme, host and port; True: anywhere; False: nowhere)
     request_concurrency: int = 16
     coalesce_gap: int = 64 << 10
     request_timeout: float = 60.0
     request_retries: int = 2
+    connect_timeout: float = 10.0
+    read_timeout: float = 30.0
+    follow_redirects: bool | Literal["same-host"] = "same-host"
     extra: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -95,9 +103,15 @@ def _check_remote_knobs(kwargs: dict[str, Any]) -> None:
         v = kwargs.get(name)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < low):
             raise ValueError(f"{name} must be an int >= {low}, got {v!r}")
-    t = kwargs.get("request_timeout")
-    if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0):
-        raise ValueError(f"request_timeout must be a number of seconds > 0, got {t!r}")
+    for name in ("request_timeout", "connect_timeout", "read_timeout"):
+        t = kwargs.get(name)
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float))
+                              or not 0 < t < float("inf")):
+            raise ValueError(f"{name} must be a number of seconds > 0, got {t!r}")
+    f = kwargs.get("follow_redirects", "same-host")
+    if not (f is True or f is False or f == "same-host"):
+        raise ValueError("follow_redirects must be True, False or 'same-host', got "
+                         f"{kwargs['follow_redirects']!r}")
 
 
 def _as_iter(value: Any) -> Iterable[Any]:

@@ -3,15 +3,18 @@ space=None)`` → :class:`WorldRegion` (docs/clinical.md#world-queries).
 
 - **The box** ``[lower, upper]`` is axis-aligned in world coordinates: the file's own space
   (``space_origin``/``space_directions``; without space fields, the spacing-based frame of
-  ``Volume.affine``), or, with ``space="LPS"``/``"RAS"`` (or the long names), that space,
-  turned into the file's (which must then be an anatomical space: LPS, RAS or LAS).
-- **The level** is the coarsest whose voxel spacing (the length of every spatial direction)
-  is ≤ ``spacing``; the finest (level 0) when ``spacing`` is None or no level is that fine.
+  ``Volume.affine``), or, with ``space="LPS"``/``"RAS"``/``"LAS"`` (or the long names), that
+  space, turned into the file's (which must then be an anatomical space: LPS, RAS or LAS).
+- **The level** is the coarsest whose voxel spacing is ≤ ``spacing`` along every spatial axis
+  (the longest direction decides); the finest (level 0) when ``spacing`` is None or no level
+  is that fine.
 - **The index box** is the smallest one holding every voxel whose cell (±½ voxel around its
   centre) meets the world box: the 2^d corners of the box are mapped to continuous indices
   (oblique directions included), and each axis takes ``floor(min + ½) .. ceil(max − ½)``,
-  clipped to the level. Axes without a direction (vectors, time) are taken whole. Only the
-  tiles under that box are read (from a URL too).
+  clipped to the level (an oblique volume's index box holds voxels outside the world box too:
+  there is no mask). Axes without a direction (vectors, time) are taken whole. Only the
+  tiles under that box are read (from a URL too). :func:`world_bounds` gives the box of a
+  level's voxel centres.
 - **The result**: ``data`` in the volume's index order (empty along an axis the box misses),
   ``affine`` mapping ``data``'s spatial indices to world coordinates **in the query's space**,
   ``level``, and ``index`` (the slices of the level that were read).
@@ -27,7 +30,7 @@ import numpy as np
 
 from .errors import UnsupportedError, where
 
-__all__ = ["WorldQueries", "WorldRegion", "query"]
+__all__ = ["WorldQueries", "WorldRegion", "query", "world_bounds"]
 
 #: anatomical spaces → sign of each axis relative to LPS
 _SIGNS = {"left_posterior_superior": (1, 1, 1), "right_anterior_superior": (-1, -1, 1),
@@ -60,6 +63,13 @@ class WorldQueries:
         ``(data, affine, level)``; ``space="LPS"``/``"RAS"`` gives the box (and the affine)
         in that space. Rules: docs/clinical.md#world-queries."""
         return query(self, lower, upper, spacing=spacing, space=space)
+
+    def world_bounds(self, space: Any = None, level: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """``(lower, upper)``: the world box holding the centres of every voxel of level
+        ``level`` (oblique volumes: the box around their corners), in the file's space or
+        ``space`` (``"LPS"``, ``"RAS"``, ``"LAS"``); ``(lower + upper) / 2`` is the volume's
+        centre, and ``vol.query(lower, upper)`` gives all of it."""
+        return world_bounds(self, space=space, level=level)
 
 
 def _space_name(space: Any) -> str | None:
@@ -95,7 +105,7 @@ def _choose_level(vol: Any, spacing: float | None) -> int:
         return 0
     s = float(spacing)
     if not np.isfinite(s) or s <= 0:
-        raise ValueError(f"spacing must be a positive number of world units, got {spacing!r}")
+        raise ValueError(f"spacing must be a positive number of world units, got {s}")
     best = 0
     for k, lv in enumerate(vol.levels):
         if _level_spacing(lv) <= s * (1 + _EPS):
@@ -128,7 +138,7 @@ def query(vol: Any, lower: Any, upper: Any, spacing: float | None = None,
     if lo.shape != (sd,) or hi.shape != (sd,) or not (np.isfinite(lo).all()
                                                       and np.isfinite(hi).all()):
         raise ValueError(f"lower and upper must be {sd} finite world coordinates, got "
-                         f"{list(lo)} and {list(hi)}")
+                         f"{[float(v) for v in lo]} and {[float(v) for v in hi]}")
     signs = _flip(vol, space, sd)
     corners = np.array([[(hi if c else lo)[i] for i, c in enumerate(bits)]
                         for bits in itertools.product((0, 1), repeat=sd)]) * signs
@@ -140,8 +150,8 @@ def query(vol: Any, lower: Any, upper: Any, spacing: float | None = None,
     for j, a in enumerate(axes):
         first = int(np.floor(idx[:, j].min() + 0.5 + _EPS))
         last = int(np.ceil(idx[:, j].max() - 0.5 - _EPS))
-        first, last = max(first, 0), min(last, lv.shape[a] - 1)
-        sel[a] = slice(first, max(first, last + 1))
+        first, last = min(max(first, 0), lv.shape[a]), min(last, lv.shape[a] - 1)
+        sel[a] = slice(first, max(first, last + 1))  # empty, inside the level, when missed
         start[j] = first
     index = tuple(sel)
     data = lv[index] if all(s.stop > s.start for s in index) else np.empty(
@@ -150,3 +160,15 @@ def query(vol: Any, lower: Any, upper: Any, spacing: float | None = None,
     out[:sd, k] = org + lin @ start
     out[:sd, :] *= signs[:, None]
     return WorldRegion(np.asarray(data), out, level, index)
+
+
+def world_bounds(vol: Any, space: Any = None, level: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The world box of the voxel centres of ``vol.levels[level]`` (see
+    :meth:`WorldQueries.world_bounds`)."""
+    lv = vol.levels[level]
+    aff = np.asarray(lv.affine, dtype=np.float64)
+    sd, k = aff.shape[0] - 1, aff.shape[1] - 1
+    ends = [(0, lv.shape[a] - 1) for a in _spatial_axes(lv)]
+    corners = np.array(list(itertools.product(*ends)), dtype=np.float64).reshape(-1, k)
+    world = (corners @ aff[:sd, :k].T + aff[:sd, k]) * _flip(vol, space, sd)
+    return world.min(axis=0), world.max(axis=0)

@@ -105,9 +105,13 @@ def ct_series(folder: Path, stored: np.ndarray, geometry: Geometry, *,
               study_uid: str | None = None, shuffle: bool = True, bits_stored: int = 12,
               syntax: str = ExplicitVRLittleEndian, positions: list[list[float]] | None = None,
               per_slice_rescale: list[tuple[float, float]] | None = None,
-              description: str = "phantom", seed: int = 0) -> str:
+              description: str = "phantom", seed: int = 0, decimals: int | None = None,
+              prefix: str = "") -> str:
     """Write ``stored`` (columns, rows, slices; uint16 or int16) as a classic CT series into
-    ``folder``, one file per slice under a random name; returns the SeriesInstanceUID."""
+    ``folder``, one file per slice under a random name (``prefix`` first); returns the
+    SeriesInstanceUID. ``decimals`` writes ImageOrientationPatient, ImagePositionPatient and
+    PixelSpacing with that many decimals, as scanners do (the direction cosines are then not
+    quite unit vectors)."""
     folder.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
     series_uid = series_uid or generate_uid()
@@ -125,9 +129,10 @@ def ct_series(folder: Path, stored: np.ndarray, geometry: Geometry, *,
         ds.SeriesDescription = description
         ds.ImageType = ["ORIGINAL", "PRIMARY", "AXIAL"]
         ds.InstanceNumber = n + 1  # deliberately not the slice order
-        ds.ImagePositionPatient = positions[k] if positions is not None else geometry.position(k)
-        ds.ImageOrientationPatient = geometry.iop
-        ds.PixelSpacing = geometry.pixel_spacing
+        position = positions[k] if positions is not None else geometry.position(k)
+        ds.ImagePositionPatient = _rounded(position, decimals)
+        ds.ImageOrientationPatient = _rounded(geometry.iop, decimals)
+        ds.PixelSpacing = _rounded(geometry.pixel_spacing, decimals)
         ds.SliceThickness = float(np.linalg.norm(geometry.directions[:, 2]))
         s, i = per_slice_rescale[k] if per_slice_rescale is not None else (slope, intercept)
         ds.RescaleSlope = f"{s:.10g}"
@@ -136,9 +141,16 @@ def ct_series(folder: Path, stored: np.ndarray, geometry: Geometry, *,
         _pixels(ds, stored[:, :, k], signed, bits_stored)
         if syntax == RLELossless:
             ds.compress(RLELossless, encoding_plugin="pydicom")
-        name = f"{rng.getrandbits(48):012x}" + (".dcm" if n % 2 else "")
+        name = prefix + f"{rng.getrandbits(48):012x}" + (".dcm" if n % 2 else "")
         ds.save_as(folder / name, enforce_file_format=True)
     return series_uid
+
+
+def _rounded(values: list[float], decimals: int | None) -> list[Any]:
+    """DICOM decimal strings with ``decimals`` decimals (the values as they are if None)."""
+    if decimals is None:
+        return list(values)
+    return [f"{v:.{decimals}f}" for v in values]
 
 
 def _frame_groups(geometry: Geometry, k: int) -> Dataset:
@@ -264,3 +276,7 @@ def phantom(shape: tuple[int, int, int], seed: int = 0) -> np.ndarray:
     ball = (x**2 + y**2 + z**2) < 0.6
     out = np.where(ball, 1100, 24) + rng.integers(0, 60, shape)
     return out.astype(np.uint16)
+
+
+#: an oblique CT geometry (0.7 x 0.8 mm pixels, 2.5 mm slices)
+OBLIQUE_CT = Geometry.make(rotation(0.2, -0.1, 0.3), (0.7, 0.8, 2.5), (-100.0, 20.0, -30.0))

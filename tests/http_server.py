@@ -42,7 +42,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -90,6 +90,8 @@ class Fault:
     skip: int = 0
     #: The methods it applies to.
     methods: tuple[str, ...] = ("GET", "HEAD")
+    #: The ``Range`` header of every request it met (filled by the server).
+    met: list[str | None] = field(default_factory=list)
 
 
 def parse_range(header: str | None, size: int) -> tuple[int, int] | None | str:
@@ -266,7 +268,7 @@ class RangeServer:
         with self._lock:
             self.faults.clear()
 
-    def _fault_for(self, method: str, path: str) -> Fault | None:
+    def _fault_for(self, method: str, path: str, range_header: str | None) -> Fault | None:
         with self._lock:
             for fault in self.faults:
                 if method in fault.methods and fault.path in (None, path):
@@ -277,6 +279,7 @@ class RangeServer:
                         fault.times -= 1
                         if fault.times <= 0:
                             self.faults.remove(fault)
+                    fault.met.append(range_header)
                     return fault
         return None
 
@@ -352,7 +355,7 @@ class RangeServer:
         self._wait(self.latency)
         if any(h.headers.get(k) != v for k, v in self.required_headers.items()):
             return self._status(h, method, path, 401, range_header)
-        fault = self._fault_for(method, path)
+        fault = self._fault_for(method, path, range_header)
         if fault is not None and fault.kind == "stall":
             self._wait(fault.seconds)
             if self._stop.is_set():

@@ -46,6 +46,10 @@ def _check_against_sitk(path: Path, img: sitk.Image) -> np.ndarray:
     theirs = sitk.GetArrayFromImage(img).T
     assert data.dtype == theirs.dtype
     np.testing.assert_array_equal(data, theirs)
+    with jnrrd.open(path) as vol:  # the far corner too: small direction errors add up there
+        far = [n - 1 for n in data.shape]
+        np.testing.assert_allclose((vol.affine @ [*far, 1])[:3],
+                                   img.TransformIndexToPhysicalPoint(far), atol=TOL, rtol=0)
     return data
 
 
@@ -58,6 +62,63 @@ def test_oblique_shuffled_series_matches_simpleitk(tmp_path):
     h = jnrrd.read_header(tmp_path / "ct.jnrrd")
     assert h["dicom:series"]["modality"] == "CT" and h["content"] == "phantom"
     assert "PatientName" not in str(h) and "Phantom" not in str(h)
+
+
+def test_six_decimal_orientation_is_orthonormalised_as_simpleitk_does(tmp_path):
+    # scanners write ImageOrientationPatient with ~6 decimals: the cosines are then not quite
+    # unit vectors nor orthogonal; ITK (GDCM) makes them orthonormal, so must we (1e-6 mm)
+    oblique = Geometry.make(rotation(0.26, 0.0, 0.35), (0.8, 0.7, 2.5), (-40.0, -60.5, 100.0))
+    ct_series(tmp_path / "ct", phantom((128, 96, 6)), oblique, decimals=6)
+    jnrrd.convert(tmp_path / "ct", tmp_path / "ct.jnrrd")
+    _check_against_sitk(tmp_path / "ct.jnrrd", _sitk_series(tmp_path / "ct"))
+    h = jnrrd.read_header(tmp_path / "ct.jnrrd")
+    assert np.linalg.norm(h["space_directions"][0]) == pytest.approx(0.8, abs=1e-12)
+
+
+def test_a_gantry_tilt_keeps_the_sheared_slice_step(tmp_path):
+    # slices stepping off the normal (a tilted gantry): the grid is sheared, held exactly
+    d = np.eye(3) @ np.diag([0.5, 0.5, 2.0])
+    d[1, 2] = 2.0 * np.tan(np.deg2rad(15))  # 15 degrees towards posterior
+    tilt = Geometry(np.array([-10.0, 5.0, 30.0]), d)
+    ct_series(tmp_path / "ct", phantom((8, 8, 5)), tilt, decimals=6)
+    jnrrd.convert(tmp_path / "ct", tmp_path / "ct.jnrrd")
+    h = jnrrd.read_header(tmp_path / "ct.jnrrd")
+    np.testing.assert_allclose(h["space_directions"][2], d[:, 2], atol=TOL, rtol=0)
+
+
+def test_per_slice_rescale_is_recorded_and_integers_stay_integers(tmp_path):
+    stored = phantom((12, 10, 6))
+    rescales = [(1.0, -1024.0 + 3 * k) for k in range(6)]
+    ct_series(tmp_path / "ct", stored, OBLIQUE, per_slice_rescale=rescales, seed=4)
+    jnrrd.convert(tmp_path / "ct", tmp_path / "ct.jnrrd")
+    data = _check_against_sitk(tmp_path / "ct.jnrrd", _sitk_series(tmp_path / "ct"))
+    assert data.dtype == np.int16  # the smallest exact type, as SimpleITK gives (not float64)
+    np.testing.assert_array_equal(
+        data, stored.astype(np.int32) + np.array([i for _, i in rescales], np.int32))
+    series = jnrrd.read_header(tmp_path / "ct.jnrrd")["dicom:series"]
+    # in slice order (not the first file by name), and saying that it varies
+    assert series["rescale"] == {"per_slice": [{"slope": s, "intercept": i}
+                                               for s, i in rescales]}
+    ct_series(tmp_path / "f", stored, OBLIQUE, per_slice_rescale=[(0.5, -3.0 + k)
+                                                                  for k in range(6)])
+    jnrrd.convert(tmp_path / "f", tmp_path / "f.jnrrd")
+    assert jnrrd.read(tmp_path / "f.jnrrd")[0].dtype == np.float64
+
+
+def test_series_metadata_comes_from_the_first_slice(tmp_path):
+    import pydicom
+
+    ct_series(tmp_path / "ct", phantom((8, 8, 4)), OBLIQUE)
+    unit = OBLIQUE.directions[:, 2] / np.linalg.norm(OBLIQUE.directions[:, 2])
+    for f in list((tmp_path / "ct").iterdir()):
+        ds = pydicom.dcmread(f)
+        k = round(float((np.asarray(ds.ImagePositionPatient, float) - OBLIQUE.origin) @ unit)
+                  / 2.5)
+        ds.WindowCenter, ds.WindowWidth = 40 + k, 400
+        ds.save_as(tmp_path / "ct" / f"{'z' if k == 0 else 'a'}{k}.dcm")  # slice 0 last by name
+        f.unlink()
+    jnrrd.convert(tmp_path / "ct", tmp_path / "ct.jnrrd")
+    assert jnrrd.read_header(tmp_path / "ct.jnrrd")["dicom:series"]["window_center"] == [40.0]
 
 
 @pytest.mark.parametrize("slope,intercept,bits,dtype,codecs", [

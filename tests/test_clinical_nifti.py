@@ -228,3 +228,88 @@ def test_missing_nibabel_names_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "nibabel", None)
     with pytest.raises(MissingDependencyError, match=r"jnrrd\[nifti\]"):
         jnrrd.convert(tmp_path / "a.nii", tmp_path / "a.jnrrd")
+
+
+def test_units_reach_simpleitk_in_millimetres_and_seconds(tmp_path):
+    # ITK works in mm and s: its NIfTI reader scales microns and msec; to_sitk must too
+    p = tmp_path / "um.nii.gz"
+    img = nib.Nifti1Image(_data(), np.diag([2.0, 2.0, 3.0, 1.0]))
+    img.header.set_xyzt_units("micron")
+    nib.save(img, p)
+    ours = jnrrd.to_sitk(_converted(p, tmp_path))
+    theirs = sitk.ReadImage(str(p))
+    np.testing.assert_allclose(ours.GetSpacing(), theirs.GetSpacing(), atol=1e-12, rtol=0)
+    np.testing.assert_allclose(ours.GetOrigin(), theirs.GetOrigin(), atol=1e-12, rtol=0)
+    p = tmp_path / "ms.nii.gz"
+    img = nib.Nifti1Image(np.zeros((4, 5, 6, 3), np.int16), np.eye(4))
+    img.header.set_xyzt_units("mm", "msec")
+    img.header["pixdim"][4] = 2000.0
+    nib.save(img, p)
+    assert jnrrd.to_sitk(_converted(p, tmp_path)).GetSpacing() == sitk.ReadImage(
+        str(p)).GetSpacing() == (1.0, 1.0, 1.0, 2.0)
+
+
+def test_the_time_offset_is_the_time_origin(tmp_path):
+    p = tmp_path / "t.nii.gz"
+    img = nib.Nifti1Image(np.zeros((4, 5, 6, 3), np.int16), np.eye(4))
+    img.header.set_xyzt_units("mm", "sec")
+    img.header["pixdim"][4] = 2.5
+    img.header["toffset"] = 7.0
+    nib.save(img, p)
+    out = _converted(p, tmp_path)
+    assert jnrrd.read_header(out)["axis_mins"] == [None, None, None, 7.0]
+    ours, theirs = jnrrd.to_sitk(out), sitk.ReadImage(str(p))
+    assert ours.GetOrigin() == theirs.GetOrigin() and theirs.GetOrigin()[3] == 7.0
+    # the time origin, not the saved NIfTI field, is what goes back
+    data, header = jnrrd.read(out)
+    header["axis_mins"] = [None, None, None, 9.0]
+    jnrrd.write(tmp_path / "moved.jnrrd", data, header)
+    jnrrd.convert(tmp_path / "moved.jnrrd", tmp_path / "back.nii.gz")
+    assert float(nib.load(str(tmp_path / "back.nii.gz")).header["toffset"]) == 9.0
+
+
+def test_a_five_d_vector_file_has_no_time_axis(tmp_path):
+    p = tmp_path / "vec.nii.gz"
+    a = np.arange(10 * 12 * 14 * 3, dtype=np.float32).reshape(10, 12, 14, 1, 3)
+    img = nib.Nifti1Image(a, np.diag([2.0, 2.0, 2.0, 1.0]))
+    img.header.set_intent("vector")
+    nib.save(img, p)
+    out = _converted(p, tmp_path)
+    data, h = jnrrd.read(out)
+    assert h["kinds"] == ["domain", "domain", "domain", "vector"]
+    np.testing.assert_array_equal(data, a[:, :, :, 0, :])
+    ours, theirs = jnrrd.to_sitk(out), sitk.ReadImage(str(p))
+    assert ours.GetSize() == theirs.GetSize() == (10, 12, 14)
+    assert ours.GetNumberOfComponentsPerPixel() == theirs.GetNumberOfComponentsPerPixel() == 3
+    np.testing.assert_array_equal(sitk.GetArrayFromImage(ours), sitk.GetArrayFromImage(theirs))
+    jnrrd.convert(out, tmp_path / "back.nii.gz")
+    back = nib.load(str(tmp_path / "back.nii.gz"))
+    assert back.shape == a.shape and back.header.get_intent()[0] == "vector"
+
+
+def test_a_round_trip_keeps_units_and_form_codes(tmp_path):
+    p = tmp_path / "a.nii.gz"
+    img = nib.Nifti1Image(_data(), _oblique_affine())
+    img.header.set_sform(_oblique_affine(), code=2)
+    img.header.set_qform(None, code=0)
+    img.header.set_xyzt_units("unknown", "sec")
+    nib.save(img, p)
+    jnrrd.convert(_converted(p, tmp_path), tmp_path / "back.nii.gz")
+    back = nib.load(str(tmp_path / "back.nii.gz")).header
+    assert back.get_xyzt_units() == ("unknown", "sec")
+    assert int(back["sform_code"]) == 2 and int(back["qform_code"]) == 0
+    np.testing.assert_allclose(back.get_best_affine(), _oblique_affine(), atol=TOL, rtol=0)
+
+
+def test_segment_names_nifti_cannot_hold_are_named_in_a_warning(tmp_path):
+    from jnrrd.clinical.labels import mark_label_map
+
+    seg = np.zeros((6, 5, 4), np.uint8)
+    seg[1:3] = 1
+    header = mark_label_map({"space": "LPS", "space_origin": [0, 0, 0],
+                             "space_directions": np.eye(3).tolist()},
+                            [{"value": 1, "name": "liver"}])
+    jnrrd.write(tmp_path / "seg.jnrrd", seg, header)
+    with pytest.warns(jnrrd.JnrrdWarning, match=r"label:segments"):
+        jnrrd.convert(tmp_path / "seg.jnrrd", tmp_path / "seg.nii.gz")
+    assert nib.load(str(tmp_path / "seg.nii.gz")).header.get_intent()[0] == "label"

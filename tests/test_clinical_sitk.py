@@ -128,3 +128,48 @@ def test_missing_simpleitk_names_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "SimpleITK", None)
     with pytest.raises(MissingDependencyError, match=r"jnrrd\[itk\]"):
         jnrrd.to_sitk(tmp_path / "a.jnrrd")
+
+
+def test_a_four_d_image_keeps_its_time_origin_and_units(tmp_path):
+    img = sitk.Image([4, 5, 6, 3], sitk.sitkInt16)
+    img.SetOrigin([1.0, 2.0, 3.0, 4.0])
+    img.SetSpacing([0.5, 0.5, 1.0, 2.0])
+    data, header = jnrrd.from_sitk(img)
+    assert header["axis_mins"] == [None, None, None, 4.0]
+    # ITK's units, said: millimetres and seconds
+    assert header["space_units"] == ["mm"] * 3 and header["units"] == [None] * 3 + ["s"]
+    jnrrd.write(tmp_path / "t.jnrrd", data, header)
+    back = jnrrd.to_sitk(tmp_path / "t.jnrrd")
+    assert back.GetOrigin() == (1.0, 2.0, 3.0, 4.0) and back.GetSpacing() == img.GetSpacing()
+
+
+def test_length_and_time_units_become_millimetres_and_seconds(tmp_path):
+    jnrrd.write(tmp_path / "um.jnrrd", np.zeros((2, 3, 4, 2), np.uint8),
+                {"space": "LPS", "space_origin": [1000.0, 0, 0], "space_units": ["um"] * 3,
+                 "space_directions": [[2.0, 0, 0], [0, 2.0, 0], [0, 0, 4.0], None],
+                 "kinds": ["domain"] * 3 + ["time"], "spacings": [None] * 3 + [500.0],
+                 "units": [None] * 3 + ["ms"], "axis_mins": [None] * 3 + [250.0]})
+    img = jnrrd.to_sitk(tmp_path / "um.jnrrd")
+    np.testing.assert_allclose(img.GetSpacing(), [0.002, 0.002, 0.004, 0.5], rtol=1e-15)
+    np.testing.assert_allclose(img.GetOrigin(), [1.0, 0, 0, 0.25], rtol=1e-15)
+    jnrrd.write(tmp_path / "odd.jnrrd", np.zeros((2, 3, 4), np.uint8),
+                {"space": "LPS", "space_origin": [0, 0, 0], "space_units": ["furlong"] * 3,
+                 "space_directions": np.eye(3).tolist()})
+    with pytest.warns(jnrrd.JnrrdWarning, match="furlong.*millimetres"):
+        assert jnrrd.to_sitk(tmp_path / "odd.jnrrd").GetSpacing() == (1.0, 1.0, 1.0)
+
+
+def test_a_label_map_pixel_type_becomes_a_label_image():
+    # SimpleITK's GetArrayFromImage aborts the interpreter on a LabelMap image: run apart
+    code = ("import SimpleITK as sitk, jnrrd\n"
+            "img = sitk.Image(4, 5, 6, sitk.sitkLabelUInt8)\n"
+            "img.SetSpacing([0.5, 1.0, 2.0])\n"
+            "data, header = jnrrd.from_sitk(img)\n"
+            "print(data.dtype, data.shape, header['label:map'], header['space_directions'])\n")
+    import subprocess
+
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split()[:3] == ["uint8", "(4,", "5,"]
+    assert "True [[0.5, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 2.0]]" in run.stdout

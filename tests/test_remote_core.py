@@ -239,7 +239,7 @@ def test_remote_knobs_are_checked(knob) -> None:
 def test_parts_resolve_as_the_body_arrives_and_a_short_body_is_an_error() -> None:
     import asyncio
 
-    from jnrrd.storage import remote_fetch
+    from jnrrd.storage.bodies import LongBody, ShortBody, read_exact
     from jnrrd.storage.remote_fetch import Parts
 
     body = bytes(range(200)) * 5  # 1000 bytes
@@ -248,11 +248,11 @@ def test_parts_resolve_as_the_body_arrives_and_a_short_body_is_an_error() -> Non
     chunks = [body[:120], body[120:500], body[500:]]
     seen = []
 
-    async def read():
+    async def read(n):
         seen.append([f.done() for f in sink.futures])
         return chunks.pop(0) if chunks else b""
 
-    buf = asyncio.run(remote_fetch._stream(read, 1000, sink))
+    buf = asyncio.run(read_exact(read, 1000, sink))
     assert bytes(buf) == body
     # before the second chunk, the parts inside the first 120 bytes were already handed out
     assert seen[1] == [True, False, False, True]
@@ -262,16 +262,16 @@ def test_parts_resolve_as_the_body_arrives_and_a_short_body_is_an_error() -> Non
     short = Parts([(0, 10), (10, 1000)])
     pieces = [body[:500]]
 
-    async def read_short():
+    async def read_short(n):
         return pieces.pop(0) if pieces else b""
 
-    with pytest.raises(remote_fetch._Retry, match="ended early"):
-        asyncio.run(remote_fetch._stream(read_short, 1000, short))
+    with pytest.raises(ShortBody, match="ended early"):
+        asyncio.run(read_exact(read_short, 1000, short))
     assert short.futures[0].done() and not short.futures[1].done()
 
     long = Parts([(0, 10), (10, 1000)])
     pieces = [body[:500], body + body[:1]]
 
-    with pytest.raises(remote_fetch._Retry, match="more than the 1000 bytes"):
-        asyncio.run(remote_fetch._stream(read_short, 1000, long))
+    with pytest.raises(LongBody, match="more than the 1000 bytes"):
+        asyncio.run(read_exact(read_short, 1000, long))
     assert long.futures[0].done() and not long.futures[1].done()

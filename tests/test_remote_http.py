@@ -425,14 +425,26 @@ def test_fault_during_a_read_is_an_error_naming_the_url_and_range(web, name, fau
 
 
 @pytest.mark.timeout(30)
-@pytest.mark.parametrize("fault", ["500", "truncated", "stalled"])
+@pytest.mark.parametrize("fault", ["500", "truncated"])
 def test_transient_faults_are_retried_to_the_right_data(web, fault):
     kind, options = FAULTS[fault]
     with jnrrd.open(web.url_for("contiguous.jnrrd"), cache_bytes=0, request_retries=2,
-                    request_timeout=STALL_TIMEOUT if kind == "stall" else 5.0) as vol:
+                    request_timeout=5.0) as vol:
         web.fail(kind, times=1, **options)
         np.testing.assert_array_equal(vol[...], data_of("contiguous.jnrrd"))
     assert web.faults == []  # the fault was met
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("knob", ["request_timeout", "read_timeout"])
+def test_a_timeout_is_not_retried(web, knob):
+    """A silent server fails once, in the timeout: retrying it would multiply the wait."""
+    with jnrrd.open(web.url_for("contiguous.jnrrd"), cache_bytes=0, request_retries=2,
+                    **{knob: STALL_TIMEOUT}) as vol:
+        stall = web.fail("stall", seconds=20)
+        with pytest.raises(jnrrd.RemoteError, match=knob):
+            vol[...]
+    assert stall.met and len(stall.met) == len(set(stall.met))  # one try per range
 
 
 @pytest.mark.timeout(30)

@@ -139,3 +139,47 @@ def test_a_url_query_fetches_only_the_needed_tiles(tmp_path):
             fetched = server.bytes_sent
         np.testing.assert_array_equal(r.data, data[r.index])
         assert fetched < size / 20, (fetched, size)
+
+
+def test_an_empty_result_has_an_index_inside_the_level(tmp_path):
+    _write(tmp_path / "a.jnrrd")
+    with jnrrd.open(tmp_path / "a.jnrrd") as vol:
+        for box in (([500.0] * 3, [600.0] * 3), ([-900.0] * 3, [-800.0] * 3)):
+            r = vol.query(*box)
+            assert r.data.size == 0
+            for s, n in zip(r.index, vol.shape, strict=True):
+                assert 0 <= s.start <= s.stop <= n
+            np.testing.assert_array_equal(r.data, vol[r.index])
+
+
+def test_messages_print_plain_numbers(tmp_path):
+    _write(tmp_path / "a.jnrrd")
+    with jnrrd.open(tmp_path / "a.jnrrd") as vol, pytest.raises(ValueError) as e:
+        vol.query([15.0, 1.0], [20.0, 2.0])
+    assert "np.float64" not in str(e.value) and "[15.0, 1.0]" in str(e.value)
+    with jnrrd.open(tmp_path / "a.jnrrd") as vol, pytest.raises(ValueError) as e:
+        vol.query([0.0] * 3, [1.0] * 3, spacing=np.float64(-2.0))
+    assert str(e.value).endswith("got -2.0")
+
+
+def test_world_bounds_and_the_centre_of_a_four_d_oblique_volume(tmp_path):
+    dirs = rotation(0.4, -0.3, 0.7) @ np.diag([0.8, 1.1, 1.7])
+    header = {"space": "LPS", "space_origin": [3.0, -7.0, 12.0],
+              "space_directions": [*dirs.T.tolist(), None],
+              "kinds": ["domain"] * 3 + ["time"]}
+    _write(tmp_path / "t.jnrrd", shape=(20, 16, 12, 3), header=header)
+    with jnrrd.open(tmp_path / "t.jnrrd") as vol:
+        lo, hi = vol.world_bounds()
+        corners = np.array(list(itertools.product(*[(0, n - 1) for n in (20, 16, 12)])))
+        world = corners @ dirs.T + [3.0, -7.0, 12.0]
+        np.testing.assert_allclose(lo, world.min(axis=0), atol=1e-9)
+        np.testing.assert_allclose(hi, world.max(axis=0), atol=1e-9)
+        centre = (lo + hi) / 2  # the volume's centre, whatever its axes
+        np.testing.assert_allclose(centre, dirs @ [9.5, 7.5, 5.5] + [3.0, -7.0, 12.0])
+        r = vol.query(centre - 2, centre + 2)
+        assert r.data.shape[3] == 3 and r.data.size > 0
+        ras_lo, ras_hi = vol.world_bounds(space="RAS")
+        np.testing.assert_allclose(ras_lo, [-hi[0], -hi[1], lo[2]])
+        np.testing.assert_allclose(ras_hi, [-lo[0], -lo[1], hi[2]])
+        lo1, hi1 = vol.world_bounds(level=0)
+        np.testing.assert_array_equal(lo1, lo)

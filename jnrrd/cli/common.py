@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-__all__ = ["JNRRD", "NPY", "NRRD", "UsageError", "add_storage_option", "codecs_arg",
+__all__ = ["JNRRD", "NPY", "NRRD", "LazyChoices", "UsageError", "add_storage_option", "codecs_arg",
            "file_kind", "int_list", "one_line", "options_for", "positive_int", "show_warning",
            "storage_options", "tile_list"]
 
@@ -32,6 +32,31 @@ def one_line(e: object) -> str:
         return f"{e.filename}: {e.strerror}"
     text = " ".join(str(e).split())
     return text or type(e).__name__
+
+
+class LazyChoices:
+    """argparse ``choices`` read from a module when first needed (checking a value, printing
+    a command's help), so that building the parser imports nothing heavy: give the argument a
+    ``metavar`` (argparse would list the choices to make one) and ``%(choices)s`` in its
+    help."""
+
+    def __init__(self, load: Any) -> None:
+        self._load = load
+        self._values: tuple[str, ...] | None = None
+
+    def _all(self) -> tuple[str, ...]:
+        if self._values is None:
+            self._values = tuple(self._load())
+        return self._values
+
+    def __iter__(self) -> Any:
+        return iter(self._all())
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._all()
+
+    def __len__(self) -> int:
+        return len(self._all())
 
 
 # -- argument types ------------------------------------------------------------------------

@@ -9,12 +9,11 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from ..pyramid.methods import METHODS
-from ..tiling.codec_fields import CANONICAL_COMPRESSION, SHORTHAND
 from .common import (
     JNRRD,
     NPY,
     NRRD,
+    LazyChoices,
     UsageError,
     add_storage_option,
     codecs_arg,
@@ -23,11 +22,23 @@ from .common import (
     storage_options,
     tile_list,
 )
-from .output import check_codecs, check_output_dir, write_output
 
 __all__ = ["register"]
 
-_COMPRESSIONS = tuple(SHORTHAND)
+
+
+def _compressions() -> tuple[str, ...]:
+    from ..tiling.codec_fields import SHORTHAND
+
+    return tuple(SHORTHAND)
+
+
+def _methods() -> tuple[str, ...]:
+    from ..pyramid.methods import METHODS
+
+    return tuple(METHODS)
+
+
 _ENCODINGS = ("raw", "gzip", "gz", "bzip2", "bz2", "zstd", "lz4", "ascii", "hex")
 OME_ZARR = "ome-zarr"
 NIFTI = "nifti"
@@ -48,8 +59,8 @@ def register(sub: Any) -> None:
     conv.add_argument("input", metavar="IN")
     conv.add_argument("output", metavar="OUT")
     conv.add_argument("--format", choices=_FORMATS, dest="out_format",
-                      help="output file format (default: by OUT's suffix; needed for other "
-                           "suffixes)")
+                      help="output file format: jnrrd, nrrd, npy, ome-zarr (zarr is the same), "
+                           "nifti (default: by OUT's suffix; needed for other suffixes)")
     conv.add_argument("--encoding", choices=_ENCODINGS,
                       help="untiled data encoding, e.g. gzip for a compressed NRRD (default: "
                            "the input's; zstd and lz4 are JNRRD only)")
@@ -57,13 +68,16 @@ def register(sub: Any) -> None:
                       help="tile sizes, one per axis, e.g. 64,64,64 ('none' leaves an axis "
                            "untiled: none,64,64); one number tiles every domain axis (not "
                            "vector/colour/list axes), capped at each axis length")
-    conv.add_argument("--compression", choices=_COMPRESSIONS,
-                      help="tile compression (shorthand for a codec chain)")
+    conv.add_argument("--compression", choices=LazyChoices(_compressions), metavar="NAME",
+                      help="tile compression (shorthand for a codec chain): %(choices)s")
     conv.add_argument("--codecs", type=codecs_arg, metavar="JSON",
                       help="tile codec list as Zarr v3 JSON (or @FILE holding it)")
     conv.add_argument("--levels", type=positive_int, metavar="N",
-                      help="pyramid levels (scales 1, 2, 4, ... on every tiled axis)")
-    conv.add_argument("--downsample", choices=METHODS, help="pyramid method (default average)")
+                      help="pyramid levels (scales 1, 2, 4, ... on every tiled axis but time "
+                           "axes, which keep every sample and are tiled 1 by 1)")
+    conv.add_argument("--downsample", choices=LazyChoices(_methods), metavar="METHOD",
+                      help="pyramid method: %(choices)s (default average; mode for label "
+                           "maps)")
     conv.add_argument("--external", nargs="?", const="", metavar="PATTERN",
                       help="store tiles as separate files named by PATTERN "
                            "(e.g. '{z}/{y}_{x}.tile'); without PATTERN the default pattern")
@@ -91,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
     """Convert ``args.input`` to ``args.output``; return the exit code."""
     from ..conversion import open_source, write_converted
     from ..writing.dispatch import write
+    from .output import check_codecs, check_output_dir, write_output
 
     dst_kind = args.out_format or _out_kind(args.output)
     if dst_kind == "zarr":
@@ -103,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
     order = args.index_order
     options = storage_options(args.storage_option)
     reader = {k: v for k, v in (("series", args.series), ("resample", args.resample)) if v}
+    _check_dicom_options(args.input, reader)
     src = open_source(args.input, index_order="F" if dst_kind in (OME_ZARR, NIFTI) else order,
                       storage_options=options, **reader)
     with src:
@@ -117,6 +133,20 @@ def run(args: argparse.Namespace) -> int:
                         progress=None if args.quiet else True,
                         storage_options=options, **kw)
     return 0
+
+
+def _check_dicom_options(source: str, reader: dict[str, Any]) -> None:
+    """``--series``/``--resample`` apply to DICOM input only: a usage error otherwise."""
+    if not reader:
+        return
+    from ..conversion import source_format
+
+    kind = source_format(source)
+    if kind != "dicom":
+        name = {"jnrrd": "JNRRD or NRRD", "nifti": "NIfTI", "npy": ".npy",
+                "ome-zarr": "OME-Zarr"}.get(kind, kind)
+        raise UsageError(f"{', '.join('--' + k for k in reader)}: an option of DICOM input (a "
+                         f"folder of a series, or a DICOM file); {source} is {name}")
 
 
 def _check_options(args: argparse.Namespace, dst_kind: str, asked: list[str]) -> None:
@@ -144,6 +174,8 @@ def _check_options(args: argparse.Namespace, dst_kind: str, asked: list[str]) ->
     if args.encoding in ("zstd", "lz4") and dst_kind == NRRD:
         raise UsageError(f"--encoding {args.encoding}: NRRD has no {args.encoding} encoding "
                          "(raw, gzip, bzip2, ascii, hex)")
+    from ..tiling.codec_fields import CANONICAL_COMPRESSION
+
     enc = {"gz": "gzip", "bz2": "bzip2"}.get(args.encoding, args.encoding)
     comp = CANONICAL_COMPRESSION.get(args.compression, args.compression)
     if enc not in (None, "raw") and (args.codecs is not None

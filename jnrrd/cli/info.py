@@ -6,13 +6,11 @@ import argparse
 import json
 import math
 import os
+import shlex
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from ..errors import JnrrdError
-from ..storage.remote import is_remote
 from .common import add_storage_option, one_line, options_for, storage_options
 
 __all__ = ["register"]
@@ -21,11 +19,17 @@ __all__ = ["register"]
 def register(sub: Any) -> None:
     """Add the ``info`` sub-command to the ``add_subparsers`` object ``sub``."""
     info = sub.add_parser("info", help="describe a file: type, sizes, geometry, tiles, levels",
-                          description="Describe a JNRRD or NRRD file; list the series of a "
-                                      "DICOM folder.")
+                          description="Describe a JNRRD or NRRD file (type, sizes, geometry, "
+                                      "tiles, levels); list the series of a DICOM folder (or "
+                                      "of one DICOM file: UID, modality, description, images, "
+                                      "size); describe a NIfTI file (the header jnrrd convert "
+                                      "would write).")
     info.add_argument("file", metavar="FILE")
     info.add_argument("--json", action="store_true",
-                      help='print {"header": {...}, "levels": [...]} as JSON')
+                      help='print JSON: {"header": {...}, "levels": [...]} for a JNRRD or NRRD '
+                           'file; {"series": [{"series_uid", "modality", "description", '
+                           '"sop_class", "files", "images", "columns", "rows"}, ...]} for '
+                           'DICOM; {"format": "nifti", "shape", "dtype", "header"} for NIfTI')
     add_storage_option(info)
     info.set_defaults(run=run)
 
@@ -35,8 +39,11 @@ def run(args: argparse.Namespace) -> int:
     from ..api import open as jopen
     from ..conversion import source_format
 
-    if source_format(args.file) == "dicom":
+    kind = source_format(args.file)
+    if kind == "dicom":
         return _dicom(args)
+    if kind == "nifti":
+        return _nifti(args)
     options = options_for(args.file, storage_options(args.storage_option))
     with jopen(args.file, **options) as vol:
         levels = [_level_facts(vol, k, options) for k in range(len(vol.levels))]
@@ -77,7 +84,42 @@ def _dicom(args: argparse.Namespace) -> int:
         print(f"  {s['series_uid']}")
         print(f"    {s['modality'] or '?'} {s['description']!r}: {s['images']} image(s) of "
               f"{s['columns']} x {s['rows']} in {s['files']} file(s)")
-    print("convert:     jnrrd convert FOLDER OUT.jnrrd --series UID")
+    path = shlex.quote(args.file)
+    if len(listed) == 1:
+        print(f"convert:     jnrrd convert {path} OUT.jnrrd")
+    else:
+        print(f"convert:     jnrrd convert {path} OUT.jnrrd --series UID  (UID: one of the "
+              "series above)")
+    return 0
+
+
+def _nifti(args: argparse.Namespace) -> int:
+    """Describe a NIfTI file: its size and type, and the JNRRD header it converts to."""
+    from ..clinical.nifti import _nibabel, nifti_header, stored_axes
+
+    nib = _nibabel()
+    try:
+        img = nib.load(args.file)
+        header = nifti_header(img, args.file)
+    except (OSError, EOFError, ValueError, nib.filebasedimages.ImageFileError) as e:
+        raise JnrrdError(f"{args.file}: not a readable NIfTI file: {e}") from None
+    full = tuple(int(n) for n in img.shape)
+    shape = [full[d] for d in stored_axes(full)]
+    dtype = str(img.get_data_dtype())
+    if args.json:
+        print(json.dumps(_jsonable({"format": "nifti", "shape": shape, "dtype": dtype,
+                                    "header": header}), indent=2, ensure_ascii=False))
+        return 0
+    version = header["nifti:header"]["version"]
+    print(f"file:        {args.file}")
+    print(f"format:      NIfTI-{version} (read through nibabel; the fields below are the "
+          "JNRRD header jnrrd convert writes)")
+    print(f"type:        {dtype} (stored)")
+    print(f"sizes:       {_fmt_shape(shape)}  (axis 0 fastest)")
+    for key, value in header.items():
+        if key not in ("extensions",):
+            print(f"{key + ':':<13}{_shown(value)}")
+    print(f"convert:     jnrrd convert {shlex.quote(args.file)} OUT.jnrrd")
     return 0
 
 
@@ -91,6 +133,8 @@ def _preview_line(path: str) -> str:
 
 
 def _level_facts(vol: Any, k: int, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    from ..storage.remote import is_remote
+
     lv = vol.levels[k]
     stored = bool(lv.stored)
     nbytes = int(lv.nbytes)
@@ -185,10 +229,11 @@ def _fmt_shape(shape: Sequence[int]) -> str:
 def _fmt_bytes(n: int) -> str:
     if n < 1024:
         return f"{n} B"
+    size = float(n)
     for unit in ("KiB", "MiB", "GiB", "TiB"):
-        n /= 1024
-        if n < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}"
+        size /= 1024
+        if size < 1024 or unit == "TiB":
+            return f"{size:.1f} {unit}"
     return f"{n} B"  # unreachable; keeps type checkers calm
 
 
@@ -202,6 +247,8 @@ def _fmt_codec(c: dict[str, Any]) -> str:
 
 
 def _info_lines(path: str, vol: Any, levels: list[dict[str, Any]]) -> list[str]:
+    import numpy as np
+
     h = vol.header
     lines = [f"file:        {path}"]
     typ = str(h.get("type"))
@@ -281,6 +328,8 @@ def _measurement_frame(mf: Any) -> list[str]:
     """The measurement frame as matrix rows (inner list *i* of the field is column *i*)."""
     if mf is None:
         return []
+    import numpy as np
+
     try:
         rows = np.asarray(mf, dtype=np.float64).T
     except (TypeError, ValueError):
@@ -336,6 +385,8 @@ def _dump_json(doc: dict[str, Any]) -> str:
 
 def _jsonable(v: Any) -> Any:
     """Header values as strict-enough JSON: NaN becomes null (digest 1.2), NumPy → Python."""
+    import numpy as np
+
     if isinstance(v, dict):
         return {str(k): _jsonable(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):

@@ -7,7 +7,6 @@ import json
 import sys
 from typing import Any
 
-from ..storage.writes import atomic_file
 from .common import add_storage_option, options_for, storage_options
 
 __all__ = ["register"]
@@ -37,6 +36,8 @@ def run(args: argparse.Namespace) -> int:
     if args.output is None:
         sys.stdout.write(text + "\n")
         return 0
+    from ..storage.writes import atomic_file
+
     with atomic_file(args.output) as f:  # never a half-written reference file
         f.write((text + "\n").encode())
     return 0

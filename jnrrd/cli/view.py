@@ -19,7 +19,7 @@ def register(sub: Any) -> None:
         "view", help="serve a volume and open it in neuroglancer (a web browser)",
         description="Serve a JNRRD or NRRD volume (a file or a URL) as 'jnrrd serve' does, "
                     "together with the neuroglancer web viewer (pip install "
-                    "'jnrrd[viewer]'), and open it in the browser: voxel size and units "
+                    "neuroglancer), and open it in the browser: voxel size and units "
                     "from the file, the pyramid as its resolutions. Prints the viewer's URL; "
                     "Ctrl-C stops.")
     add_server_options(p)

@@ -1,4 +1,4 @@
-"""DICOM → JNRRD fields and data through pydicom (``pip install "jnrrd[dicom]"``).
+"""DICOM → JNRRD fields and data through pydicom (``pip install pydicom``; the ``dicom`` extra).
 
 A source is a folder (its files read recursively and grouped by SeriesInstanceUID:
 :mod:`jnrrd.clinical.dicom_scan`; ``series=`` picks one) or one file. Classic series (one
@@ -11,11 +11,12 @@ volumes; a SEG object becomes a label map (:mod:`jnrrd.clinical.dicom_seg`).
   integer slope and intercept give integers of the smallest type holding the rescaled range of
   ``BitsStored``; others give float64. A tiled JNRRD keeps the stored integers through
   ``scale_offset`` + ``cast_value`` when that is exact (:mod:`jnrrd.clinical.rescale`). Images
-  whose rescale differs from slice to slice give float64 values, without those codecs.
+  whose rescale differs from slice to slice give the smallest integer type holding every
+  slice's values when all slopes and intercepts are integers, else float64; no codecs.
 - **Colour** images (``SamplesPerPixel`` 3) get a first axis of kind ``RGB-color``.
 - **Metadata**: ``content`` is the SeriesDescription; ``dicom:series`` keeps the UIDs,
-  modality, description, manufacturer, rescale and window of the first image. No patient
-  attributes are copied.
+  modality, description, manufacturer, rescale and window of the first slice (by position;
+  a rescale that varies is listed per slice). No patient attributes are copied.
 
 Pixel data is read when the writer asks for a slab: memory stays bounded by a slab of
 images (a multi-frame file is decoded at once).
@@ -91,6 +92,7 @@ def _classic(chosen: Series, source: str, resample: bool) -> Loaded:
                                           for d in dss], names, resample=resample,
                            source=source, depth_step=step)
     plans = rescale_plans(dss, names)
+    first = dss[stack.order[0]]  # the first slice (not the first file by name)
 
     def plane(i: int) -> np.ndarray:
         fast = fast_plane(dss[i], names[i], chosen.pixel_at[i] if chosen.pixel_at else None)

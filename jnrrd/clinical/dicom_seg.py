@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import UnsupportedError, where
 from .dicom_frames import FrameGroups
 from .dicom_scan import pixels, read_file
-from .dicom_stack import orientation
+from .dicom_stack import frame_axes, orientation
 from .dicom_volume import DICOM_URI
 from .labels import mark_label_map
 from .loaded import Loaded
@@ -102,9 +102,7 @@ def read_seg(path: str, *, resample: bool = False) -> Loaded:
                             for i in range(n)], dtype=np.float64).reshape(n, 3)
     seg_of = [g.value(i, "SegmentIdentificationSequence", "ReferencedSegmentNumber")
               for i in range(n)]
-    row, col = iop[:3], iop[3:]
-    normal = np.cross(row, col)
-    normal /= np.linalg.norm(normal)
+    row, col, normal = frame_axes(iop, path)
     dist = positions @ normal
     step = g.value(0, "PixelMeasuresSequence", "SpacingBetweenSlices")
     index, origin, depth, gap = _grid(dist, positions, normal,

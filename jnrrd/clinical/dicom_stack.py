@@ -1,11 +1,14 @@
 """Stacking DICOM images into a volume: slice order, spacing checks, LPS geometry, resampling.
 
 Images are ordered by their position along the slice normal (``ImageOrientationPatient``
-row × column), never by file name or ``InstanceNumber``. The LPS geometry: ``space_origin``
-is the first image's ``ImagePositionPatient``; axis 0 (columns) steps ``row direction ×
-PixelSpacing[1]``, axis 1 (rows) ``column direction × PixelSpacing[0]``, axis 2 (slices) the
-step from the first to the last position divided by the number of gaps (a gantry tilt gives a
-direction off the normal, which ``space_directions`` hold exactly).
+row × column), never by file name or ``InstanceNumber``. The direction cosines are made
+orthonormal as ITK (GDCM) makes them (:func:`frame_axes`: files store them with a few
+decimals). The LPS geometry: ``space_origin`` is the first image's ``ImagePositionPatient``;
+axis 0 (columns) steps ``row direction × PixelSpacing[1]``, axis 1 (rows) ``column direction ×
+PixelSpacing[0]``, axis 2 (slices) the normal × the distance from the first to the last
+position over the number of gaps (ITK's slice axis), or, when the last position lies off that
+line by more than the spacing tolerance (a gantry tilt), the step from the first to the last
+position itself (a direction off the normal, which ``space_directions`` hold exactly).
 
 Spacing: every gap along the normal must equal the mean gap within 1e-3 mm (or 0.1 % of it),
 and every position must lie on the line through the first and last; otherwise the reader
@@ -23,7 +26,7 @@ import numpy as np
 
 from ..errors import UnsupportedError, where
 
-__all__ = ["Resampling", "Stack", "stack_geometry"]
+__all__ = ["Resampling", "Stack", "frame_axes", "stack_geometry"]
 
 _ABS_TOL = 1e-3  # mm
 _REL_TOL = 1e-3
@@ -75,18 +78,31 @@ def orientation(iops: Sequence[Any], names: Sequence[str], source: Any) -> np.nd
     return first
 
 
+def frame_axes(iop: np.ndarray, source: Any = None) -> tuple[np.ndarray, np.ndarray,
+                                                              np.ndarray]:
+    """Unit row, column and normal directions of ``ImageOrientationPatient``, orthonormal as
+    ITK (GDCM) makes them: the column direction normalised, the normal = row × column
+    normalised, the row = column × normal (so 6-decimal cosines give the same geometry as
+    ITK's to 1e-6 mm). Directions that are not nearly orthogonal unit vectors are an
+    ``UnsupportedError``."""
+    row, col = np.asarray(iop[:3], dtype=np.float64), np.asarray(iop[3:], dtype=np.float64)
+    normal = np.cross(row, col)
+    nn, nc = float(np.linalg.norm(normal)), float(np.linalg.norm(col))
+    if not np.isfinite(normal).all() or nn < 0.5 or not 0.5 < nc < 1.5:
+        raise UnsupportedError(f"{where(source, 'ImageOrientationPatient')}row and column "
+                               f"directions {list(iop)} are not orthogonal unit vectors")
+    col = col / nc
+    normal = normal / nn
+    return np.cross(col, normal), col, normal
+
+
 def stack_geometry(iop: np.ndarray, pixel_spacing: Sequence[float], positions: Sequence[Any],
                    names: Sequence[str], *, resample: bool, source: Any,
                    depth_step: float | None = None) -> Stack:
     """Sort the images at ``positions`` (``ImagePositionPatient`` each) and derive the
     geometry (see the module docstring). ``depth_step`` is the slice step of a single image
     (``SpacingBetweenSlices`` or ``SliceThickness``; 1 when unknown)."""
-    row, col = iop[:3], iop[3:]
-    normal = np.cross(row, col)
-    if not np.isfinite(normal).all() or np.linalg.norm(normal) < 0.5:
-        raise UnsupportedError(f"{where(source, 'ImageOrientationPatient')}row and column "
-                               f"directions {list(iop)} are not orthogonal unit vectors")
-    normal = normal / np.linalg.norm(normal)
+    row, col, normal = frame_axes(iop, source)
     if any(p is None for p in positions):
         bad = names[[i for i, p in enumerate(positions) if p is None][0]]
         raise UnsupportedError(f"{where(bad, 'ImagePositionPatient')}missing: the image "
@@ -116,7 +132,11 @@ def stack_geometry(iop: np.ndarray, pixel_spacing: Sequence[float], positions: S
                                                                         step)), axis=1)
     regular = bool(np.all(np.abs(gaps - mean) <= tol))
     if regular and np.all(off_line <= tol):
-        dirs[:, 2] = step
+        # ITK's slice axis (the normal, at the mean distance) unless the last image lies off
+        # it by more than the tolerance: then a gantry tilt, kept exactly
+        along = normal * float(np.linalg.norm(step))
+        tilted = np.linalg.norm((along - step) * (len(order) - 1)) > tol
+        dirs[:, 2] = step if tilted else along
         return Stack(order, pos[order[0]].copy(), dirs)
     if not resample:
         k = int(np.argmax(np.abs(gaps - mean)))

@@ -13,7 +13,7 @@ from .._threads import run_parallel
 from ..errors import UnsupportedError, where
 from ..tiling.grid import expand_key
 from .dicom_stack import Stack
-from .rescale import Rescale, plan_rescale
+from .rescale import Rescale, plan_rescale, varying_type
 
 __all__ = ["DICOM_URI", "ImageStack", "number", "rescale_plans", "stored_type", "volume_header"]
 
@@ -53,7 +53,9 @@ def stored_type(ds: Any) -> tuple[np.dtype, tuple[int, int]]:
 def rescale_plans(dss: Sequence[Any], names: Sequence[str],
                   rescales: Sequence[tuple[float, float]] | None = None) -> list[Rescale]:
     """The rescale of each image (``rescales``, else each dataset's RescaleSlope/Intercept);
-    when they differ, one float64 plan each without codecs."""
+    when they differ, one plan each without codecs, all giving one type: the smallest integer
+    type holding every image's values when every slope and intercept is an integer, else
+    float64 (:func:`~jnrrd.clinical.rescale.varying_type`)."""
     dtype, rng = stored_type(dss[0])
     if rescales is None:
         rescales = [(number(d, "RescaleSlope") or 1.0, number(d, "RescaleIntercept") or 0.0)
@@ -61,7 +63,8 @@ def rescale_plans(dss: Sequence[Any], names: Sequence[str],
     if len(set(rescales)) == 1:
         plan = plan_rescale(dtype, *rescales[0], stored_range=rng, float_dtype=np.float64)
         return [plan] * len(rescales)
-    return [Rescale(dtype, s, i, np.dtype(np.float64), None, 0) for s, i in rescales]
+    values = varying_type(dtype, list(rescales), stored_range=rng)
+    return [Rescale(dtype, s, i, values, None, 0) for s, i in rescales]
 
 
 class ImageStack:
@@ -135,7 +138,8 @@ class ImageStack:
 
 def volume_header(stack: Stack, first: Any, data: ImageStack,
                   extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The JNRRD fields of a stacked DICOM volume (see the module docstring)."""
+    """The JNRRD fields of a stacked DICOM volume (see the module docstring); ``first`` is
+    the first image in slice order (its description, window, ...)."""
     colour = data.samples > 1
     dirs: list[Any] = [[float(v) for v in stack.directions[:, d]] for d in range(3)]
     out: dict[str, Any] = {
@@ -154,8 +158,12 @@ def volume_header(stack: Stack, first: Any, data: ImageStack,
         v = getattr(first, key, None)
         if v not in (None, ""):
             series[name] = str(v) if not isinstance(v, (int, float)) else v
-    plan = data.plans[0]
-    series["rescale"] = {"slope": plan.slope, "intercept": plan.intercept}
+    plans = [data.plans[i] for i in stack.order]  # in slice order
+    if all(p is plans[0] for p in plans):
+        series["rescale"] = {"slope": plans[0].slope, "intercept": plans[0].intercept}
+    else:
+        series["rescale"] = {"per_slice": [{"slope": p.slope, "intercept": p.intercept}
+                                           for p in plans]}
     for key, name in (("WindowCenter", "window_center"), ("WindowWidth", "window_width")):
         v = getattr(first, key, None)
         if v is not None:

@@ -1,4 +1,5 @@
-"""NIfTI-1/2 → JNRRD fields and data, through nibabel (``pip install "jnrrd[nifti]"``).
+"""NIfTI-1/2 → JNRRD fields and data, through nibabel (``pip install nibabel``; the
+``nifti`` extra).
 
 - **Geometry**: the sform when its code is set, else the qform, else none (NIfTI's "method
   1": only ``spacings`` from ``pixdim``). The affine maps (i, j, k) to RAS+ millimetres; the
@@ -8,8 +9,11 @@
 - **Values**: ``scl_slope``/``scl_inter`` are applied (:mod:`jnrrd.clinical.rescale`, float32
   values as ITK gives them); a tiled JNRRD keeps the stored integers when that is exact.
 - **4-D**: the fourth axis is time: kind ``time``, ``spacings`` = ``pixdim[4]`` in the time
-  unit of ``xyzt_units``; :func:`jnrrd.convert` keeps it out of the pyramid (tile 1, scale 1).
-  Further axes (NIfTI's 5th dimension: vector intents) get kind ``vector``, else ``list``.
+  unit of ``xyzt_units``, ``axis_mins`` = ``toffset`` (the first volume's time, as ITK's
+  origin) when not 0; :func:`jnrrd.convert` keeps it out of the pyramid (tile 1, scale 1).
+  NIfTI's 5th dimension (values per voxel: vectors, matrices) gets kind ``vector``, further
+  ones ``list``; a 4th dimension of size 1 ahead of it only holds the place (NIfTI has no
+  other way to reach the 5th), so it is left out (as ITK does: a 3-D vector image).
 - **Labels**: intent ``label`` (1002) or ``neuroname`` (1003) marks a label map.
 - What NIfTI says beyond that (form codes, intent, ``descrip``, ``toffset``) goes in the
   ``nifti:header`` field, which :mod:`jnrrd.clinical.nifti_write` uses when writing back.
@@ -25,13 +29,14 @@ from typing import Any
 import numpy as np
 
 from ..errors import UnsupportedError, where
+from ..header.foreign import is_nifti_path
 from ..optional import require
 from .labels import mark_label_map
 from .loaded import Loaded
 from .rescale import Rescaled, plan_rescale
 
 __all__ = ["LPS_FROM_RAS", "NIFTI_URI", "SPACE_UNITS", "TIME_UNITS", "is_nifti_path",
-           "read_nifti"]
+           "read_nifti", "stored_axes"]
 
 NIFTI_URI = "https://jnrrd.org/extensions/nifti/v1.0.0"
 #: RAS+ ⇄ LPS+: negate x and y (its own inverse)
@@ -40,16 +45,6 @@ SPACE_UNITS = {"meter": "m", "mm": "mm", "micron": "um"}
 TIME_UNITS = {"sec": "s", "msec": "ms", "usec": "us", "hz": "Hz", "ppm": "ppm", "rads": "rad/s"}
 #: NIfTI intent codes of label maps: NIFTI_INTENT_LABEL, NIFTI_INTENT_NEURONAME
 LABEL_INTENTS = (1002, 1003)
-#: vector-valued intents whose 5th dimension is a vector (displacement, vector, RGB(A) vector)
-_VECTOR_INTENTS = (1006, 1007, 2003, 2004)
-_SUFFIXES = (".nii", ".nii.gz")
-
-
-def is_nifti_path(path: Any) -> bool:
-    """True for a ``.nii`` or ``.nii.gz`` path (any case)."""
-    return isinstance(path, (str, os.PathLike)) and os.fspath(path).lower().endswith(_SUFFIXES)
-
-
 def _nibabel() -> Any:
     return require("nibabel", extra="nifti", feature="NIfTI")
 
@@ -73,6 +68,9 @@ def read_nifti(path: Any) -> Loaded:
         raise UnsupportedError(f"{where(name, 'datatype')}NIfTI data type {stored} is not "
                                "supported (integers, floats and complex numbers are)")
     raw = _unscaled(nib, proxy, name)
+    axes = stored_axes(tuple(int(n) for n in img.shape))
+    if len(axes) < raw.ndim:  # the 4th dimension only holds the 5th's place (a view)
+        raw = np.squeeze(raw, axis=3)
     slope, inter = _scaling(proxy)
     plan = plan_rescale(stored.newbyteorder("="), slope, inter)
     data = raw if plan.identity and raw.dtype.isnative else Rescaled(raw, plan)
@@ -112,11 +110,19 @@ def _affine(hdr: Any) -> tuple[np.ndarray | None, int, int]:
     return None, int(scode or 0), int(qcode or 0)
 
 
+def stored_axes(shape: tuple[int, ...]) -> list[int]:
+    """The NIfTI dimensions that become header axes: all, but a 4th of size 1 ahead of a
+    5th (its place holder)."""
+    return [d for d in range(len(shape)) if not (d == 3 and len(shape) > 4 and shape[3] == 1)]
+
+
 def nifti_header(img: Any, name: str) -> dict[str, Any]:
     """The JNRRD fields of a nibabel NIfTI image (see the module docstring)."""
     hdr = img.header
-    shape = tuple(int(n) for n in img.shape)
-    ndim = len(shape)
+    full = tuple(int(n) for n in img.shape)
+    dims = stored_axes(full)
+    ndim = len(dims)
+    has_time = len(full) > 3 and 3 in dims
     zooms = [float(z) for z in hdr.get_zooms()]
     space_unit, time_unit = hdr.get_xyzt_units()
     intent = hdr.get_intent()
@@ -124,11 +130,8 @@ def nifti_header(img: Any, name: str) -> dict[str, Any]:
     affine, scode, qcode = _affine(hdr)
     nspace = min(ndim, 3)
     out: dict[str, Any] = {"extensions": {"nifti": NIFTI_URI}}
-    kinds: list[str] = ["domain"] * nspace
-    if ndim > 3:
-        kinds.append("time")
-    vector = "vector" if code in _VECTOR_INTENTS else "list"
-    kinds += [vector] * (ndim - len(kinds))
+    kinds: list[str] = ["domain"] * nspace + (["time"] if has_time else [])
+    kinds += ["vector" if d == 4 else "list" for d in dims[len(kinds):]]
     out["kinds"] = kinds
     if affine is not None:
         lps = LPS_FROM_RAS @ affine[:3, :4]
@@ -138,20 +141,8 @@ def nifti_header(img: Any, name: str) -> dict[str, Any]:
                                    for d in range(ndim)]
         if space_unit in SPACE_UNITS:
             out["space_units"] = [SPACE_UNITS[space_unit]] * 3
-    spacings: list[float | None] = [None if affine is not None else zooms[d]
-                                    for d in range(nspace)]
-    if ndim > 3:
-        spacings.append(zooms[3] if zooms[3] > 0 else None)
-        spacings += [None] * (ndim - 4)
-    if any(s is not None for s in spacings):
-        out["spacings"] = spacings
-    units: list[str | None] = [None] * ndim
-    if affine is None and space_unit in SPACE_UNITS:
-        units[:nspace] = [SPACE_UNITS[space_unit]] * nspace
-    if ndim > 3 and time_unit in TIME_UNITS:
-        units[3] = TIME_UNITS[time_unit]
-    if any(u is not None for u in units):
-        out["units"] = units
+    _sampled(out, ndim, nspace, zooms, affine is None, (space_unit, time_unit), has_time,
+             float(hdr["toffset"]))
     descrip = bytes(hdr["descrip"]).split(b"\0", 1)[0].decode("latin-1").strip()
     if descrip:
         out["content"] = descrip
@@ -165,3 +156,24 @@ def nifti_header(img: Any, name: str) -> dict[str, Any]:
     if code in LABEL_INTENTS:
         out = mark_label_map(out)
     return out
+
+
+def _sampled(out: dict[str, Any], ndim: int, nspace: int, zooms: list[float],
+             no_form: bool, xyzt: tuple[str, str], has_time: bool, toffset: float) -> None:
+    """``spacings``, ``units`` and ``axis_mins``: the spatial axes' without a form (method 1:
+    pixdim), the time axis's (pixdim[4], its unit, toffset)."""
+    space_unit, time_unit = xyzt
+    spacings: list[float | None] = [zooms[d] if no_form else None for d in range(nspace)]
+    units: list[str | None] = [None] * ndim
+    if no_form and space_unit in SPACE_UNITS:
+        units[:nspace] = [SPACE_UNITS[space_unit]] * nspace
+    if has_time:
+        spacings.append(zooms[3] if zooms[3] > 0 else None)
+        units[3] = TIME_UNITS.get(time_unit)
+        if toffset and np.isfinite(toffset):
+            out["axis_mins"] = [None] * 3 + [toffset] + [None] * (ndim - 4)
+    spacings += [None] * (ndim - len(spacings))
+    if any(s is not None for s in spacings):
+        out["spacings"] = spacings
+    if any(u is not None for u in units):
+        out["units"] = units

@@ -5,12 +5,16 @@
   → the 4th; a non-domain axis → the 4th when it is a ``list`` (e.g. DWI gradients) and there
   is no time axis, else the 5th (a vector: intent ``vector``, the 4th of size 1).
 - **Geometry**: ``space_directions``/``space_origin`` in LPS (or RAS, LAS) become the RAS+
-  affine, written as **both** the sform and the qform (codes from a ``nifti:header`` field,
-  else 1, "scanner"); ``space_units`` (else mm for an anatomical space) and the time axis's
-  unit and spacing go to ``xyzt_units`` and ``pixdim[4]``. Without an anatomical space, the
-  directions (or ``spacings``) are written with form codes 0, and a warning.
+  affine, written as **both** the sform and the qform, with the form codes of a
+  ``nifti:header`` field (a file read from NIfTI: as read, 0 included) else 1, "scanner";
+  ``space_units`` (else the saved unit, else mm for an anatomical space) and the time axis's
+  unit, spacing and ``axis_mins`` go to ``xyzt_units``, ``pixdim[4]`` and ``toffset`` (a file
+  without a time axis keeps its saved time unit and ``toffset``). Without an anatomical
+  space, the directions (or ``spacings``) are written with form codes 0, and a warning.
 - **Values** are written as read (rescaled values stay values: no ``scl_slope``); a label map
-  gets intent ``label``; ``content`` becomes ``descrip``.
+  gets intent ``label``, a vector its saved intent (else ``vector``); ``content`` becomes
+  ``descrip``. Fields NIfTI cannot hold (``label:segments``, ``dicom:series``, NRRD
+  key/value pairs, ``measurement_frame``, ...) are named in a warning.
 
 The file is written beside the target and renamed into place (a ``.nii.gz`` is gzip level 6);
 memory stays bounded by one slab of about 64 MiB.
@@ -28,11 +32,13 @@ import numpy as np
 
 from ..errors import JnrrdWarning, UnsupportedError, where
 from ..header import core_fields
+from ..header.model import TILE_URI_PREFIX, find_prefix, split_key
 from ..storage.atomic import reported_as
 from ..storage.targets import target_store
 from ..tiling.kinds import axis_kinds, is_domain
-from .labels import is_label_map
-from .nifti import SPACE_UNITS, TIME_UNITS, _nibabel
+from .labels import is_label_map, label_prefix
+from .nifti import NIFTI_URI, SPACE_UNITS, TIME_UNITS, _nibabel
+from .units import to_mm, to_seconds
 
 __all__ = ["nifti_layout", "write_nifti"]
 
@@ -45,6 +51,11 @@ _SPACE_BACK = {v: k for k, v in SPACE_UNITS.items()}
 _TIME_BACK = {v: k for k, v in TIME_UNITS.items()} | {"sec": "sec", "msec": "msec"}
 _TYPES = {"u1", "i1", "i2", "u2", "i4", "u4", "i8", "u8", "f4", "f8", "c8", "c16"}
 _SLAB = 64 << 20
+#: the core fields a NIfTI file holds (or that describe the source's storage)
+_CARRIED = {"jnrrd", "type", "dimension", "sizes", "endian", "encoding", "block_size",
+            "content", "space", "space_dimension", "space_units", "space_origin",
+            "space_directions", "spacings", "kinds", "units", "axis_mins", "line_skip",
+            "byte_skip", "data_file", "data_files", "data_file_pattern", "extensions"}
 
 
 def nifti_layout(header: Mapping[str, Any], ndim: int, source: Any = None
@@ -120,6 +131,7 @@ def write_nifti(target: Any, data: Any, header: Mapping[str, Any], *,
         raise UnsupportedError(f"{where(name, 'type')}NIfTI has no type for {dtype.name}; "
                                "convert the data (e.g. float16 -> float32, bool -> uint8)")
     order, vector = nifti_layout(header, len(data.shape), name)
+    _warn_dropped(header, name)
     shape = [1 if a is None else int(data.shape[a]) for a in order]
     hdr = _header(nib, core, header, order, shape, vector, dtype, name)
     store, key = target_store(name, storage_options=storage_options)
@@ -141,9 +153,10 @@ def _header(nib: Any, core: Any, header: Mapping[str, Any], order: list[int | No
     hdr.set_data_shape(shape)
     hdr.set_data_dtype(dtype.newbyteorder("<"))
     aff, anatomical = _affine(core, order, name)
+    space_unit, factor = _space_unit(core, saved, anatomical, name)
+    aff[:3, :] *= factor
     if anatomical:
-        scode = int(saved.get("sform_code") or 0) or int(saved.get("qform_code") or 0) or 1
-        qcode = int(saved.get("qform_code") or 0) or scode
+        scode, qcode = _codes(saved)
     else:
         scode = qcode = 0
         warnings.warn(f"{where(name, 'space')}no anatomical space (LPS, RAS, LAS): the NIfTI "
@@ -151,22 +164,87 @@ def _header(nib: Any, core: Any, header: Mapping[str, Any], order: list[int | No
                       stacklevel=4)
     hdr.set_sform(aff, code=scode)
     hdr.set_qform(aff, code=qcode)
-    zooms = list(hdr.get_zooms())
-    time_unit = "unknown"
-    if len(order) > 3 and order[3] is not None:
-        sp = (core.spacings or (None,) * len(core.sizes))[order[3]]
-        zooms[3] = float(sp) if sp is not None and math.isfinite(sp) else 1.0
-        unit = (core.units or (None,) * len(core.sizes))[order[3]]
-        time_unit = _TIME_BACK.get(unit or "", "unknown")
-    hdr.set_zooms(zooms)
-    su = (core.space_units or (None,))[0]
-    hdr.set_xyzt_units(_SPACE_BACK.get(su or "", "mm" if anatomical else "unknown"), time_unit)
+    _time(hdr, core, order, saved, name)
+    hdr.set_xyzt_units(space_unit, hdr.get_xyzt_units()[1])
     _intent(hdr, header, vector, dtype)
     text = header.get("content") or saved.get("descrip") or ""
     hdr["descrip"] = str(text).encode("latin-1", "replace")[:79]
-    if saved.get("toffset"):
-        hdr["toffset"] = float(saved["toffset"])
     return hdr
+
+
+def _codes(saved: Mapping[str, Any]) -> tuple[int, int]:
+    """The sform and qform codes: a NIfTI source's as read (when one of them is set), else
+    1 ("scanner") for both."""
+    scode, qcode = int(saved.get("sform_code") or 0), int(saved.get("qform_code") or 0)
+    return (scode, qcode) if scode or qcode else (1, 1)
+
+
+def _space_unit(core: Any, saved: Mapping[str, Any], anatomical: bool, name: str
+                ) -> tuple[str, float]:
+    """NIfTI's spatial unit and the factor taking ``space_units`` to it: meter, mm, micron
+    as they are, other lengths in mm; without ``space_units``, the saved unit, else mm for an
+    anatomical space."""
+    su = (core.space_units or (None,))[0]
+    if su in _SPACE_BACK:
+        return _SPACE_BACK[su], 1.0
+    if su:
+        factor = to_mm(su)
+        if factor is not None:
+            return "mm", factor
+        warnings.warn(f"{where(name, 'space_units')}{su!r} is not a unit NIfTI has (meter, "
+                      "mm, micron): written as unknown", JnrrdWarning, stacklevel=5)
+        return "unknown", 1.0
+    units = saved.get("xyzt_units") or [None, None]
+    return ("unknown" if units[0] == "unknown" or not anatomical else "mm"), 1.0
+
+
+def _time(hdr: Any, core: Any, order: list[int | None], saved: Mapping[str, Any],
+          name: str) -> None:
+    """``pixdim[4]``, the time unit and ``toffset``: the time axis's spacing, unit and
+    ``axis_mins`` (a time unit NIfTI lacks in seconds); without a time axis, the saved unit
+    and ``toffset``."""
+    n = len(core.sizes)
+    units = saved.get("xyzt_units") or [None, None]
+    time_unit = units[1] if units[1] in _TIME_BACK.values() else "unknown"
+    toffset = float(saved.get("toffset") or 0.0)
+    if len(order) > 3 and order[3] is not None:
+        t = order[3]
+        unit = (core.units or (None,) * n)[t]
+        time_unit, factor = _TIME_BACK.get(unit or "", "unknown"), 1.0
+        if unit and unit not in _TIME_BACK:
+            seconds = to_seconds(unit)
+            if seconds is None:
+                warnings.warn(f"{where(name, 'units')}{unit!r} is not a time unit NIfTI has: "
+                              "written as unknown", JnrrdWarning, stacklevel=5)
+            else:
+                time_unit, factor = "sec", seconds
+        zooms = list(hdr.get_zooms())
+        sp = (core.spacings or (None,) * n)[t]
+        zooms[3] = float(sp) * factor if sp is not None and math.isfinite(sp) else 1.0
+        hdr.set_zooms(zooms)
+        low = (core.axis_mins or (None,) * n)[t]
+        toffset = float(low) * factor if low is not None and math.isfinite(low) else 0.0
+    hdr.set_xyzt_units(hdr.get_xyzt_units()[0], time_unit)
+    hdr["toffset"] = toffset
+
+
+def _warn_dropped(header: Mapping[str, Any], name: str) -> None:
+    """A warning naming the fields NIfTI cannot hold (tiling fields, which describe the
+    source's storage, excepted)."""
+    tile = find_prefix(header, TILE_URI_PREFIX) or "tile"
+    own = find_prefix(header, NIFTI_URI) or "nifti"
+    flag = f"{label_prefix(header)}:map"
+    dropped = []
+    for key, value in header.items():
+        parts = split_key(str(key))
+        if parts is None:
+            if key not in _CARRIED and value is not None:
+                dropped.append(key)
+        elif parts[0] not in (tile, own) and key != flag:
+            dropped.append(key)
+    if dropped:
+        warnings.warn(f"{where(name)}NIfTI cannot hold the fields {dropped}; they are not "
+                      "written", JnrrdWarning, stacklevel=4)
 
 
 def _saved(header: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -179,7 +257,7 @@ def _intent(hdr: Any, header: Mapping[str, Any], vector: bool, dtype: np.dtype) 
     saved = _saved(header)
     if is_label_map(header, dtype):
         hdr.set_intent("label", (), name=str(saved.get("intent_name") or "")[:15])
-    elif vector:
+    elif vector and not saved.get("intent_code"):
         hdr.set_intent("vector", (), name="")
     elif saved.get("intent_code"):
         try:

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Rescale", "Rescaled", "plan_rescale"]
+__all__ = ["Rescale", "Rescaled", "plan_rescale", "varying_type"]
 
 _INT_TYPES = [np.dtype(t) for t in ("u1", "i1", "u2", "i2", "u4", "i4", "i8")]
 #: the largest stored range checked value by value for the float codec path
@@ -84,10 +84,7 @@ def plan_rescale(stored: Any, slope: float, intercept: float, *,
     lo, hi = stored_range if stored_range is not None else (int(np.iinfo(st).min),
                                                              int(np.iinfo(st).max))
     if slope.is_integer() and intercept.is_integer():
-        ends = sorted((lo * int(slope) + int(intercept), hi * int(slope) + int(intercept)))
-        dtype = next((t for t in _INT_TYPES
-                      if np.iinfo(t).min <= ends[0] and ends[1] <= np.iinfo(t).max),
-                     np.dtype("i8"))
+        dtype = _int_type([(lo, hi, slope, intercept)])
         codecs = None
         if abs(slope) == 1 and dtype.itemsize > st.itemsize:
             codecs = [_scale_offset(int(intercept), int(slope)),
@@ -101,6 +98,31 @@ def plan_rescale(stored: Any, slope: float, intercept: float, *,
     if hi - lo < _EXHAUSTIVE and lo <= 0 <= hi and _exact(plan, codecs, lo, hi, value0):
         return Rescale(st, slope, intercept, dtype, codecs, value0)
     return plan
+
+
+def _int_type(ranges: list[tuple[int, int, float, float]]) -> np.dtype:
+    """The smallest integer type holding ``lo * slope + intercept`` and ``hi * slope +
+    intercept`` of every ``(lo, hi, slope, intercept)`` (integer slopes and intercepts)."""
+    ends = [v for lo, hi, s, i in ranges for v in (lo * int(s) + int(i), hi * int(s) + int(i))]
+    low, high = min(ends), max(ends)
+    return next((t for t in _INT_TYPES if np.iinfo(t).min <= low and high <= np.iinfo(t).max),
+                np.dtype("i8"))
+
+
+def varying_type(stored: Any, rescales: list[tuple[float, float]], *,
+                 stored_range: tuple[int, int] | None = None,
+                 float_dtype: Any = np.float64) -> np.dtype:
+    """The values' type of images whose rescale differs from image to image: the smallest
+    integer type holding every image's rescaled range when every slope and intercept is an
+    integer (exact, as GDCM types a single image), else ``float_dtype``."""
+    st = np.dtype(stored)
+    if st.kind not in "iu" or not all(float(s).is_integer() and float(i).is_integer()
+                                      for s, i in rescales):
+        return np.result_type(st, np.dtype(float_dtype)) if st.kind == "f" else np.dtype(
+            float_dtype)
+    lo, hi = stored_range if stored_range is not None else (int(np.iinfo(st).min),
+                                                             int(np.iinfo(st).max))
+    return _int_type([(lo, hi, s, i) for s, i in rescales])
 
 
 def _scale_offset(offset: Any, scale: Any) -> dict[str, Any]:

@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from ..header.foreign import is_dicom_file, is_nifti_path
 from ..tiling.kinds import axis_kinds, is_domain
 from .loaded import Loaded
-from .nifti import is_nifti_path
 
 __all__ = ["READER_OPTIONS", "clinical_format", "layout_options", "open_clinical",
            "storage_codecs"]
@@ -30,17 +30,6 @@ __all__ = ["READER_OPTIONS", "clinical_format", "layout_options", "open_clinical
 #: options of the clinical readers (not write options)
 READER_OPTIONS = ("series", "resample")
 _DEFAULT_TILE = {1: 65536, 2: 256}
-
-
-def _is_dicom_file(path: str) -> bool:
-    if path.lower().endswith((".dcm", ".dicom")):
-        return True
-    try:
-        with open(path, "rb") as f:
-            f.seek(128)
-            return f.read(4) == b"DICM"
-    except OSError:
-        return False
 
 
 def clinical_format(source: Any) -> str | None:
@@ -55,7 +44,7 @@ def clinical_format(source: Any) -> str | None:
         return "nifti"
     if os.path.isdir(path):
         return "dicom"
-    if os.path.isfile(path) and _is_dicom_file(path):
+    if os.path.isfile(path) and is_dicom_file(path):
         return "dicom"
     return None
 

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import crc32c
 import lz4.block
 import numpy as np
 
@@ -284,6 +283,8 @@ class Crc32c(BytesBytesCodec):
 
     def encode(self, data: bytes | memoryview, *, tile_index: int = 0) -> bytes:
         """Data plus checksum."""
+        import crc32c  # on first use: the package's import costs a start-up ~20 ms
+
         return bytes(data) + struct.pack("<I", crc32c.crc32c(data))
 
     def decode(
@@ -296,6 +297,8 @@ class Crc32c(BytesBytesCodec):
         body = view[:-4]
         check_size(self.name, body, size, limit)
         (stored,) = struct.unpack("<I", view[-4:])
+        import crc32c
+
         actual = crc32c.crc32c(body)
         if stored != actual:
             raise DataError(f"crc32c: checksum mismatch: stored {stored:08x}, data {actual:08x}")

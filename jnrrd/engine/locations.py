@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from ..errors import UnsupportedError, where
@@ -52,6 +53,9 @@ def tile_locations(source: InternalSource | ExternalSource | None, level: Level,
         raise UnsupportedError(f"{where(name)}level {level.index} is virtual (computed from "
                                "level 0 on read): it has no stored tiles")
     grid = level.grid
+    if isinstance(source, ExternalSource) and source.remote:
+        yield from _remote_locations(source, level, reverse)
+        return
     for local, coords in enumerate(grid.all_coords()):
         if isinstance(source, InternalSource):
             g = level.first + local
@@ -61,6 +65,27 @@ def tile_locations(source: InternalSource | ExternalSource | None, level: Level,
             found = source.locate(level, coords, local)
             loc = None if found is None else TileLocation(found[0], 0, found[1])
         yield (coords[::-1] if reverse else coords), loc
+
+
+#: remote tile objects looked up at once (one metadata request each, up to 16 in flight)
+_BATCH = 256
+
+
+def _remote_locations(source: ExternalSource, level: Level, reverse: bool
+                      ) -> Iterator[tuple[tuple[int, ...], TileLocation | None]]:
+    """:func:`tile_locations` of remote tile objects: their sizes asked concurrently, a batch
+    at a time (a round trip per tile, one after another, would cost minutes)."""
+    from .._threads import ordered_map
+
+    def locate(item: tuple[int, tuple[int, ...]]) -> TileLocation | None:
+        found = source.locate(level, item[1], item[0])
+        return None if found is None else TileLocation(found[0], 0, found[1])
+
+    items = enumerate(level.grid.all_coords())
+    while batch := list(islice(items, _BATCH)):
+        for (_, coords), loc in zip(batch, ordered_map(locate, batch, workers=16,
+                                                       name="jnrrd-locate"), strict=True):
+            yield (coords[::-1] if reverse else coords), loc
 
 
 def checked_coords(coords: Sequence[int], grid: TileGrid | None, *, reverse: bool,

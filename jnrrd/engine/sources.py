@@ -226,10 +226,15 @@ class ExternalSource:
         """
         grid = level.grid
         if grid.ntiles <= self._policy.max_files:
-            total = 0
-            for c in grid.all_coords():
-                total += self._size_or_zero(self.key(level, c, grid.index(c)))
-            return total
+            keys = (self.key(level, c, grid.index(c)) for c in grid.all_coords())
+            if not self.remote:
+                return sum(map(self._size_or_zero, keys))
+            # a remote store: one metadata request per tile, many in flight
+            from .._threads import ordered_map
+
+            workers = max(1, min(16, self._policy.request_concurrency))
+            return sum(ordered_map(self._size_or_zero, list(keys), workers=workers,
+                                   name="jnrrd-sizes"))
         total = 0
         for (lv, coords), name in self._files.items():
             if lv == level.index and name is not None:

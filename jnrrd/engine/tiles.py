@@ -12,13 +12,13 @@ checksums of a :class:`TileCodec`.
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import zlib
 from collections.abc import Sequence
 from typing import Any
 
-import crc32c
 import numpy as np
 
 from ..codecs import CodecChain, is_raw_chain
@@ -79,6 +79,8 @@ def checksum_of(algo: str, data: Any) -> int:
     """The ``crc32`` (zlib CRC-32) or ``crc32c`` checksum of stored tile bytes."""
     if algo == "crc32":
         return zlib.crc32(data) & 0xFFFFFFFF
+    import crc32c  # on first use (its import costs a command's start ~20 ms)
+
     return crc32c.crc32c(data) & 0xFFFFFFFF
 
 
@@ -159,7 +161,7 @@ class TileDecoder(TileCodec):
             return fetched.take(coords)
         if isinstance(self.source, InternalSource):
             return self.source.read(level.first + local)
-        return self.source.read(level, coords, local, self.tile_limit)
+        return self.source.read(level, coords, local, self.tile_limit(level))
 
     def checked_bytes(self, level: Level, coords: tuple[int, ...]) -> Any:
         """The stored bytes of a tile (None when sparse), checksum verified."""
@@ -168,10 +170,17 @@ class TileDecoder(TileCodec):
             self._verify(level.first + level.grid.index(coords), data)
         return data
 
-    @property
-    def tile_limit(self) -> int:
-        """The most bytes a tile file is read for."""
-        return self.policy.max_tile_bytes + (1 << 20)
+    def tile_limit(self, level: Level) -> int:
+        """The most bytes a tile file of ``level`` is read (and a remote one requested) for:
+        a raw or shorthand-compressed tile is never longer than its decoded size plus a
+        compressor's worst-case overhead (under 1/64 + 64 KiB for gzip, zstd, lz4, bzip2),
+        so memory follows the tile, not the cap; other chains up to ``max_tile_bytes``."""
+        cap = self.policy.max_tile_bytes + (1 << 20)
+        if not (self.raw or self.simple):
+            return cap
+        n = int(np.prod(level.grid.max_stored_shape(), dtype=object)) \
+            * self.stored_dtype.itemsize
+        return min(cap, n + n // 64 + (64 << 10))
 
     def prefetch(self, level: Level, coords: list[tuple[int, ...]]) -> Fetched:
         """Start fetching the stored bytes of the tiles ``coords`` of ``level`` at once."""
@@ -194,13 +203,13 @@ class TileDecoder(TileCodec):
         self._verify(index, data)
         if planes is not None and 0 < planes < shape[-1] and self.simple in PREFIX_NAMES:
             shape = (*shape[:-1], planes)
-            need = int(np.prod(shape)) * self.stored_dtype.itemsize
+            need = math.prod(shape) * self.stored_dtype.itemsize
             buf = _scratch(need) if scratch and self.simple == "zstd" else None
             data = decompress_prefix(self.simple, data, need, out=buf,
                                      what=f"{where(self.name)}tile {index}: ")
             arr = np.frombuffer(data, self.stored_dtype).reshape(shape, order="F")
         elif self.raw or self.simple:
-            count = int(np.prod(shape))
+            count = math.prod(shape)
             need = count * self.stored_dtype.itemsize
             if self.simple:
                 gz = self.simple == "gzip"
@@ -247,7 +256,7 @@ class Fetched:
             self.index = {c: level.first + level.grid.index(c) for c in coords}
             started = self.source.prefetch([self.index[c] for c in coords])
         else:
-            started = self.source.prefetch(level, coords, decoder.tile_limit)
+            started = self.source.prefetch(level, coords, decoder.tile_limit(level))
         self.pending = dict(zip(coords, started, strict=True))
 
     def rank(self, coords: tuple[int, ...]) -> int:
@@ -287,7 +296,7 @@ class TileEncoder(TileCodec):
             # [bytes] or [bytes, compressor] in native byte order: the F-ordered tile's memory
             # is already the stored byte order, so compress it in place (no chain, no copy).
             name, level = self._simple
-            flat = memoryview(np.asfortranarray(tile).T).cast("B")
+            flat = np.asfortranarray(tile).T.data.cast("B")
             # raw: the byte view itself (it keeps the tile alive until it is written)
             return flat if name is None else compress(name, flat, level=level)
         return self.chain(tile.shape).encode(tile, tile_index=index)
@@ -297,7 +306,7 @@ class TileEncoder(TileCodec):
         return (self._simple == (None, None) and dtype == self.chain_dtype
                 and self.plan.type_name != "bfloat16")
 
-    def metadata(self, core: np.ndarray, data: bytes | None) -> dict[str, Any]:
+    def metadata(self, core: np.ndarray, data: bytes | memoryview | None) -> dict[str, Any]:
         """The ``tile:metadata`` entry of one tile (stats of its core, checksum of ``data``)."""
         meta: dict[str, Any] = {}
         if self.plan.tile_stats:

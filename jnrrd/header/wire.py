@@ -18,7 +18,7 @@ import warnings
 from dataclasses import dataclass
 from typing import IO, Any
 
-from ..errors import FormatError, HeaderError, JnrrdWarning, VersionError, where
+from ..errors import FormatError, HeaderError, JnrrdWarning, VersionError, describe_source, where
 from ..policy import Policy
 
 __all__ = ["MAGIC_KEY", "MAX_NESTING", "PROBE", "VERSION", "Entry", "nesting_depth",
@@ -38,6 +38,12 @@ MAX_NESTING = 64
 
 # Digest 1.2: ASCII whitespace other than the line feed, which alone splits lines.
 _BLANKS = re.compile(rb"[ \t\r\v\f]*")
+
+
+def _blank_run(piece: bytes) -> int:
+    """Length of the run of blanks that starts ``piece`` (the pattern matches the empty run)."""
+    found = _BLANKS.match(piece)
+    return found.end() if found is not None else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,13 +221,13 @@ def read_entries(
         piece = _readline(stream, min(PROBE, budget + 1))
         parts = [piece]
         length = len(piece)
-        lead = _BLANKS.match(piece).end()
+        lead = _blank_run(piece)
         # A run of blanks longer than one probe: keep reading, still bounded by the budget.
         while lead == len(piece) and piece and not piece.endswith(b"\n") and length <= budget:
             piece = _readline(stream, min(PROBE, budget + 1 - length))
             parts.append(piece)
             length += len(piece)
-            lead = _BLANKS.match(piece).end()
+            lead = _blank_run(piece)
         head = piece[lead : lead + 1]
         if head == b"\n":  # blank line: the data starts after it
             offset += length
@@ -270,8 +276,26 @@ def _read_magic(stream: IO[bytes], base: int, source: Any) -> int:
             stacklevel=4,  # the caller of parse_header (read_entries calls this)
         )
         first = first[len(BOM) :]
-    _check_magic(first, truncated, where(source, "line 1"))
+    try:
+        _check_magic(first, truncated, where(source, "line 1"))
+    except FormatError:
+        _name_the_format(stream, base, first, source)
+        raise
     return offset
+
+
+def _name_the_format(stream: IO[bytes], base: int, first: bytes, source: Any) -> None:
+    """A ``FormatError`` naming the format of a file that is not JNRRD when it is one that
+    ``jnrrd convert`` reads (NIfTI, DICOM, .npy); nothing otherwise."""
+    from .foreign import convert_hint, describe_bytes, sniff_stream
+
+    path = getattr(stream, "name", None)
+    name = describe_source(source) or (path if isinstance(path, str) else "")
+    what = (sniff_stream(stream, base, name) if _seekable(stream) else None) or describe_bytes(
+        first, name)
+    if what is not None:
+        raise FormatError(f"{where(source)}not a JNRRD file: it is {what}; "
+                          f"{convert_hint(name or None, what)}") from None
 
 def _too_long(prefix: str, length: int, size: int, policy: Policy) -> None:
     if size + length > policy.max_header_bytes and length <= policy.max_line_bytes:

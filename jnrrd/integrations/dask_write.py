@@ -150,7 +150,7 @@ def _level_array(src: Any, spec: _LevelSpec, grid: Any) -> Any:
     name = "jnrrd-level-" + tokenize(src.name, spec, chunks)
     blocks = _Blocks(src)
     starts = [np.concatenate([[0], np.cumsum(c)]).tolist() for c in chunks]
-    dsk = {}
+    dsk: dict[Any, Any] = {}
     for idx in np.ndindex(*(len(c) for c in chunks)):
         region = tuple(slice(s[i], s[i + 1]) for s, i in zip(starts, idx, strict=True))
         need = source_region(spec.shape0, spec.scale, spec.method, region)
@@ -259,9 +259,11 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
     work.progress = None  # runs on workers: no client callbacks in the graph
     store, key = target_store(path, storage_options=storage_options)
     store.tidy(key)
+    tables: ExternalSink | Tables
     if plan.storage == "external":
-        sink: ExternalSink | None = ExternalSink(plan, store, key, token)
-        out_dir, tables = sink.dir_name, sink
+        external = ExternalSink(plan, store, key, token)
+        sink: ExternalSink | None = external
+        out_dir, tables = external.dir_name, external
     else:
         sink = None
         out_dir = f".{key}{MARK}{token}.tiles"

@@ -29,6 +29,8 @@ import numpy as np
 
 from ..clinical.labels import is_label_map, palette, segments
 from ..errors import JnrrdWarning, MissingDependencyError, UnsupportedError
+from ..header.foreign import is_zarr_path
+from ..optional import missing_message
 from ..storage.leftovers import write_guard
 from ..storage.names import fresh_token, tmp_marker
 from .ngff import NGFF_VERSION, export_order, is_oblique, multiscales
@@ -56,19 +58,12 @@ def require_zarr() -> Any:
     try:
         import zarr
     except ImportError as e:
-        raise MissingDependencyError("OME-Zarr needs zarr-python 3: pip install "
-                                     "'jnrrd[zarr]'") from e
+        raise MissingDependencyError(missing_message(
+            "zarr", extra="zarr", feature="OME-Zarr", pip="zarr>=3.1")) from e
     if int(str(zarr.__version__).split(".")[0]) < 3:
         raise MissingDependencyError(f"OME-Zarr needs zarr-python 3, found {zarr.__version__}:"
-                                     " pip install 'jnrrd[zarr]'")
+                                     " pip install 'zarr>=3.1' (jnrrd's extra jnrrd[zarr])")
     return zarr
-
-
-def is_zarr_path(path: Any) -> bool:
-    """True for a ``.zarr``/``.ome.zarr`` path or URL (any case, a trailing ``/`` allowed)."""
-    if not isinstance(path, (str, os.PathLike)):
-        return False
-    return os.fspath(path).rstrip("/\\").lower().endswith(".zarr")
 
 
 def header_attribute(header: Mapping[str, Any], tile_prefixes: set[str]) -> dict[str, Any]:
@@ -116,8 +111,11 @@ def write_omezarr(vol: Any, target: Any, *, storage_options: Mapping[str, Any] |
     with write_guard(path) if local else contextlib.nullcontext():
         staging = _staging_path(path) if local else path
         try:
-            group = zarr.open_group(staging, mode="w", zarr_format=3,
-                                    storage_options=None if local else dict(storage_options or {}))
+            # a URL through fsspec with its options (zarr >= 3.2 refuses options with
+            # memory:// and file:// strings, which it otherwise also hands to fsspec)
+            group = zarr.open_group(staging if local else zarr.storage.FsspecStore.from_url(
+                path, storage_options=dict(storage_options or {}), read_only=False),
+                mode="w", zarr_format=3)
             group.attrs.update(attrs)
             total = sum(lv.size for lv in vol.levels) * dtype.itemsize
             done = 0

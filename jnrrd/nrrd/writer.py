@@ -320,10 +320,12 @@ def _extension(out: Mapping[str, Any], source: Any) -> dict[str, Any]:
         raise HeaderError(f"{where(source, cm_field)}expected a list of strings, found "
                           f"{comments!r}")
     dropped = []
+    tiling = False
     kvs = dict(kvs)
     for key in out:
         parts = split_key(key)
         if parts is not None:
+            tiling = tiling or parts[0] == tile
             if parts[0] != tile and key not in (kv_field, cm_field):
                 dropped.append(key)
         elif key not in _MAPPED:
@@ -334,9 +336,9 @@ def _extension(out: Mapping[str, Any], source: Any) -> dict[str, Any]:
             else:
                 dropped.append(key)
     if dropped:
+        note = " (tiling fields are dropped silently: NRRD data is untiled)" if tiling else ""
         warnings.warn(f"{where(source)}NRRD cannot hold the fields {dropped}; they are not "
-                      "written (tiling fields are dropped silently: NRRD data is untiled)",
-                      JnrrdWarning, stacklevel=4)
+                      f"written{note}", JnrrdWarning, stacklevel=4)
     return {"key_values": kvs, "comments": list(comments)}
 
 

@@ -16,11 +16,21 @@ nothing of headers, tile grids or files.
 
 from __future__ import annotations
 
-from .blocks import level_shape
-from .builder import Piece, PyramidBuilder
-from .methods import METHODS
-from .quality import level_geometry, level_quality
-from .region import compute_region, downsample, source_region
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .blocks import level_shape
+    from .builder import Piece, PyramidBuilder
+    from .methods import METHODS
+    from .quality import level_geometry, level_quality
+    from .region import compute_region, downsample, source_region
+
+#: the names below, imported from their modules on first use (so that importing one module of
+#: the package, e.g. ``jnrrd.pyramid.methods`` for the list of methods, loads no other)
+_LAZY = {"level_shape": "blocks", "Piece": "builder", "PyramidBuilder": "builder",
+         "METHODS": "methods", "level_geometry": "quality", "level_quality": "quality",
+         "compute_region": "region", "downsample": "region", "source_region": "region"}
 
 __all__ = [
     "METHODS",
@@ -33,3 +43,12 @@ __all__ = [
     "level_shape",
     "source_region",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

@@ -9,6 +9,11 @@ the engine decodes them; nothing here knows about headers, tiles or codecs.
   regular files opened, memory maps and ``pread``);
 - :mod:`.fileobj`: a caller's binary stream as a reader of one object;
 - :mod:`.resolve`: a path, file object or URL → store, key and opened reader;
+- :mod:`.remote`, :mod:`.remote_fetch`, :mod:`.remote_http`, :mod:`.remote_stream`: objects
+  behind fsspec URLs (range requests merged and checked, HTTP answers checked);
+- :mod:`.keys`, :mod:`.validators`, :mod:`.bodies`: the rules every remote backend applies
+  (keys confined as the server will see them, one version per read, bodies bounded by the
+  request);
 - :mod:`.version_check`: a remote object's version token asked again (Dask and xarray tasks
   check that the object is still the one their graph was built from);
 - :mod:`.writes`: the write half on the local disk (:class:`WriteStore`: objects put under

@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import posixpath
 import re
 from collections.abc import Hashable, Iterator, Sequence
@@ -25,13 +27,15 @@ from typing import Any
 from ..errors import (
     DataError,
     MissingDependencyError,
+    ObjectNotFoundError,
     RemoteError,
-    SecurityError,
     UnsupportedError,
     where,
 )
 from ..policy import Policy
+from .keys import check_object_url, confine_key
 from .remote_fetch import Answer, Fetcher, plan_requests
+from .validators import Validator, warn_unversioned
 
 __all__ = ["RemoteReader", "RemoteStore", "filesystem", "is_remote", "local_path",
            "split_url"]
@@ -80,8 +84,10 @@ def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple
         raise UnsupportedError(f"{url}: {exc}") from None
 
 
-def split_url(url: str) -> tuple[str, str]:
-    """``(directory URL, name)`` of an object's URL."""
+def split_url(url: str, *, name_url: str | None = None) -> tuple[str, str]:
+    """``(directory URL, name)`` of an object's URL (or fsspec path); one spelling of each
+    object (:func:`~.keys.check_object_url`; ``name_url`` names it in errors)."""
+    check_object_url(name_url or url, url)
     head, _, name = url.rstrip("/").rpartition("/")
     if not name or head.endswith(":/"):
         raise UnsupportedError(f"{url}: expected the URL of an object, not of a bucket or "
@@ -90,21 +96,34 @@ def split_url(url: str) -> tuple[str, str]:
 
 
 class RemoteReader:
-    """Byte ranges of one remote object; ``head`` holds its first bytes (fetched at open)."""
+    """Byte ranges of one remote object; ``head`` holds its first bytes (fetched at open).
+
+    ``expect`` is the object's :class:`~.validators.Validator` as it opened (HTTP: the first
+    answer's ETag, else its Last-Modified date, and its size; S3: the ETag of its metadata):
+    every later request carries its conditions and every answer must carry it, so bytes of
+    another version of the object are never returned (``DataError``)."""
 
     remote = True
 
     def __init__(self, fetcher: Fetcher, path: str, url: str, *, first: int = FIRST_BLOCK
                  ) -> None:
         self.fetcher, self.path, self.url = fetcher, path, url
-        self.etag: str | None = None
+        self.expect: Validator | None = None
         if fetcher.http:
             answer = fetcher.get(path, 0, first, url=url, exact=False)
+            got = answer.validator or Validator()
             size = answer.total
-            if size is None:
-                size = int(fetcher.info(path, url=url).get("size") or 0)
-            self.version: Hashable = (answer.etag, size) if answer.etag else ("size", size)
-            self.etag = answer.etag
+            if size is None:  # "Content-Range: bytes 0-n/*": ask the size (same version)
+                info = fetcher.info(path, url=url)
+                size = info.get("size")
+                if size is None:
+                    raise RemoteError(f"{url}: the server states the object's size neither "
+                                      "in Content-Range nor in Content-Length")
+                got.check(info["validator"], url)
+            self.expect = got.with_size(size)
+            if self.expect.kind == "size":
+                warn_unversioned(url)
+            self.version: Hashable = self.expect.token()
         else:
             info = fetcher.info(path, url=url)
             size = info.get("size")
@@ -113,9 +132,8 @@ class RemoteReader:
             size = int(size)
             self.version = version_of(info)
             if fetcher.s3:  # the ETag every later answer must carry (S3: If-Match)
-                self.etag = info.get("ETag")
-            answer = (fetcher.get(path, 0, min(first, size), url=url, etag=self.etag) if size
-                      else Answer(b""))
+                self.expect = Validator(info.get("ETag") or None, None, size)
+            answer = (self._get(0, min(first, size)) if size else Answer(b""))
         self.file_size = size
         self.head = answer.data
 
@@ -126,7 +144,7 @@ class RemoteReader:
             more = self._fetch(len(self.head), upto)
             self.head = self.head + more
 
-    def get_range(self, start: int, stop: int) -> memoryview | bytes:
+    def get_range(self, start: int, stop: int) -> memoryview | bytes | bytearray:
         """Bytes ``start:stop``; ``DataError("file ended early")`` past the object's end."""
         if stop <= len(self.head):
             return memoryview(self.head)[start:stop]
@@ -159,22 +177,18 @@ class RemoteReader:
             parts = [(ranges[todo[m]][0] - piece.start, ranges[todo[m]][1] - piece.start)
                      for m in piece.members]
             futures = self.fetcher.submit_parts(self.path, piece.start, piece.stop, parts,
-                                                url=self.url, etag=self.etag)
+                                                url=self.url, expect=self.expect)
             for rank, (m, fut) in enumerate(zip(piece.members, futures, strict=True)):
                 a, b = ranges[todo[m]]
                 out[todo[m]] = Slice(Pending(fut, self, a, b), 0, b - a, rank=rank)
         return [s for s in out if s is not None]
 
-    def _fetch(self, start: int, stop: int) -> bytes:
-        answer = self.fetcher.get(self.path, start, stop, url=self.url, etag=self.etag)
-        return self.check(answer).data
+    def _fetch(self, start: int, stop: int) -> bytes | bytearray:
+        return self._get(start, stop).data
 
-    def check(self, answer: Answer) -> Answer:
-        """``DataError`` when an answer's version token differs from the one at open."""
-        if self.etag is not None and answer.etag is not None and answer.etag != self.etag:
-            raise DataError(f"{self.url}: the object changed while it was read (ETag "
-                            f"{self.etag} became {answer.etag})")
-        return answer
+    def _get(self, start: int, stop: int) -> Answer:
+        with gone_is_changed(self.url):
+            return self.fetcher.get(self.path, start, stop, url=self.url, expect=self.expect)
 
     def close(self) -> None:
         """Drop the first block (nothing else is held open)."""
@@ -184,10 +198,10 @@ class RemoteReader:
 class Done:
     """An already available answer, shaped like a pending one."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes | bytearray) -> None:
         self.data = data
 
-    def result(self) -> bytes:
+    def result(self) -> bytes | bytearray:
         return self.data
 
 
@@ -201,7 +215,19 @@ class Pending:
 
     def result(self) -> memoryview:
         r = self.reader
-        return r.fetcher.wait(self.future, r.url, self.start, self.stop)
+        with gone_is_changed(r.url):
+            return r.fetcher.wait(self.future, r.url, self.start, self.stop)
+
+
+@contextlib.contextmanager
+def gone_is_changed(url: str) -> Iterator[None]:
+    """An object that was there when it was opened and is missing now was replaced or
+    deleted while it was read: ``DataError``, not ``FileNotFoundError``."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise DataError(f"{url}: the object disappeared while it was read (deleted or "
+                        "replaced); open it again") from None
 
 
 class Slice:
@@ -221,7 +247,10 @@ class Slice:
 
 
 def version_of(info: dict[str, Any]) -> Hashable:
-    """An object's version token from its ``info``: ETag/generation/... and size."""
+    """An object's version token from its ``info``: ETag/generation/... and size (over
+    HTTP, its validator's token)."""
+    if isinstance(info.get("validator"), Validator):
+        return info["validator"].token()
     for name in _VERSION_FIELDS:
         value = info.get(name)
         if value is not None:
@@ -245,27 +274,15 @@ class RemoteStore:
         return path if _URL.match(path) else self.fs.unstrip_protocol(path)
 
     def path(self, key: str, *, field: str = "data_file") -> str:
-        """The fsspec path of ``key`` under the path policy (``field`` names it in errors)."""
-        prefix = where(self.source, field)
-        if not isinstance(key, str) or not key:
-            raise SecurityError(f"{prefix}expected a non-empty relative path, found {key!r}")
-        if "\x00" in key or "\\" in key:
-            raise SecurityError(f"{prefix}path contains a NUL byte or a backslash: {key!r}")
-        if _URL.match(key):
-            raise SecurityError(f"{prefix}URL {key!r} is blocked: paths in a remote header "
-                                "resolve against the header's own URL")
-        if key.startswith("/"):
-            if not self.policy.allow_absolute:
-                raise SecurityError(f"{prefix}absolute path {key!r} is blocked; pass "
-                                    "allow_absolute=True to allow it")
+        """The fsspec path of ``key`` under the path policy (``field`` names it in errors):
+        :func:`~.keys.confine_key`, then joined to the root."""
+        found = confine_key(key, self.policy, prefix=where(self.source, field),
+                            root=self.url(self.root))
+        if found.absolute:
             if self.root.startswith("/"):  # a filesystem with a root (memory://, sftp)
-                return posixpath.normpath(key)
-            return _join(_bucket_root(self.root), key.lstrip("/"))  # same bucket or host
-        norm = posixpath.normpath(key)
-        if (norm == ".." or norm.startswith("../")) and not self.policy.allow_parent:
-            raise SecurityError(f"{prefix}path {key!r} leaves the header's directory "
-                                f"{self.url(self.root)!r}; pass allow_parent=True to allow it")
-        return _join(self.root, norm)
+                return found.path
+            return _join(_bucket_root(self.root), found.path.lstrip("/"))  # same bucket/host
+        return _join(self.root, found.path)
 
     def child(self, key: str, *, field: str) -> RemoteStore:
         """The store rooted at directory ``key`` (e.g. ``tile:base_dir``)."""
@@ -285,7 +302,7 @@ class RemoteStore:
         return self.fetcher.submit(path, 0, limit, url=self.url(path), exact=False)
 
     def get(self, key: str, *, limit: int | None = None, field: str = "data_file",
-            what: str = "") -> bytes:
+            what: str = "") -> bytes | bytearray:
         """The whole object, at most ``limit`` bytes (default ``max_bytes``);
         ``FileNotFoundError`` when it is absent."""
         path = self.path(key, field=field)
@@ -300,18 +317,26 @@ class RemoteStore:
     def size(self, key: str, *, field: str = "data_file") -> int:
         """The object's size; ``FileNotFoundError`` when it is absent."""
         path = self.path(key, field=field)
-        info = self.fetcher.info(path, url=self.url(path))
-        if info.get("type") == "directory" or info.get("size") is None:
-            raise FileNotFoundError(2, "not an object", self.url(path))
+        info = self._info(path)
+        if info.get("size") is None:
+            raise RemoteError(f"{self.url(path)}: the server does not state the object's "
+                              "size")
         return int(info["size"])
 
     def exists(self, key: str, *, field: str = "data_file") -> bool:
         """Whether ``key`` is an object."""
         try:
-            self.size(key, field=field)
+            self._info(self.path(key, field=field))
         except FileNotFoundError:
             return False
         return True
+
+    def _info(self, path: str) -> dict[str, Any]:
+        info = self.fetcher.info(path, url=self.url(path))
+        if info.get("type") == "directory":
+            raise ObjectNotFoundError(errno.ENOENT, "not an object (a directory or prefix)",
+                                      self.url(path))
+        return info
 
     def version(self, key: str, *, field: str = "data_file") -> Hashable:
         """The object's version token (ETag, generation, ... and size)."""
@@ -319,8 +344,13 @@ class RemoteStore:
         return version_of(self.fetcher.info(path, url=self.url(path)))
 
     def walk(self, prefix: str) -> Iterator[str]:
-        """The keys of the objects under ``prefix``."""
-        base = _join(self.root, posixpath.normpath(prefix)) if prefix else self.root
+        """The keys of the objects under ``prefix`` (``UnsupportedError`` over HTTP, which
+        has no listing: fsspec would scrape a page of links of any size)."""
+        if self.fetcher.http:
+            raise UnsupportedError(f"{self.url(self.root)}: HTTP cannot list the objects "
+                                   f"under {prefix!r}; pass max_files=... to ask for each "
+                                   "object by name")
+        base = self.path(prefix, field="tile:pattern") if prefix else self.root
         try:
             found = self.fs.find(base)
         except FileNotFoundError:

@@ -38,7 +38,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from .._threads import io_submit
-from ..errors import RemoteError, UnsupportedError
+from ..errors import AccessDeniedError, ObjectNotFoundError, RemoteError, UnsupportedError
 from .names import fresh_token
 from .remote import filesystem, split_url
 from .writes import StagedFile
@@ -68,7 +68,7 @@ def remote_target(url: str, storage_options: dict[str, Any] | None = None
     (``UnsupportedError`` for a read-only protocol such as ``https://``)."""
     check_writable(url)
     fs, path = filesystem(url, storage_options)
-    root, key = split_url(path)
+    root, key = split_url(path, name_url=url)
     return RemoteWriteStore(fs, root), key
 
 
@@ -276,7 +276,8 @@ class RemoteStaged(StagedFile):
                  random_access: bool = False) -> None:
         self.store, self.key = store, key
         self.tmpdir = tempfile.mkdtemp(prefix="jnrrd-upload-")
-        local = os.path.join(self.tmpdir, posixpath.basename(key) or "object")
+        # a fixed name: the key's last part may be longer than a local file name may be
+        local = os.path.join(self.tmpdir, "object")
         try:
             super().__init__(local, token, durable=False, random_access=random_access)
         except BaseException:
@@ -301,15 +302,18 @@ class RemoteStaged(StagedFile):
 
 
 def _named(exc: BaseException, what: str, url: str) -> BaseException:
-    """``exc`` as an error naming ``url``: a missing bucket or a refused permission keeps its
-    type; anything else is a :class:`~jnrrd.errors.RemoteError`."""
+    """``exc`` as a :class:`~jnrrd.errors.RemoteError` naming ``url``: a missing object or
+    bucket is an ``ObjectNotFoundError`` (also a ``FileNotFoundError``), a refused permission
+    an ``AccessDeniedError`` (also a ``PermissionError``)."""
     if isinstance(exc, RemoteError) or not isinstance(exc, Exception):
         return exc
     detail = str(exc) or type(exc).__name__
     if url in detail:
         detail = detail.replace(url, "").strip(" :") or type(exc).__name__
-    for kind, code in ((FileNotFoundError, errno.ENOENT), (PermissionError, errno.EACCES),
-                       (FileExistsError, errno.EEXIST)):
-        if isinstance(exc, kind):
-            return kind(code, f"{what} failed: {detail}", url)
+    if isinstance(exc, FileNotFoundError):
+        return ObjectNotFoundError(errno.ENOENT, f"{what} failed: {detail}", url)
+    if isinstance(exc, PermissionError):
+        return AccessDeniedError(errno.EACCES, f"{what} failed: {detail}", url)
+    if isinstance(exc, FileExistsError):
+        return exc
     return RemoteError(f"{url}: {what} failed: {detail}")

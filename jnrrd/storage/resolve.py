@@ -17,7 +17,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from ..policy import Policy
 from .fileobj import stream_dir
@@ -83,21 +83,21 @@ def resolve(source: Any, policy: Policy, storage_options: dict[str, Any] | None 
     if not hasattr(source, "read"):
         raise TypeError(f"source must be a path or a binary file object, not "
                         f"{type(source).__name__}")
-    root = stream_dir(source)
-    if root is None:
+    found = stream_dir(source)
+    if found is None:
         return Opened(source, None, None, None, name, False)
     path = os.fspath(source.name)
-    return Opened(source, LocalStore(root, policy, source=name), os.path.basename(path), path,
-                  name, False)
+    return Opened(source, LocalStore(found, policy, source=name), os.path.basename(path),
+                  path, name, False)
 
 
 def _resolve_url(url: str, policy: Policy, storage_options: dict[str, Any] | None
                  ) -> Opened:
     fs, path = filesystem(url, storage_options)
-    root, key = split_url(path)
+    root, key = split_url(path, name_url=url)
     store = RemoteStore(fs, root, policy, source=url)
     stream = RemoteStream(RemoteReader(store.fetcher, path, url))
-    return Opened(stream, store, key, None, url, True)
+    return Opened(cast(IO[bytes], stream), store, key, None, url, True)
 
 
 @contextlib.contextmanager

@@ -2,8 +2,9 @@
 the object behind a URL is still the one its graph was built from.
 
 The token has the form the reader took at open (``RemoteReader.version``): over HTTP the
-``ETag`` and size of a one-byte range request, elsewhere the filesystem's ``info`` (ETag,
-generation, ... and size). :meth:`VersionCheck.start` sends the request at once, so it is in
+token of the :class:`~.validators.Validator` of a one-byte range request (ETag, else
+Last-Modified, and size), elsewhere the filesystem's ``info`` (ETag, generation, ... and
+size). :meth:`VersionCheck.start` sends the request at once, so it is in
 flight while the task reads its tiles; :meth:`VersionCheck.result` waits for it.
 """
 
@@ -18,6 +19,7 @@ from .._threads import io_submit
 from ..policy import Policy
 from .remote import filesystem, version_of
 from .remote_fetch import Answer, Fetcher
+from .validators import Validator
 
 __all__ = ["VersionCheck"]
 
@@ -69,10 +71,12 @@ class VersionCheck:
         try:
             if self.fetcher.http:
                 answer: Answer = self.fetcher.wait(self.future, self.url, 0, 1)
-                size = answer.total
-                if size is None:
-                    size = int(self.fetcher.info(self.path, url=self.url).get("size") or 0)
-                return (answer.etag, size) if answer.etag else ("size", size)
+                got = answer.validator or Validator()
+                if answer.total is None:
+                    info = self.fetcher.info(self.path, url=self.url)
+                    got.check(info["validator"], self.url)
+                    return got.with_size(info.get("size")).token()
+                return got.with_size(answer.total).token()
             p = self.fetcher.policy
             return version_of(self.future.result(timeout=p.request_timeout + 5.0))
         except FileNotFoundError:

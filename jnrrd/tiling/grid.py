@@ -40,7 +40,7 @@ class AxisSel(NamedTuple):
 
     start: int
     step: int
-    count: int
+    count: int  # type: ignore[assignment]  # shadows tuple.count, which no caller uses
     reverse: bool = False
     drop: bool = False
 

@@ -17,13 +17,13 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..errors import JnrrdWarning, where
-from .server import Request, WebServer
-from .store import ZarrStore
+
+if TYPE_CHECKING:
+    from .server import Request, WebServer
+    from .store import ZarrStore
 
 __all__ = ["DEFAULT_CACHE_BYTES", "Request", "WebServer", "ZarrStore", "serve"]
 
@@ -44,13 +44,17 @@ def serve(source: Any, *, port: int = 0, host: str = "127.0.0.1",
     ``port`` 0 picks a free port. ``host`` other than a loopback address warns
     (:class:`~jnrrd.JnrrdWarning`): anyone who can reach it can read the volume. ``cors``:
     ``"*"`` or the origin(s) whose pages may read the store. ``viewer=True`` also serves
-    neuroglancer's client (``pip install "jnrrd[viewer]"``) at ``.viewer_url``, in the
+    neuroglancer's client (``pip install neuroglancer``) at ``.viewer_url``, in the
     ``layout`` given. ``on_request`` is called with every answered :class:`Request`,
     ``on_error`` with the message of every failed one. The other keywords go to
     :func:`jnrrd.open` (``bfloat16`` defaults to ``"float32"``: Zarr readers have no
     bfloat16).
     """
+    import numpy as np
+
     from ..api import open as jopen
+    from .server import WebServer
+    from .store import ZarrStore
 
     policy.setdefault("bfloat16", "float32")
     origins = (cors,) if isinstance(cors, str) else tuple(cors or ())
@@ -85,6 +89,20 @@ def serve(source: Any, *, port: int = 0, host: str = "127.0.0.1",
             f"port {server.port} of this machine can read the volume (docs/web-view.md)"),
             stacklevel=2)
     return server
+
+
+def __getattr__(name: str) -> Any:
+    """The server and store classes, imported on first use (the package stays light for the
+    command line's start)."""
+    if name in ("Request", "WebServer"):
+        from . import server
+
+        return getattr(server, name)
+    if name == "ZarrStore":
+        from .store import ZarrStore
+
+        return ZarrStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _display_name(source: Any) -> str:

@@ -1,6 +1,6 @@
 """The neuroglancer client of ``jnrrd view``, served beside the store (docs/web-view.md).
 
-The ``neuroglancer`` Python package (``pip install "jnrrd[viewer]"``) ships its web client
+The ``neuroglancer`` Python package (``pip install neuroglancer``) ships its web client
 as static files (``neuroglancer/static/client``). That build expects to be served at
 ``/v/<token>/`` by neuroglancer's own Python server, with a server-sent-event channel at
 ``/events/<token>`` through which that server pushes state. Here the viewer's state comes
@@ -29,8 +29,6 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from ..errors import MissingDependencyError
 
@@ -89,7 +87,7 @@ def client_dir() -> Path:
             return path
     raise MissingDependencyError(
         "jnrrd view needs neuroglancer's web client, which the neuroglancer package ships: "
-        'pip install "jnrrd[viewer]"')
+        "pip install neuroglancer (jnrrd's extra jnrrd[viewer])")
 
 
 class Viewer:
@@ -211,6 +209,8 @@ def viewer_state(store: Any, *, name: str, layout: str = "4panel"
 def contrast_window(store: Any) -> tuple[float, float]:
     """The 0.5 and 99.5 percentiles of the coarsest level's middle plane (across the first
     two axes), the window the layer opens with."""
+    import numpy as np
+
     plane = np.asarray(store.middle_plane(), dtype=np.float64)
     plane = plane[np.isfinite(plane)]
     if plane.size == 0:
