@@ -102,6 +102,22 @@ def test_changes_are_seen_only_after_commit(tmp_path, storage):
     assert_file_equals(path, model, 2)
 
 
+def test_read_into_out_sees_uncommitted_writes(tmp_path):
+    """``vol.read(selection, out=)`` on a volume open for writing reads its own writes,
+    partial ones (kept as patches until a read needs them) included."""
+    path = tmp_path / "v.jnrrd"
+    with jnrrd.create(path, (16, 16), "uint16", tile=8) as vol:
+        vol[...] = 4
+    with jnrrd.open(path, mode="r+") as vol:
+        vol[1:3, 2] = 9  # part of a tile not read yet
+        out = np.empty((16, 16), np.uint16, order="F")
+        assert vol.read(..., out=out) is out
+        want = np.full((16, 16), 4, np.uint16)
+        want[1:3, 2] = 9
+        np.testing.assert_array_equal(out, want)
+        vol.abort()
+
+
 def test_with_block_commits_on_success_and_aborts_on_error(tmp_path, storage):
     path = tmp_path / "v.jnrrd"
     jnrrd.create(path, (10, 10, 10), "uint8", tile=5, storage=storage).close()

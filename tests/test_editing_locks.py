@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import jnrrd
+from jnrrd import _platform
 from jnrrd.errors import LockError
-from jnrrd.storage import locks
 from jnrrd.storage.locks import FileLock
 
 
@@ -58,10 +58,21 @@ class _FakeMsvcrt:
 
 
 def test_the_windows_lock_path(target, monkeypatch):
-    monkeypatch.setattr(locks, "fcntl", None)
-    monkeypatch.setattr(locks, "msvcrt", _FakeMsvcrt())
+    monkeypatch.setattr(_platform, "_fcntl", None)
+    monkeypatch.setattr(_platform, "_msvcrt", _FakeMsvcrt())
     first = FileLock(target)
+    assert first._os
     with pytest.raises(LockError, match="another writer"):
+        FileLock(target)
+    first.release()
+
+
+def test_a_system_without_advisory_locks_uses_lock_files(target, monkeypatch):
+    monkeypatch.setattr(_platform, "_fcntl", None)
+    monkeypatch.setattr(_platform, "_msvcrt", None)
+    first = FileLock(target)
+    assert not first._os and _owner(first.path)["token"] == first.token
+    with pytest.raises(LockError):
         FileLock(target)
     first.release()
 
@@ -98,6 +109,21 @@ def test_a_lock_file_of_a_dead_process_on_this_host_is_stale_at_once(target):
     FileLock(target, os_locks=False).release()
 
 
+def test_where_processes_cannot_be_asked_only_the_timeout_breaks_a_lock(target, monkeypatch):
+    """Windows: ``os.kill(pid, 0)`` would end the process, so its existence is unknown and
+    a lock file of a process that may be gone waits for ``stale_after``."""
+    monkeypatch.setattr(_platform, "SYSTEM", "windows")
+    assert _platform.process_exists(os.getpid()) is None
+    dead = FileLock(target, os_locks=False)
+    body = _owner(dead.path)
+    body["pid"] = 2**22 + 12345
+    with open(dead.path, "w") as f:
+        json.dump(body, f)
+    with pytest.raises(LockError, match="counts as stale"):
+        FileLock(target, os_locks=False)
+    dead.release()
+
+
 def test_a_file_system_without_advisory_locks_falls_back(target, monkeypatch):
     class NoLocks:
         LOCK_EX, LOCK_NB = 2, 4
@@ -106,7 +132,7 @@ def test_a_file_system_without_advisory_locks_falls_back(target, monkeypatch):
         def flock(fd: int, op: int) -> None:
             raise OSError(errno.ENOLCK, "No locks available")
 
-    monkeypatch.setattr(locks, "fcntl", NoLocks)
+    monkeypatch.setattr(_platform, "_fcntl", NoLocks)
     lock = FileLock(target)
     assert not lock._os
     with pytest.raises(LockError):

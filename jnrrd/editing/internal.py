@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import IO, Any
 
+from .. import _platform
 from ..errors import DataError
 from ..header import Header
 from ..policy import Policy
@@ -87,30 +88,23 @@ def _copy(out: IO[bytes], datas: list[Any], entries: list[tuple[int, int]]) -> N
 
 
 class _Positional:
-    """Byte ranges of a file that grows while it is read (``os.pread``; elsewhere a seek
-    and a read under one lock)."""
+    """Byte ranges of a file that grows while it is read (:func:`jnrrd._platform.pread`:
+    ``os.pread``, elsewhere a seek and a read under the lock its ``pwrite`` takes too)."""
 
     def __init__(self, file: Any) -> None:
         self.file = file
         self.fd = file.fileno()
-        self._lock = threading.Lock()
 
     def get_range(self, start: int, stop: int) -> bytes:
-        size = stop - start
-        if hasattr(os, "pread"):
-            parts, at = [], start
-            while at < stop:
-                piece = os.pread(self.fd, stop - at, at)
-                if not piece:
-                    break
-                parts.append(piece)
-                at += len(piece)
-            data = b"".join(parts) if len(parts) != 1 else parts[0]
-        else:
-            with self._lock:
-                self.file.seek(start)
-                data = self.file.read(size)
-        if len(data) != size:
+        parts, at = [], start
+        while at < stop:
+            piece = _platform.pread(self.fd, stop - at, at)
+            if not piece:
+                break
+            parts.append(piece)
+            at += len(piece)
+        data = b"".join(parts) if len(parts) != 1 else parts[0]
+        if len(data) != stop - start:
             raise DataError("file ended early")
         return data
 

@@ -230,10 +230,10 @@ class WritableVolume(Volume):
             self._dirty[(0, c)] = tile
             self._dirty_nbytes += tile.nbytes - self._patches.drop(c)
 
-    def _read(self, level: Level, sel: tuple[AxisSel, ...]) -> np.ndarray:
+    def _read(self, level: Level, sel: tuple[AxisSel, ...], out: Any = None) -> np.ndarray:
         if len(self._patches):  # a read sees the writes: bring the patched tiles in
             self._materialize(self._patches.coords())
-        return super()._read(level, sel)
+        return super()._read(level, sel, out)
 
     def _read_tiles(self, level: Level, coords: list[tuple[int, ...]], *,
                     writable: bool = False) -> dict[tuple[int, ...], np.ndarray | None]:

@@ -30,6 +30,7 @@ import socket
 import time
 from typing import Any, Protocol
 
+from .. import _platform
 from ..errors import LockError
 
 __all__ = ["STALE_AFTER", "ConditionalPut", "FileLock", "ObjectLock", "acquire",
@@ -38,15 +39,6 @@ __all__ = ["STALE_AFTER", "ConditionalPut", "FileLock", "ObjectLock", "acquire",
 #: seconds after which a lock that was not refreshed counts as abandoned (lock files and
 #: lock objects; an operating-system lock needs no timeout: it dies with its holder)
 STALE_AFTER = 600.0
-
-try:  # POSIX
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
-try:  # Windows
-    import msvcrt
-except ImportError:
-    msvcrt = None  # type: ignore[assignment]
 
 #: errors meaning "this file system has no advisory locks" (the lock file is used instead)
 _NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, getattr(errno, "ENOTSUP", 95)}
@@ -83,7 +75,7 @@ class FileLock:
         self.stale_after = float(stale_after)
         self.token = secrets.token_hex(8)
         self._fd: int | None = None
-        self._os = os_locks and (fcntl is not None or msvcrt is not None)
+        self._os = os_locks
         self._acquire()
 
     # -- acquiring --------------------------------------------------------------------------
@@ -102,7 +94,7 @@ class FileLock:
         for _ in range(16):  # a holder may unlink the file between our open and our lock
             fd, created = self._open_lock_file()
             try:
-                _os_lock(fd)
+                _platform.lock_exclusive(fd)
             except BlockingIOError:
                 body = _read(fd)
                 os.close(fd)
@@ -186,7 +178,7 @@ class FileLock:
             pid = int(info["pid"])
         except (ValueError, KeyError, TypeError, AttributeError):
             return False
-        return same_host and os.name == "posix" and not _alive(pid)
+        return same_host and _platform.process_exists(pid) is False
 
     # -- holding ----------------------------------------------------------------------------
     def refresh(self) -> None:
@@ -359,21 +351,6 @@ def acquire(target: str, *, fs: Any = None, fs_path: str | None = None,
 
 
 # -- helpers -------------------------------------------------------------------------------
-def _os_lock(fd: int) -> None:
-    """Take the system's exclusive lock on ``fd`` without waiting (``BlockingIOError`` when
-    another holds it)."""
-    if fcntl is not None:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return
-    assert msvcrt is not None
-    try:
-        msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-    except OSError as exc:
-        if exc.errno in (errno.EACCES, errno.EDEADLK):
-            raise BlockingIOError(exc.errno, "locked") from None
-        raise
-
-
 def _same_file(fd: int, path: str) -> bool:
     try:
         a, b = os.fstat(fd), os.stat(path)
@@ -395,17 +372,6 @@ def _slurp(path: str) -> bytes | None:
             return f.read(4096)
     except OSError:
         return None
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` exists (POSIX only: signal 0 checks without sending)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
 
 
 def _etag(info: Any) -> Any:
