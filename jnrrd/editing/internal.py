@@ -89,7 +89,7 @@ def _copy(out: IO[bytes], datas: list[Any], entries: list[tuple[int, int]]) -> N
 
 class _Positional:
     """Byte ranges of a file that grows while it is read (:func:`jnrrd._platform.pread`:
-    ``os.pread``, elsewhere a seek and a read under the lock its ``pwrite`` takes too)."""
+    a positional read, elsewhere a seek and a read under the lock its ``pwrite`` takes)."""
 
     def __init__(self, file: Any) -> None:
         self.file = file

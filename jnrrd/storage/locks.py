@@ -360,8 +360,10 @@ def _same_file(fd: int, path: str) -> bool:
 
 
 def _read(fd: int) -> bytes | None:
+    """The holder's note in the lock file ``fd`` (None where its lock forbids reading it:
+    Windows locks the byte range)."""
     try:
-        return os.pread(fd, 4096, 0) if hasattr(os, "pread") else None
+        return _platform.pread(fd, 4096, 0)
     except OSError:
         return None
 
