@@ -14,6 +14,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
+    AddressError,
     CodecError,
     DataError,
     FormatError,
@@ -63,6 +64,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "AddressError",
     "CodecError",
     "DataError",
     "FormatError",

@@ -59,8 +59,8 @@ except ImportError:  # POSIX
 __all__ = ["FILE_LOCKS", "REPLACE_WHILE_OPEN", "SIMULATE_ENV", "SYSTEM", "available_cpus",
            "cgroup_cpu_limit", "copy_file_range", "drop_cached", "fdatasync", "fsync_dir",
            "lock_exclusive", "lock_shared", "lock_taken", "map_readonly", "physical_memory",
-           "pread", "process_exists", "pwrite", "register_at_fork", "release_pages",
-           "reserve_anonymous", "simulate", "start_writeback"]
+           "pread", "pread_into", "process_exists", "pwrite", "register_at_fork",
+           "release_pages", "reserve_anonymous", "simulate", "start_writeback"]
 
 SIMULATE_ENV = "JNRRD_SIMULATE_PLATFORM"
 
@@ -186,6 +186,23 @@ def pread(fd: int, size: int, offset: int) -> bytes:
             return b"".join(parts)
         finally:
             os.lseek(fd, pos, os.SEEK_SET)
+
+
+def pread_into(fd: int, view: memoryview, offset: int) -> int:
+    """Fill ``view`` (bytes) from ``offset`` of ``fd``; the bytes read (fewer only at the end
+    of the file): ``os.preadv`` straight into it, else :func:`pread` and a copy."""
+    fn = _os("preadv")
+    n, got = len(view), 0
+    if fn is None:
+        data = pread(fd, n, offset)
+        view[: len(data)] = data
+        return len(data)
+    while got < n:
+        k = fn(fd, [view[got:]], offset + got)
+        if k <= 0:
+            break
+        got += k
+    return got
 
 
 def pwrite(fd: int, data: Any, offset: int) -> int:

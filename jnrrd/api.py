@@ -10,8 +10,8 @@ import numpy as np
 
 from .codecs import chain_is_self_delimiting, is_raw_chain
 from .engine.cache import check_cache_bytes, default_cache_bytes
-from .engine.sources import ExternalSource, InternalSource
-from .engine.untiled import UntiledData, data_paths
+from .engine.sources import ExternalSource, InternalSource, held_object, untiled_data
+from .engine.untiled import data_paths
 from .engine.volume import Volume
 from .errors import DataError, UnsupportedError, where
 from .header import CoreFields, Header, core_fields, parse_header
@@ -99,7 +99,7 @@ def open(
             from .nrrd.reader import open_nrrd
 
             vol = open_nrrd(src.stream, path=src.path, store=src.store, policy=pol,
-                            name=src.name, index_order=index_order)
+                            name=src.name, index_order=index_order, src=src)
             src.close()
         else:
             header, data_start = parse_header(src.stream, policy=pol, source=src.name)
@@ -213,9 +213,7 @@ def _volume(header: Header, core: Any, tiling: Tiling | None, src: Opened,
         if paths is None and data_start is None and core.count:
             raise DataError(f"{where(name)}the header ended at the end of the file: "
                             "there is no data section")
-        untiled = UntiledData(core, path=src.path if owned else None, f=None if owned else f,
-                              data_start=data_start, paths=paths, policy=pol, source=name,
-                              held=f if owned else None)
+        untiled = untiled_data(core, src, data_start, paths, pol)
         return Volume(header, tiling=None, core=core, policy=pol, source=None, name=name,
                       index_order=index_order, untiled=untiled)
     if tiling.storage == "internal":
@@ -230,11 +228,12 @@ def _volume(header: Header, core: Any, tiling: Tiling | None, src: Opened,
             sizes = raw_tile_sizes(tiling, itemsize, offsets)
         # The tiles are read from the very file whose header was parsed (never the path
         # again: the path may have been replaced in between). The source owns it from now on.
+        store, key = held_object(src.store, src.key, f, map_reads=decoder_raw, owned=owned)
         tiles = InternalSource(
-            f, offsets=offsets, sizes=sizes, owned=owned,
+            store, key, offsets=offsets, sizes=sizes,
             data_start=data_start if data_start is not None else 0, fixed_size=fixed,
             self_delimiting=chain_is_self_delimiting(tiling.codecs), fmt=tiling.format,
-            prefix=tiling.prefix, source=name, map_reads=decoder_raw,
+            prefix=tiling.prefix, source=name,
         )
         return Volume(header, tiling=tiling, core=core, policy=pol, source=tiles, name=name,
                       index_order=index_order, cache_bytes=cache_bytes)

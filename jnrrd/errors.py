@@ -19,6 +19,7 @@ these. Leaves also inherit the matching builtin, so ``except PermissionError`` o
         │   ├── ObjectNotFoundError    (also FileNotFoundError) no such remote object
         │   └── AccessDeniedError      (also PermissionError) the store refused access
         ├── SecurityError          (also PermissionError) blocked by the path/URL policy
+        ├── AddressError           (also OSError) the web view cannot listen where asked
         └── ValidationError        raised by ``validate(..., strict=True)``
 
     UserWarning
@@ -35,6 +36,7 @@ from typing import Any
 
 __all__ = [
     "AccessDeniedError",
+    "AddressError",
     "CodecError",
     "DataError",
     "FormatError",
@@ -112,6 +114,11 @@ class AccessDeniedError(PermissionError, RemoteError):
 
 class SecurityError(JnrrdError, PermissionError):
     """Blocked by the path/URL policy (absolute paths, ``..``, URLs, symlink escapes)."""
+
+
+class AddressError(JnrrdError, OSError):
+    """The web view (``jnrrd.serve``) cannot listen where asked: a port in use, an address
+    that is not this machine's, a host name that does not resolve."""
 
 
 class ValidationError(JnrrdError):

@@ -97,9 +97,9 @@ def _counting(monkeypatch):
         calls["tiles"] += 1
         return real_decode(self, level, coords, *args, **kwargs)
 
-    def read(self, index):
+    def read(self, level, coords, limit):
         calls["internal"] += 1
-        return real_read(self, index)
+        return real_read(self, level, coords, limit)
 
     monkeypatch.setattr(tiles_mod.TileDecoder, "decode", decode)
     monkeypatch.setattr(sources.InternalSource, "read", read)

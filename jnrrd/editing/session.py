@@ -49,12 +49,16 @@ class Source:
     """The stored bytes of a tile, wherever its current entry points (the decoder's
     source); on an object store a batch of tiles is fetched at once on the I/O pool."""
 
+    #: (not the engine's memory-mapped internal source: tiles move with every commit)
+    internal = False
+
     def __init__(self, vol: Any, remote: bool) -> None:
         self._vol = vol
         self.remote = remote
 
-    def read(self, level: Level, coords: tuple[int, ...], local: int, limit: int) -> Any:
+    def read(self, level: Level, coords: tuple[int, ...], limit: int) -> Any:
         vol = self._vol
+        local = level.grid.index(coords)
         return vol._s.layout.read(level, coords, local, vol._tables.get(level.index, local))
 
     def prefetch(self, level: Level, coords: list[tuple[int, ...]], limit: int) -> list[Any]:
@@ -69,6 +73,11 @@ class Source:
 
     def take(self, level: Level, coords: tuple[int, ...], pending: Any) -> Any:
         return self._vol._s.layout.take(level, coords, pending)
+
+    @staticmethod
+    def rank(pending: Any) -> int:
+        """Prefetched tiles are taken in the order asked (the layout fetches each alone)."""
+        return 0
 
     def locate(self, level: Level, coords: tuple[int, ...], local: int) -> Any:
         """(``LevelView.tile_locations``) refused: they change with every commit."""

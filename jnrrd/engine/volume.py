@@ -262,7 +262,7 @@ class Volume(WorldQueries, LevelView):
                 virtual_levels=any(not lv.stored for lv in self._levels))
         # raw internal tiles come from the memory map: there is no decode to save
         self._use_cache = cache_bytes > 0 and self._decoder is not None and not (
-            self._decoder.raw and isinstance(source, InternalSource))
+            self._decoder.raw and source is not None and source.internal)
         #: decoded tiles of every level, ``(level, coords)`` → read-only array (engine/cache)
         self._cache = TileCache(cache_bytes, {lv.index: (lv.grid, self._dtype)
                                               for lv in self._levels if lv.stored}

@@ -226,6 +226,16 @@ def encode_tile(job: TileJob, level: int, coords: tuple[int, ...], bounds: list[
     return g, len(data), enc.metadata(core, data)
 
 
+
+def _tile_tables(plan: Any, sink: ExternalSink | None, key: str, token: str
+                 ) -> tuple[str, ExternalSink | Tables]:
+    """Where the tiles go and the tables their sizes and metadata fill: the external sink
+    itself, or a spool directory beside an internal target."""
+    if sink is not None:
+        return sink.dir_name, sink
+    return (f".{key}{MARK}{token}.tiles",
+            Tables([None] * plan.nstored, [{} for _ in range(plan.nstored)]))
+
 def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes], *,
                index_order: str, storage_options: dict[str, Any] | None = None) -> None:
     """Write a Dask array as a tiled dataset, computing and encoding tiles on the active
@@ -259,15 +269,8 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
     work.progress = None  # runs on workers: no client callbacks in the graph
     store, key = target_store(path, storage_options=storage_options)
     store.tidy(key)
-    tables: ExternalSink | Tables
-    if plan.storage == "external":
-        external = ExternalSink(plan, store, key, token)
-        sink: ExternalSink | None = external
-        out_dir, tables = external.dir_name, external
-    else:
-        sink = None
-        out_dir = f".{key}{MARK}{token}.tiles"
-        tables = Tables([None] * plan.nstored, [{} for _ in range(plan.nstored)])
+    sink = ExternalSink(plan, store, key, token) if plan.storage == "external" else None
+    out_dir, tables = _tile_tables(plan, sink, key, token)
     spool = _spool_store(store) if sink is None else store
     if sink is None:
         spool.reserve(out_dir)

@@ -5,12 +5,15 @@ header's ``data_file`` or a tile file name, as the header spells it). The tiling
 which key and byte range hold a tile (:mod:`jnrrd.tiling.locate`), a store fetches those bytes,
 the engine decodes them; nothing here knows about headers, tiles or codecs.
 
+- :mod:`.objects`: the read seam every store shares (``get_ranges`` over objects held open
+  or opened per call, :class:`~.objects.RangeStream`, :class:`~.objects.StreamStore`);
 - :mod:`.local`: files on the local disk (path confinement under the reader's policy, only
   regular files opened, memory maps and ``pread``);
 - :mod:`.fileobj`: a caller's binary stream as a reader of one object;
 - :mod:`.resolve`: a path, file object or URL → store, key and opened reader;
-- :mod:`.remote`, :mod:`.remote_fetch`, :mod:`.remote_http`, :mod:`.remote_stream`: objects
-  behind fsspec URLs (range requests merged and checked, HTTP answers checked);
+- :mod:`.remote`, :mod:`.remote_fetch`, :mod:`.remote_http`, :mod:`.remote_stream`,
+  :mod:`.aio`: objects behind fsspec URLs (range requests merged and checked, HTTP answers
+  checked, requests on one event loop);
 - :mod:`.keys`, :mod:`.validators`, :mod:`.bodies`: the rules every remote backend applies
   (keys confined as the server will see them, one version per read, bodies bounded by the
   request);
@@ -53,9 +56,13 @@ class Store(Protocol):
         ``limit``); ``FileNotFoundError`` when absent."""
         ...
 
-    def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]]
-                   ) -> list[bytes | memoryview]:
-        """The bytes ``start:stop`` of one object for each ``(start, stop)``, in order."""
+    def get_ranges(self, key: str, ranges: Sequence[tuple[int, int | None]], *,
+                   field: str = "data_file", limit: int | None = None, wait: bool = True,
+                   out: Sequence[Any] | None = None) -> list[Any]:
+        """The bytes ``start:stop`` of one object for each ``(start, stop)``, in order: the
+        one read seam (:mod:`.objects`). ``stop`` ``None``: to the object's end, at most
+        ``limit`` bytes; ``wait=False``: pending buffers at once (``result()``); ``out``:
+        read into these buffers."""
         ...
 
     def size(self, key: str) -> int:

@@ -37,6 +37,8 @@ from typing import Any
 from .._threads import io_submit
 from ..errors import DataError, JnrrdError, ObjectNotFoundError, RemoteError
 from ..policy import Policy
+from .aio import http_client, in_thread
+from .aio import loop as aio_loop
 from .bodies import Answer, LongBody, Retry, ShortBody, read_exact
 from .remote_http import describe, http_get, span
 from .validators import Validator
@@ -57,8 +59,11 @@ class Fetcher:
         self.fs = fs
         self.policy = policy
         self.http = _is_http(fs)
-        self.s3 = _protocols(fs) & {"s3", "s3a"} != set() and hasattr(fs, "_call_s3")
-        self.loop = getattr(fs, "loop", None) if getattr(fs, "async_impl", False) else None
+        self.s3 = _protocols(fs) & {"s3", "s3a"} != set() and hasattr(fs, "call_s3")
+        #: HTTP: our own session (:mod:`.aio`) with the caller's options
+        self.client = http_client(getattr(fs, "storage_options", {})) if self.http else None
+        # requests of asynchronous filesystems run as coroutines on the request loop
+        self.loop = aio_loop() if self.http or getattr(fs, "async_impl", False) else None
         self._sem: asyncio.Semaphore | None = None
         self._lock = threading.Lock()
         self._waiting = 0  # requests submitted and not yet answered
@@ -175,13 +180,13 @@ class Fetcher:
 
     async def _once(self, path: str, start: int, stop: int, url: str,
                     expect: Validator | None, sink: Parts | None, head: bool) -> Answer:
-        if self.http:
-            return await http_get(self.fs, path, start, stop, policy=self.policy,
+        if self.client is not None:
+            return await http_get(self.client, path, start, stop, policy=self.policy,
                                   expect=expect, sink=sink, head=head)
         try:
             if self.s3:
                 return await self._s3(path, start, stop, url, expect, sink)
-            data = await self.fs._cat_file(path, start=start, end=stop)
+            data = await in_thread(self.fs.cat_file, path, start=start, end=stop)
         except FileNotFoundError as exc:
             raise ObjectNotFoundError(errno.ENOENT, f"no such object ({exc})", url) from None
         except (IsADirectoryError, JnrrdError, Retry):
@@ -201,8 +206,9 @@ class Fetcher:
 
     async def _s3(self, path: str, start: int, stop: int, url: str,
                   expect: Validator | None, sink: Parts | None = None) -> Answer:
-        """One ranged ``GetObject`` through s3fs's asynchronous client, with ``IfMatch`` when
-        the version is known; the body is read as far as the range and no further."""
+        """One ranged ``GetObject`` through s3fs's public ``call_s3``, with ``IfMatch`` when
+        the version is known; the body is read (on s3fs's loop, where its client lives) as
+        far as the range and no further."""
         if stop <= start:
             return Answer(b"")
         fs = self.fs
@@ -212,8 +218,13 @@ class Fetcher:
             kw["VersionId"] = version
         if expect is not None and expect.etag:
             kw["IfMatch"] = expect.etag
-        resp = await fs._call_s3("get_object", Bucket=bucket, Key=key, **kw)
+        resp = await in_thread(fs.call_s3, "get_object", Bucket=bucket, Key=key, **kw)
         body = resp["Body"]
+
+        async def read(n: int) -> bytes:  # the body's stream belongs to s3fs's loop
+            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
+                body.read(n), fs.loop))
+
         try:
             m = _TOTAL.match(resp.get("ContentRange") or "")
             total = int(m.group(1)) if m else None
@@ -225,13 +236,13 @@ class Fetcher:
                 raise RemoteError(f"{url}: {span(start, stop)}: the answer holds {n} bytes, "
                                   "not the range asked for")
             try:
-                data = await read_exact(body.read, n, sink)
+                data = await read_exact(read, n, sink)
             except ShortBody as exc:
                 raise Retry(str(exc)) from None
             except LongBody as exc:
                 raise RemoteError(f"{url}: {span(start, stop)}: {exc}") from None
         finally:
-            body.close()
+            fs.loop.call_soon_threadsafe(body.close)
         return Answer(data, total, got)
 
     def _sync(self, path: str, start: int, stop: int, url: str, exact: bool) -> Answer:

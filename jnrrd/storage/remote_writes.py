@@ -24,7 +24,6 @@ is lost whether or not they are; ``durable=False`` therefore changes nothing her
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import os
@@ -39,8 +38,9 @@ from typing import Any
 
 from .._threads import io_submit
 from ..errors import AccessDeniedError, ObjectNotFoundError, RemoteError, UnsupportedError
+from . import aio
 from .names import fresh_token
-from .remote import filesystem, split_url
+from .remote import filesystem, split_url, strip_protocol
 from .writes import StagedFile
 
 __all__ = ["PUTS_IN_FLIGHT", "READ_ONLY", "RemoteStaged", "RemoteWriteStore", "check_writable",
@@ -88,8 +88,9 @@ class RemoteWriteStore:
         self._pending: dict[int, tuple[str, Future[Any]]] = {}  # uploads on the wire
         self._failed: list[tuple[str, BaseException]] = []  # uploads that failed, by key
         self._count = 0
-        self._loop = getattr(self.fs, "loop", None) if getattr(self.fs, "async_impl", False) \
-            else None
+        # uploads of an asynchronous filesystem: its public pipe_file on the request loop's
+        # pool of blocking calls (PUTS_IN_FLIGHT at once)
+        self._concurrent = bool(getattr(self.fs, "async_impl", False))
 
     def __getstate__(self) -> dict[str, Any]:
         return {"fs": self.fs, "root": self.root}
@@ -127,9 +128,8 @@ class RemoteWriteStore:
             raise _named(exc, "upload", self.path(key0))
         self._slots.acquire()
         try:
-            if self._loop is not None:
-                fut: Future[Any] = asyncio.run_coroutine_threadsafe(
-                    self.fs._pipe_file(path, body), self._loop)
+            if self._concurrent:
+                fut: Future[Any] = aio.submit(aio.in_thread(self.fs.pipe_file, path, body))
             else:
                 fut = io_submit(self.fs.pipe_file, path, body)
         except BaseException:
@@ -258,7 +258,7 @@ class RemoteWriteStore:
             return []
 
     def _strip(self, path: str) -> str:
-        return self.fs._strip_protocol(path).rstrip("/")
+        return strip_protocol(path if _SCHEME.match(path) else self.url(path)).rstrip("/")
 
     def _call(self, what: str, path: str, fn: Any, *args: Any, **kw: Any) -> Any:
         try:

@@ -177,8 +177,7 @@ def _remote_sizes(store: Any, urls: list[str]) -> list[int | None]:
     from .._threads import ordered_map
 
     def size(url: str) -> int | None:
-        path = store.fs._strip_protocol(url) if "://" in url and not store.fetcher.http \
-            else url
+        path = store.strip(url) if "://" in url and not store.fetcher.http else url
         try:
             info = store.fetcher.info(path, url=url)
         except FileNotFoundError:

@@ -67,9 +67,10 @@ class _Tiles:
             self.ext = ExternalSource(store, pattern=tiling.pattern, files=tiling.files,
                                       base_dir=tiling.base_dir, prefix=tiling.prefix)
         # a remote object's byte ranges: a batch's tiles fetched at once (merged, concurrent)
-        ranged = getattr(f, "range_reader", None) if tiling.storage == "internal" else None
-        self.reader = ranged() if ranged is not None else None
-        self.remote = self.reader is not None or bool(self.ext is not None and self.ext.remote)
+        # a remote object's byte ranges: through its store (requests merged, concurrent)
+        self.held = (f.store, f.key) if tiling.storage == "internal" and getattr(
+            f, "store", None) is not None else None
+        self.remote = self.held is not None or bool(self.ext is not None and self.ext.remote)
         self.offsets: np.ndarray | None = None
         self.sizes: np.ndarray | None = None
         if tiling.storage == "internal":
@@ -96,8 +97,7 @@ class _Tiles:
                ) -> tuple[bytes | None, str | None]:
         """(bytes or None when sparse, a reason when they cannot be read in full)."""
         if self.ext is not None:
-            local = index - level.first
-            data = self.ext.read(level, coords, local, self.policy.max_tile_bytes + (1 << 20))
+            data = self.ext.read(level, coords, self.policy.max_tile_bytes + (1 << 20))
             return data, None
         if self.offsets is None or self.sizes is None or self.f is None:
             raise DataError("internal tiles need the file they are stored in")
@@ -126,7 +126,7 @@ class _Tiles:
                 pending = self.ext.prefetch(lv, [c], limit)[0]
                 out.append(functools.partial(_taken, self.ext, lv, c, pending))
             return out
-        assert self.reader is not None and self.offsets is not None and self.sizes is not None
+        assert self.held is not None and self.offsets is not None and self.sizes is not None
         spans: list[tuple[int, int] | None] = []
         shorts: list[str | None] = []
         for _, _, index in batch:
@@ -141,7 +141,8 @@ class _Tiles:
             shorts.append(None if have >= size else (
                 f"truncated: {have} of its {size} bytes are in the file (bytes {off}.."
                 f"{off + size}, file size {self.file_size})"))
-        fetched = iter(self.reader.fetch_many([s for s in spans if s is not None]))
+        store, key = self.held
+        fetched = iter(store.get_ranges(key, [s for s in spans if s is not None], wait=False))
         return [functools.partial(_sliced, None if s is None else next(fetched), short)
                 for s, short in zip(spans, shorts, strict=True)]
 

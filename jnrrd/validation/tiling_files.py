@@ -190,7 +190,7 @@ def _listed(store: Any, paths: list[str]) -> set[str]:
     fs = store.fs
     if store.fetcher.http:
         return set()
-    stripped = {fs._strip_protocol(p): p for p in paths}
+    stripped = {store.strip(p): p for p in paths}
     try:
         common = posixpath.commonpath(list(stripped))
         if common in stripped:
@@ -200,4 +200,4 @@ def _listed(store: Any, paths: list[str]) -> set[str]:
         found = fs.find(common)
     except Exception:  # no listing (permissions, ...): ask for each object
         return set()
-    return {stripped[f] for f in map(fs._strip_protocol, found) if f in stripped}
+    return {stripped[f] for f in map(store.strip, found) if f in stripped}
