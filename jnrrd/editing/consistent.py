@@ -20,8 +20,6 @@ import re
 import time
 from typing import IO, Any
 
-import crc32c
-
 from ..errors import DataError, HeaderError
 from ..storage.journal import file_identity, read_journal
 
@@ -33,6 +31,12 @@ CHECKSUM = "header_checksum"
 ROOM = "header_room"
 _MAGIC_LINE = b'{"jnrrd": "0004"}\n'
 _CHECK_LINE = re.compile(rb'\{"([^"\\\n]{1,256}):header_checksum": "crc32c:([0-9a-f]{8})"\}\n')
+
+
+def _crc32c(data: bytes) -> int:
+    import crc32c  # on first use: only files written for editing carry the check line
+
+    return int(crc32c.crc32c(data)) & 0xFFFFFFFF
 #: tries to read a header that a commit is rewriting (doubling waits from 1 ms, half a second
 #: in all: a torn read with no journal left means the commit has just finished)
 _TRIES = 9
@@ -43,7 +47,7 @@ def add_checksum(header: bytes, prefix: str) -> bytes:
     inserted as the second line."""
     if not header.startswith(_MAGIC_LINE):
         raise HeaderError("an editable header must start with the magic line")
-    value = crc32c.crc32c(header) & 0xFFFFFFFF
+    value = _crc32c(header)
     line = f'{{"{prefix}:{CHECKSUM}": "crc32c:{value:08x}"}}\n'.encode()
     if not _CHECK_LINE.fullmatch(line):
         raise HeaderError(f"{prefix!r}: a tile prefix for an editable file must be plain text")
@@ -73,7 +77,7 @@ def verify(raw: bytes) -> bool | None:
     if end < 0:
         return False
     rest = raw[:len(_MAGIC_LINE)] + raw[len(_MAGIC_LINE) + m.end():end]
-    return crc32c.crc32c(rest) & 0xFFFFFFFF == int(m.group(2), 16)
+    return _crc32c(rest) == int(m.group(2), 16)
 
 
 def consistent_stream(f: IO[bytes], path: str, max_header_bytes: int) -> IO[bytes]:
