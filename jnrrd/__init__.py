@@ -31,6 +31,7 @@ from .errors import (
 )
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
+    from ._config import config
     from .api import read, read_header
     from .clinical.sitk import from_sitk, to_sitk
     from .conversion import convert
@@ -39,6 +40,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from .header import Header
     from .integrations.zarr_refs import kerchunk_refs
     from .opening import open
+    from .policy import IOSettings, Policy
     from .storage.leftovers import cleanup
     from .validate import Problem, validate
     from .web import serve
@@ -51,11 +53,13 @@ __version__ = "0.1.0"
 _LAZY = {
     "open": "opening", "read": "api", "read_header": "api",
     "from_sitk": "clinical.sitk", "to_sitk": "clinical.sitk",
+    "config": "_config",
     "convert": "conversion",
     "compact": "editing.entry", "create": "editing.entry",
     "LevelView": "engine.volume", "Volume": "engine.volume",
     "Header": "header",
     "kerchunk_refs": "integrations.zarr_refs",
+    "IOSettings": "policy", "Policy": "policy",
     "cleanup": "storage.leftovers",
     "Problem": "validate", "validate": "validate",
     "serve": "web",
@@ -70,11 +74,13 @@ __all__ = [
     "FormatError",
     "Header",
     "HeaderError",
+    "IOSettings",
     "JnrrdError",
     "JnrrdWarning",
     "LevelView",
     "LockError",
     "MissingDependencyError",
+    "Policy",
     "Problem",
     "RemoteError",
     "SecurityError",
@@ -86,6 +92,7 @@ __all__ = [
     "__version__",
     "cleanup",
     "compact",
+    "config",
     "convert",
     "create",
     "from_sitk",

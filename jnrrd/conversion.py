@@ -10,15 +10,18 @@ volume. The ``jnrrd convert`` command is a thin layer over :func:`write_converte
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 
+from ._config import config
 from .errors import UnsupportedError
 from .progress import Bar, Reporting, mib_progress
+from .writing.options import ConvertOptions
 
 __all__ = ["FORMATS", "LAYOUT_OPTIONS", "Source", "convert", "open_source", "source_format",
            "target_format", "write_converted"]
@@ -158,8 +161,8 @@ def _caller_order(defaults: dict[str, Any], index_order: str) -> dict[str, Any]:
 
 def convert(source: Any, target: Any, *, storage_options: Mapping[str, Any] | None = None,
             format: str | None = None, index_order: str = "F", progress: Any = None,
-            series: str | None = None, resample: bool = False,
-            **write_options: Any) -> None:
+            series: str | None = None, resample: bool = False, threads: int | None = None,
+            **write_options: Unpack[ConvertOptions]) -> None:
     """Convert ``source`` to ``target``; the target's suffix (any case) or ``format`` picks
     the output format: ``.jnrrd``, ``.nrrd``/``.nhdr``, ``.npy``, ``.ome.zarr``/``.zarr``,
     ``.nii``/``.nii.gz``.
@@ -178,6 +181,8 @@ def convert(source: Any, target: Any, *, storage_options: Mapping[str, Any] | No
     to fsspec for URLs. ``index_order`` maps ``.npy`` axes (and per-axis options) onto header
     axes, as in :func:`jnrrd.write`.
     ``progress``: ``True`` draws a bar on a terminal, or a callable ``(done, total)``.
+    ``threads``: tiles decoded and encoded at once (``None``: the ``jnrrd.config`` setting,
+    else the CPUs the process may use).
     """
     out = target_format(target, format)
     if series is not None and not isinstance(series, str):
@@ -192,8 +197,9 @@ def convert(source: Any, target: Any, *, storage_options: Mapping[str, Any] | No
     # options
     order = "F" if out in ("ome-zarr", "nifti") else index_order
     reader = {k: v for k, v in (("series", series), ("resample", resample)) if v}
-    with open_source(source, index_order=order, storage_options=storage_options,
-                     **reader) as src:
+    io = config(threads=threads) if threads is not None else contextlib.nullcontext()
+    with io, open_source(source, index_order=order, storage_options=storage_options,
+                         **reader) as src:
         write_converted(src, target, out, write=write, index_order=index_order,
                         progress=progress, storage_options=storage_options, **write_options)
 

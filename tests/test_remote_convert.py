@@ -81,7 +81,8 @@ def test_convert_s3_external_source_with_options(s3, tmp_path):
     # the options are needed: without them the client has no endpoint here (and the
     # session's loopback guard refuses the real service at once)
     with pytest.raises((OSError, jnrrd.JnrrdError)):
-        jnrrd.convert(url, tmp_path / "again.jnrrd", request_retries=0)  # type: ignore[call-arg]
+        with jnrrd.config(request_retries=0):
+            jnrrd.convert(url, tmp_path / "again.jnrrd")
 
 
 def test_convert_s3_detached_nhdr(s3, tmp_path):

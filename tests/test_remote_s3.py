@@ -138,7 +138,7 @@ def test_missing_bucket_is_file_not_found_naming_the_url(s3site):
 def test_refused_get_is_a_remote_error_naming_the_url(s3site):
     url, options, _, server = s3site
     with jnrrd.open(url("site/contiguous.jnrrd"), storage_options=options, cache_bytes=0,
-                    request_retries=0) as vol:
+                    io=jnrrd.IOSettings(request_retries=0)) as vol:
         server.fail("GET", status=403)
         with pytest.raises(OSError) as info:
             vol[...]
@@ -177,7 +177,7 @@ def test_region_touching_64_tiles_takes_far_fewer_requests(s3site, bucket):
     # 16³ tiles are ~5 KB: the default gap (64 KiB) would merge the rows of the region; a
     # small gap keeps the bytes to the touched tiles, as 64³ tiles do with the default
     with jnrrd.open(url("big/big.jnrrd"), storage_options=options, cache_bytes=0,
-                    coalesce_gap=1024) as vol:
+                    io=jnrrd.IOSettings(coalesce_gap=1024)) as vol:
         touched = tile_ranges(vol, 0, 25 // SMALL_TILE, 74 // SMALL_TILE)
         assert len(touched) == 64
         server.reset()

@@ -16,10 +16,11 @@ from typing import IO, Any
 
 import numpy as np
 
+from .._config import settings_for
 from ..codecs import chain_is_self_delimiting, is_raw_chain
 from ..errors import UnsupportedError, where
 from ..header import Header, parse_header, parse_header_bytes
-from ..policy import Policy
+from ..policy import IOSettings, Policy
 from ..storage.atomic import durability
 from ..storage.journal import file_identity, journal_path, read_journal, remove_journal
 from ..storage.local import LocalStore
@@ -44,17 +45,20 @@ __all__ = ["compact", "create", "open_rw", "recover"]
 
 def open_rw(source: Any, *, index_order: str = "F",
             storage_options: dict[str, Any] | None = None, stale_after: float = STALE_AFTER,
-            durable: bool = True, dirty_bytes: int = DIRTY_BYTES, **policy: Any
+            durable: bool = True, dirty_bytes: int = DIRTY_BYTES, threads: int | None = None,
+            policy: Policy | None = None, io: IOSettings | None = None, **policy_options: Any
             ) -> WritableVolume:
     """Open a tiled JNRRD file (a path or a writable fsspec URL) for writing: see
-    ``jnrrd.open(..., mode="r+")``."""
+    ``jnrrd.open(..., mode="r+")`` (``threads``, ``policy``, ``io`` and the policy keywords
+    as for reading)."""
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError("mode 'r+' needs a path or URL (a volume is written in place and "
                         f"locked), not {type(source).__name__}")
     if index_order not in ("F", "C"):
         raise ValueError(f"index_order must be 'F' or 'C', got {index_order!r}")
     target = local_path(os.fspath(source))
-    pol = Policy.from_kwargs(**policy)
+    pol = settings_for("jnrrd.open(mode='r+')", policy=policy, io=io, options=policy_options,
+                       threads=threads)
     wstore, key = target_store(target, storage_options)
     lock = _lock(target, wstore, key, stale_after)
     try:

@@ -406,7 +406,7 @@ class Volume(WorldQueries, LevelView):
                 for t in tasks:
                     t()
             else:
-                run_parallel(tasks)
+                run_parallel(tasks, threads=self._policy.io.threads)
 
     def _decoded(self, level: Level, coords: tuple[int, ...], planes: int | None = None,
                  fetched: Any = None) -> np.ndarray | None:

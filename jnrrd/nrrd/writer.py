@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..codecs.levels import check_level
 from ..dtypes import TYPES, canonical_type, type_name_for
 from ..errors import HeaderError, JnrrdWarning, UnsupportedError, where
 from ..header import CoreFields, core_fields
@@ -67,8 +68,10 @@ def write_nrrd(path: Any, data: Any, header: Mapping[str, Any] | None = None, *,
     ``header`` uses JNRRD field names; ``type``, ``dimension`` and ``sizes`` come from the
     data (a ``type`` in the header converts the data to it). ``encoding``: raw (default),
     ascii, hex, gzip, bzip2 (zstd and lz4 do not exist in NRRD: ``UnsupportedError``);
-    ``level`` is the gzip/bzip2 compression level. ``detached=True`` (always for ``.nhdr``)
-    writes the data to a fresh file beside the header; a file object gets attached data.
+    ``level`` is the gzip (0-9, zlib's scale; default 1) or bzip2 (1-9; default 9)
+    compression level; gzip is deflated on every core into one gzip member (docs/nrrd.md).
+    ``detached=True`` (always for ``.nhdr``) writes the data to a fresh file beside the
+    header; a file object gets attached data.
     """
     if index_order not in ("F", "C"):
         raise ValueError(f"index_order must be 'F' or 'C', got {index_order!r}")
@@ -91,6 +94,7 @@ def write_nrrd(path: Any, data: Any, header: Mapping[str, Any] | None = None, *,
     given = dict(header or {})
     type_name = _type_name(given, src.dtype, path)
     enc = _encoding(given, encoding, path)
+    level = check_level(enc, level, what=where(path))
     out = _prepared(given, src, type_name, enc, path)
     core = core_fields(out, source=path, nrrd=True)
     chunks = encode_chunks(src, type_name=type_name, endian=core.endian, encoding=enc,

@@ -19,7 +19,7 @@ from typing import IO, Any
 import numpy as np
 
 from .._platform import pread
-from .._threads import default_threads, ordered_map
+from .._threads import ordered_map, thread_count
 from ..engine.sources import ExternalSource
 from ..engine.tiles import TileCodec, checksum_of
 from ..errors import DataError, JnrrdError, where
@@ -302,7 +302,7 @@ def check_tiles(tiling: Tiling, core: CoreFields, f: IO[bytes] | None, file_size
     total = tiling.nstored
     work = list(_all_tiles(tiling.levels))
     batches = [work[i:i + _BATCH] for i in range(0, len(work), _BATCH)]
-    n = max(1, workers or min(4, default_threads()))
+    n = max(1, workers or min(4, thread_count(policy.io.threads)))
     done = 0
     if progress is not None:
         progress(0, total)

@@ -172,7 +172,7 @@ class FileChecks(TilingChecks):
                    f"{len(unsure)} tile files could not be listed; only the first {cap} "
                    "(max_files) were asked for", len(unsure), f"<= {cap}")
             unsure = unsure[:cap]
-        workers = max(1, min(len(unsure), store.policy.request_concurrency, 16))
+        workers = max(1, min(len(unsure), store.policy.io.request_concurrency, 16))
 
         def present(w: tuple[int, Any, str, str]) -> bool:
             return bool(store.exists(w[1], field=w[2]))

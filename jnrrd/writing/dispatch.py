@@ -6,10 +6,11 @@ import contextlib
 import os
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 
+from .._config import config
 from ..dtypes import type_name_for
 from ..errors import HeaderError, UnsupportedError
 from ..header import TILE_URI, TILE_URI_PREFIX, Header
@@ -25,6 +26,7 @@ from .checks import (
     probe_header,
 )
 from .layout import TilePlan
+from .options import WriteOptions
 from .plan import BuildHeader, plan_tiled
 from .source import FileOrder, tile_dtype
 from .targets import file_format_of, jnrrd_spelled, write_nrrd_target
@@ -48,7 +50,8 @@ def write(target: Any, data: Any, header: Mapping[str, Any] | None = None, *,
           compression: str | None = None, codecs: Sequence[Any] | None = None,
           levels: Any = None, downsample: str | None = None, detached: bool = False,
           durable: bool = True, format: str | None = None,
-          storage_options: dict[str, Any] | None = None, **options: Any) -> None:
+          storage_options: dict[str, Any] | None = None, threads: int | None = None,
+          **options: Unpack[WriteOptions]) -> None:
     """Write ``data`` to ``target``: JNRRD or classic NRRD, by ``format`` or by suffix.
 
     ``format="jnrrd"``/``"nrrd"`` names the file format; without it the suffix decides
@@ -73,7 +76,8 @@ def write(target: Any, data: Any, header: Mapping[str, Any] | None = None, *,
     ``target`` may be an fsspec URL (``s3://``, ``gs://``, ``memory://``, ...; not
     ``http(s)://``, which is read-only) with ``storage_options`` passed to fsspec: tiles and
     data files are uploaded first, the header last, and the previous dataset's objects are
-    deleted after that (docs/remote.md, "Writing").
+    deleted after that (docs/remote.md, "Writing"). ``threads``: tiles encoded at once
+    (``None``: the ``jnrrd.config`` setting, else the CPUs the process may use).
     """
     if not isinstance(durable, (bool, np.bool_)):
         raise TypeError(f"write(): durable must be True or False, not {durable!r:.80}")
@@ -85,13 +89,15 @@ def write(target: Any, data: Any, header: Mapping[str, Any] | None = None, *,
                         f"{target!r:.200} is not one")
     if remote:
         check_writable(target)
-    file_format = file_format_of(target, format, options)
+    opts: dict[str, Any] = dict(options)
+    file_format = file_format_of(target, format, opts)
     guard = contextlib.nullcontext() if remote else write_guard(target)
-    with durability(durable), reported_as(target), guard:
+    io = config(threads=threads) if threads is not None else contextlib.nullcontext()
+    with io, durability(durable), reported_as(target), guard:
         _write(target, data, header, index_order=index_order, encoding=encoding, tile=tile,
                compression=compression, codecs=codecs, levels=levels, downsample=downsample,
                detached=detached, file_format=file_format,
-               storage_options=storage_options if remote else None, **options)
+               storage_options=storage_options if remote else None, **opts)
 
 
 def _write(target: Any, data: Any, header: Mapping[str, Any] | None, *, index_order: str,

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..clinical.labels import default_downsample, warn_if_averaged
+from ..codecs.levels import check_level
 from ..errors import HeaderError, UnsupportedError
 from ..header import TILE_URI, Header, render_header
 from ..tiling.codec_fields import CANONICAL_COMPRESSION, SHORTHAND, compression_chain
@@ -228,6 +229,7 @@ def _chain(out: Header, p: str, type_name: str, chain_dtype: np.dtype, encoding:
                           f"{header_codecs!r:.80}")
     given = codecs if codecs is not None else header_codecs
     if given is None:
+        check_level(SHORTHAND.get(comp or "raw") or "raw", options.get("compression_level"))
         chain = compression_chain(comp, endian, chain_dtype, options.get("compression_level"))
         return chain, endian, comp, False
     chain = [c.to_json() if hasattr(c, "to_json") else c for c in given]

@@ -8,7 +8,8 @@ from typing import IO, Any
 
 import numpy as np
 
-from ..errors import HeaderError, UnsupportedError
+from ..codecs.levels import check_level
+from ..errors import HeaderError, UnsupportedError, where
 from ..header import Header, render_header
 from ..storage.names import fresh_token, stale_patterns, stem
 from ..storage.targets import target_store
@@ -57,7 +58,8 @@ def write_untiled(target: Any, src: FileOrder, out: Header, type_name: str,
         out.pop("endian", None)
     for k in ("data_file", "data_files", "data_file_pattern", "line_skip", "byte_skip"):
         out.pop(k, None)
-    level = options.get("compression_level")
+    named = target if isinstance(target, (str, os.PathLike)) else None
+    level = check_level(enc, options.get("compression_level"), what=where(named))
     chunks = encode_chunks(src, type_name=type_name, endian=endian, encoding=enc,
                            index_order="F", level=level)
     if not isinstance(target, (str, os.PathLike)):
