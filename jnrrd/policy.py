@@ -40,7 +40,7 @@ class IOSettings:
     request may take in all, ``request_retries`` how often a 5xx answer or a dropped
     connection is retried (a timeout is not), ``connect_timeout`` seconds to connect and
     ``read_timeout`` seconds an HTTP answer may stay silent; ``remote_backend`` the client
-    of ``s3://``, ``gs://``, ``az://`` and ``http(s)://`` reads (``"auto"``: obstore when it
+    of ``s3://``, ``gs://`` and ``az://`` reads (``"auto"``: obstore when it
     is installed and understands the ``storage_options``, else fsspec; ``"fsspec"`` or
     ``"obstore"`` force one; docs/remote.md, "Backends").
     """

@@ -81,10 +81,9 @@ def http_server(tmp_path: Any) -> Iterator[Any]:
 def remote_backend(request: pytest.FixtureRequest) -> Iterator[str]:
     """Run a remote test through each backend of remote reads (docs/remote.md, "Backends"),
     as the process-wide ``jnrrd.config`` default (so Dask's threads use it too): fsspec, and
-    obstore (in the full suite; tests/test_remote_obstore.py is its quick part). Under
-    obstore ``follow_redirects=True`` is the default too: obstore's HTTP client follows
-    redirects by itself, so that is the only policy it can read HTTP under (the tests of the
-    redirect rules say which backend refuses what)."""
+    obstore (in the full suite; tests/test_remote_obstore.py is its quick part). obstore
+    reads ``s3://``, ``gs://`` and ``az://``; every other URL goes through fsspec under
+    both."""
     import jnrrd
 
     if request.param == "obstore":
@@ -92,7 +91,7 @@ def remote_backend(request: pytest.FixtureRequest) -> Iterator[str]:
             import obstore  # noqa: F401
         except ImportError:
             pytest.fail("obstore (in the test extra) is not installed")
-        jnrrd.config.set(remote_backend="obstore", follow_redirects=True)
+        jnrrd.config.set(remote_backend="obstore")
     else:
         jnrrd.config.set(remote_backend="fsspec")
     try:

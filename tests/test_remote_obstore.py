@@ -18,7 +18,6 @@ from jnrrd.storage.remote_obstore import ObstoreFetcher, ObstoreFS
 from jnrrd.storage.resolve import resolve
 
 pytestmark = pytest.mark.timeout(60)
-ANYWHERE = Policy(follow_redirects=True)
 
 
 def _policy(backend: str, **kw: object) -> Policy:
@@ -34,14 +33,13 @@ def test_auto_takes_obstore_for_its_schemes_and_fsspec_for_the_rest() -> None:
     assert choose_backend("s3://b/k", {}, _policy("fsspec"), "obstore") == "obstore"
 
 
-def test_http_goes_through_obstore_only_where_redirects_may_go_anywhere() -> None:
+def test_http_stays_with_fsspec_under_either_backend() -> None:
+    """obstore's HTTP client follows redirects itself (docs/remote.md, "Backends")."""
     url = "http://127.0.0.1:9/v.jnrrd"
-    assert choose_backend(url, {}, Policy(), None) == "fsspec"  # same-host: fsspec
-    assert choose_backend(url, {}, ANYWHERE, None) == "obstore"
-    with pytest.raises(jnrrd.UnsupportedError, match="follows redirects"):
-        filesystem(url, {}, policy=_policy("obstore"))
-    fs, path = filesystem(url, {}, policy=_policy("obstore", follow_redirects=True))
-    assert isinstance(fs, ObstoreFS) and path == url
+    for backend in ("auto", "obstore"):
+        assert choose_backend(url, {}, _policy(backend, follow_redirects=True), None) == "fsspec"
+    fs, _ = filesystem(url, {"backend": "obstore"}, policy=Policy())
+    assert not isinstance(fs, ObstoreFS)
 
 
 def test_storage_options_map_to_obstore_or_choose_fsspec() -> None:
@@ -93,17 +91,17 @@ def test_s3_reads_go_through_obstore_in_ranged_gets(s3, tmp_path) -> None:
         np.testing.assert_array_equal(vol[:], a)
 
 
-def test_a_changed_object_is_a_data_error_through_obstore(http_server) -> None:
-    from remote_cases import random_volume
+def test_a_changed_object_is_a_data_error_through_obstore(s3, tmp_path) -> None:
+    from remote_cases import put_to_s3, random_volume
 
     a = random_volume((64, 64, 40))  # past the first block: the tiles need more requests
-    jnrrd.write(http_server.root / "v.jnrrd", a, tile=16, compression="zstd")
-    url = http_server.url_for("v.jnrrd")
-    with jnrrd.open(url, follow_redirects=True) as vol:
-        assert isinstance(vol, jnrrd.Volume)
-        jnrrd.write(http_server.root / "v.jnrrd", a + 1, tile=16, compression="zstd")
+    for i, arr in enumerate((a, a + 1)):
+        jnrrd.write(tmp_path / f"v{i}.jnrrd", arr, tile=16, compression="zstd")
+    put_to_s3(s3, tmp_path / "v0.jnrrd", "v.jnrrd")
+    with jnrrd.open(s3.url("v.jnrrd"), storage_options=s3.storage_options) as vol:
+        put_to_s3(s3, tmp_path / "v1.jnrrd", "v.jnrrd")  # If-Match: 412
         with pytest.raises(jnrrd.DataError, match="changed"):
-            vol[:]
+            vol[-10:]
 
 
 def test_fsspec_fetcher_is_unchanged_for_other_protocols() -> None:

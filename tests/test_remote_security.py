@@ -514,18 +514,8 @@ def test_a_server_without_ranges_is_told_what_to_do(pair):
 
 # -- decided and documented: redirects, timeouts, identity, pickles ---------------------------
 
-def test_redirects_stay_on_the_same_host_unless_asked(hostile, remote_backend):
+def test_redirects_stay_on_the_same_host_unless_asked(hostile):
     server, a = hostile
-    if remote_backend == "obstore":  # its client follows redirects itself: it reads HTTP
-        jnrrd.config.set(follow_redirects="same-host")  # only when they may go anywhere
-        for rule in ("same-host", False):
-            with pytest.raises(jnrrd.UnsupportedError, match="follows redirects"):
-                jnrrd.read(server.url_for("v.jnrrd"), follow_redirects=rule)
-        assert server.records == []  # refused before any request
-        server.load([Behaviour(redirect="other-host")])
-        np.testing.assert_array_equal(
-            jnrrd.read(server.url_for("v.jnrrd"), follow_redirects=True)[0], a)
-        return
     server.load([Behaviour(redirect="same-host")])
     np.testing.assert_array_equal(jnrrd.read(server.url_for("v.jnrrd"))[0], a)
     server.load([Behaviour(redirect="other-host")])
@@ -621,12 +611,10 @@ def test_an_encoded_answer_to_a_ranged_read_is_refused(hostile):
         pass
 
 
-def test_the_policy_a_pickle_carries_is_the_callers(hostile, remote_backend):
+def test_the_policy_a_pickle_carries_is_the_callers(hostile):
     """Unpickling is trusted input (docs/security.md): the opt-ins travel with the pickle."""
     server, a = hostile
     server.load([])
-    if remote_backend == "obstore":  # follow_redirects=False: HTTP through fsspec
-        jnrrd.config.set(remote_backend="auto")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with jnrrd.open(server.url_for("v.jnrrd"), allow_parent=True,

@@ -83,9 +83,9 @@ def filesystem(url: str, storage_options: dict[str, Any] | None = None, *,
 def choose_backend(url: str, options: dict[str, Any], policy: Policy | None,
                    backend: str | None) -> str:
     """``"obstore"`` or ``"fsspec"`` for ``url``: ``backend`` when given (else the policy's
-    ``io.remote_backend``). Protocols obstore does not read always go through fsspec; for the
-    others ``"auto"`` is obstore when it is installed and reads the URL under ``policy`` with
-    these storage options, else fsspec."""
+    ``io.remote_backend``). Protocols obstore does not read (``http(s)://``, ``memory://``,
+    ...) always go through fsspec; for the others ``"auto"`` is obstore when it is installed
+    and understands these storage options, else fsspec."""
     choice = backend or (policy.io.remote_backend if policy is not None else "auto")
     if choice not in ("auto", "fsspec", "obstore"):
         raise UnsupportedError(f"{url}: backend must be 'auto', 'fsspec' or 'obstore', not "

@@ -1,6 +1,6 @@
-"""The obstore backend of remote reads: ``s3://``, ``gs://``, ``az://`` and ``http(s)://``
-objects through obstore (Rust's ``object_store`` client: its requests and body reads run on its
-own threads, outside the GIL).
+"""The obstore backend of remote reads: ``s3://``, ``gs://`` and ``az://`` objects through
+obstore (Rust's ``object_store`` client: its requests and body reads run on its own threads,
+outside the GIL).
 
 :func:`obstore_filesystem` turns a URL and the caller's ``storage_options`` into an
 :class:`ObstoreFS` (the object's URL is its path) and :class:`ObstoreFetcher` sends the range
@@ -12,10 +12,11 @@ the range and no further (:mod:`.bodies`), a failure names the URL and the range
 and timeouts are the policy's (obstore's own retries are off). Confinement happens before any
 request (:mod:`.keys`, :class:`~.remote.RemoteStore`).
 
-obstore's HTTP client follows redirects by itself (up to 10, to any host) and has no option to
-refuse them: ``follow_redirects`` cannot be applied by this backend, so a policy other than
-``follow_redirects=True`` makes ``remote_backend="auto"`` choose fsspec for ``http(s)://``,
-and forcing obstore there is an ``UnsupportedError`` (docs/remote.md, "Backends").
+``http(s)://`` stays with fsspec whatever the backend: obstore's HTTP client follows
+redirects by itself (up to 10, to any host) with no option to refuse them, so
+``follow_redirects`` could not be applied, and with obstore 0.12.1 a server that sends an
+endless body crashed the process (a segmentation fault in obstore's threads, seen with
+tests/hostile_http.py) (docs/remote.md, "Backends").
 
 The mapping of fsspec's ``storage_options`` names to obstore's is :data:`OPTION_NAMES`
 (docs/remote.md); obstore's own names (``aws_*``, ``google_*``, ``azure_*``, ``config``,
@@ -30,7 +31,7 @@ import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any, cast
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from ..errors import (
     DataError,
@@ -50,7 +51,7 @@ __all__ = ["OBSTORE_SCHEMES", "OPTION_NAMES", "ObstoreFS", "ObstoreFetcher", "av
            "obstore_filesystem", "understands"]
 
 #: the URL schemes this backend reads
-OBSTORE_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "http", "https")
+OBSTORE_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss")
 #: fsspec's ``storage_options`` names (s3fs, gcsfs, adlfs) → obstore's config keys
 OPTION_NAMES = {
     "key": "aws_access_key_id", "secret": "aws_secret_access_key",
@@ -94,12 +95,6 @@ def _check(url: str, policy: Policy | None) -> None:
     if scheme not in OBSTORE_SCHEMES:
         raise UnsupportedError(f"{url}: the obstore backend reads {', '.join(OBSTORE_SCHEMES)}"
                                f" URLs, not {scheme}://; pass remote_backend='fsspec'")
-    if scheme in ("http", "https") and policy is not None and policy.follow_redirects is not True:
-        raise UnsupportedError(
-            f"{url}: obstore's HTTP client follows redirects to any host by itself, so "
-            f"follow_redirects={policy.follow_redirects!r} cannot be applied by it; read "
-            "with remote_backend='fsspec' (the default choice for HTTP), or pass "
-            "follow_redirects=True")
 
 
 def _config(scheme: str, options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -122,17 +117,12 @@ def _config(scheme: str, options: dict[str, Any]) -> tuple[dict[str, Any], dict[
                 "region_name", "endpoint_url"}:
             for k, v in (value or {}).items():
                 config[OPTION_NAMES[k]] = v
-        elif name == "headers" and family in ("http", "https"):
-            client["default_headers"] = {str(k): str(v) for k, v in dict(value).items()}
         else:
             raise UnsupportedError(f"storage option {name!r} has no obstore equivalent for "
                                    f"{scheme}:// (docs/remote.md, \"Backends\"); pass its "
                                    "obstore name, or remote_backend='fsspec'")
     endpoint = str(config.get("aws_endpoint", ""))
-    if family in ("http", "https"):  # byte offsets of the object, not of a gzip of it
-        client["default_headers"] = {"Accept-Encoding": "identity",
-                                     **client.get("default_headers", {})}
-    if scheme == "http" or endpoint.startswith("http://"):
+    if endpoint.startswith("http://"):
         client.setdefault("allow_http", True)
     return config, client
 
@@ -171,22 +161,18 @@ class ObstoreFS:
         return url.partition("://")[2] if "://" in url else url
 
     def key(self, path: str) -> str:
-        """The object's key in the store (HTTP: the URL's path, percent-decoded once, as
-        obstore encodes it again)."""
+        """The object's key in the store (as written: object stores take keys literally)."""
         if "://" not in path:  # the form :meth:`strip` gives: "bucket/key"
             rest = path.partition("/")[2]
         else:
             rest = path[len(self.base):] if path.startswith(self.base) else urlsplit(path).path
-        rest = rest.lstrip("/")
-        return unquote(rest) if self.scheme in ("http", "https") else rest
+        return rest.lstrip("/")
 
     def store(self, policy: Policy) -> Any:
         """obstore's store for this base URL, options and timeouts (one per process)."""
         io = policy.io
         client = {"connect_timeout": timedelta(seconds=io.connect_timeout),
                   "timeout": timedelta(seconds=io.request_timeout), **self.client}
-        if self.scheme in ("http", "https"):
-            client.setdefault("read_timeout", timedelta(seconds=io.read_timeout))
         ident = repr((self.base, sorted(self.config.items()), sorted(client.items())))
         with _lock:
             found = _stores.get(ident)
@@ -227,7 +213,7 @@ class ObstoreFetcher(Fetcher):
 
         self.fs = fs
         self.policy = policy
-        self.http = fs.scheme in ("http", "https")
+        self.http = False
         self.s3 = False
         self.ranged_open = True
         self.client = None
