@@ -233,10 +233,10 @@ def _volume(header: Header, core: Any, tiling: Tiling | None, src: Opened,
     if tiling.storage == "internal":
         offsets = tiling.offset_table
         itemsize = core_itemsize(core)
-        if offsets is None:
-            offsets = derived_offsets(tiling, itemsize, data_start, name)
-        fixed = None
         decoder_raw = is_raw_chain(tiling.codecs)
+        if offsets is None:
+            offsets = derived_offsets(tiling, itemsize, data_start, name, raw=decoder_raw)
+        fixed = None
         sizes = tiling.size_table
         if sizes is None and decoder_raw:
             sizes = raw_tile_sizes(tiling, itemsize, offsets)
