@@ -333,9 +333,9 @@ class Volume(WorldQueries, LevelView):
 
     def to_dask(self, level: int = 0) -> Any:
         """A ``dask.array.Array`` over level ``level`` whose chunks are the tiles."""
-        from ..integrations.dask import volume_to_dask
+        from .._upper import upper  # the body is jnrrd.integrations.dask's, loaded on use
 
-        return volume_to_dask(self, level)
+        return upper("volume_to_dask")(self, level)
 
     def preview(self, size: int = 256, *, mip: bool = False, level: int | None = None,
                 labels: bool | None = None) -> np.ndarray:

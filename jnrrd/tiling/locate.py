@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from ..codecs import is_raw_chain
 from ..errors import DataError, HeaderError, where
 from ..storage.local import is_url
 from .levels import Level, raw_stored_sizes
@@ -196,14 +195,16 @@ def raw_tile_sizes(tiling: Any, itemsize: int, offsets: np.ndarray) -> np.ndarra
     return np.where(offsets == -1, -1, sizes).astype(np.int64)
 
 
-def derived_offsets(tiling: Any, itemsize: int, data_start: int | None, name: Any
-                    ) -> np.ndarray:
-    """Contiguous raw files without an offset_table: tiles back to back after the header."""
+def derived_offsets(tiling: Any, itemsize: int, data_start: int | None, name: Any, *,
+                    raw: bool) -> np.ndarray:
+    """Contiguous raw files without an offset_table: tiles back to back after the header.
+    ``raw``: the caller's answer to whether the codec chain is the ``bytes`` codec alone
+    (``jnrrd.codecs.is_raw_chain``; tiling never imports codecs)."""
     import warnings
 
     from ..errors import JnrrdWarning
 
-    if tiling.format != "contiguous" or not is_raw_chain(tiling.codecs):
+    if tiling.format != "contiguous" or not raw:
         raise HeaderError(f"{where(name, tiling.prefix + ':offset_table')}required for "
                           "internal storage (only contiguous raw tiles can do without it)")
     warnings.warn(f"{where(name)}{tiling.prefix}:offset_table is missing: tiles assumed back "

@@ -83,7 +83,7 @@ class _Tiles:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # the header checks reported it
                     self.offsets = derived_offsets(tiling, self.stored_dtype.itemsize,
-                                                   data_start, None)
+                                                   data_start, None, raw=self.raw)
             self.sizes = self._sizes(self.offsets)
 
     def _sizes(self, offsets: np.ndarray) -> np.ndarray:

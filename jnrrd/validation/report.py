@@ -19,7 +19,7 @@ MAX_PER_FIELD = 100
 
 @dataclass(frozen=True)
 class Problem:
-    """One finding of :func:`jnrrd.validate.validate`.
+    """One finding of :func:`jnrrd.validation.validate`.
 
     ``severity`` is ``"error"`` (the file cannot be read as written), ``"warning"`` (it reads,
     leniently) or ``"note"`` (informational). ``field`` is a header key (``"sizes"``,

@@ -26,11 +26,11 @@ from .checks import (
     check_tile_names,
     probe_header,
 )
+from .formats import file_format_of, jnrrd_spelled, write_nrrd_target
 from .layout import TilePlan
 from .options import WriteOptions
 from .plan import BuildHeader, plan_tiled
 from .source import FileOrder, tile_dtype
-from .targets import file_format_of, jnrrd_spelled, write_nrrd_target
 from .tiled import write_tiled
 from .untiled import write_untiled
 

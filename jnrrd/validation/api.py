@@ -1,4 +1,4 @@
-"""``jnrrd.validate``: every problem of a JNRRD header or file, not just the first.
+"""``jnrrd.validation.validate`` (also ``jnrrd.validate``): every problem of a header or file.
 
 A header is checked in layers, each collecting all it finds (CONVENTIONS §3, Validation):
 
@@ -26,20 +26,20 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import IO, Any, TextIO, Unpack
 
-from ._config import settings_for
-from .errors import FormatError, JnrrdError, ValidationError, VersionError, describe_source
-from .header.model import CORE_FIELDS, TILE_FIELDS, TILE_URI_PREFIX, build_header, find_prefix
-from .header.wire import MAX_NESTING, nesting_depth, read_entries
-from .policy import IOSettings, Policy, PolicyOptions
-from .storage import Store
-from .storage.remote import is_remote, local_path
-from .storage.resolve import opened
-from .validation.core import check_core, check_data
-from .validation.deep import check_tiles
-from .validation.report import Problem, Report, top_field
-from .validation.schema import BUNDLED_EXTENSIONS, check_core_schema, check_extension_schema
-from .validation.tiling import check_tiling
-from .validation.tiling_base import FileInfo
+from .._config import settings_for
+from ..errors import FormatError, JnrrdError, ValidationError, VersionError, describe_source
+from ..header.model import CORE_FIELDS, TILE_FIELDS, TILE_URI_PREFIX, build_header, find_prefix
+from ..header.wire import MAX_NESTING, nesting_depth, read_entries
+from ..policy import IOSettings, Policy, PolicyOptions
+from ..storage import Store
+from ..storage.remote import is_remote, local_path
+from ..storage.resolve import opened
+from .core import check_core, check_data
+from .deep import check_tiles
+from .report import Problem, Report, top_field
+from .schema import BUNDLED_EXTENSIONS, check_core_schema, check_extension_schema
+from .tiling import check_tiling
+from .tiling_base import FileInfo
 
 __all__ = ["Problem", "run_validate", "validate"]
 
@@ -103,7 +103,7 @@ def _committed(src: Any, pol: Policy, report: Report) -> IO[bytes]:
     progress or interrupted (docs/editing.md); a damaged one is reported and read as is."""
     if src.remote or src.path is None or not src.owned:
         return src.stream
-    from .editing.consistent import consistent_stream
+    from ..editing.consistent import consistent_stream
 
     try:
         src.stream = consistent_stream(src.stream, src.path, pol.max_header_bytes)
@@ -184,8 +184,8 @@ def _check_nrrd(f: IO[bytes], store: Store | None, pol: Policy, report: Report, 
                 again: tuple[str, dict[str, Any] | None] | None = None) -> None:
     """A classic NRRD file, as ``read``/``open`` take it: the NRRD reader's errors and
     warnings, the data's presence and length, and with ``deep`` the data decoded."""
-    from .header import core_fields
-    from .nrrd.reader import read_nrrd_header
+    from ..header import core_fields
+    from ..nrrd.reader import read_nrrd_header
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -275,8 +275,8 @@ def _check_mapping(header: Mapping[str, Any], report: Report) -> bool:
 def _check_header(header: Mapping[str, Any], pol: Policy, report: Report,
                   info: FileInfo) -> tuple[Any, Any]:
     """Schema, cross-field and reader checks; returns (Tiling or None, CoreFields or None)."""
-    from .header import core_fields
-    from .tiling.spec import parse_tiling
+    from ..header import core_fields
+    from ..tiling.spec import parse_tiling
 
     check_core_schema(header, report)
     prefix = _extensions(header, report)
@@ -364,7 +364,7 @@ def _deep_untiled(f: IO[bytes], pol: Policy, report: Report,
     """Decode an untiled data section (bounded by the ``max_bytes`` cap); a remote source
     (``again``: its URL and ``storage_options``) is read by URL, so that detached data files
     resolve next to it."""
-    from .api import read
+    from ..api import read
 
     if progress is not None:
         progress(0, 1)
@@ -396,7 +396,7 @@ def run_validate(files: list[str], *, as_json: bool, deep: bool,
     total)`` is passed to :func:`validate` for each file (``deep`` checks report tiles);
     ``storage_options`` to fsspec for the files that are URLs.
     """
-    from .validation.summary import text_lines
+    from .summary import text_lines
 
     status = 0
     rows: list[dict[str, Any]] = []
