@@ -1,7 +1,7 @@
 """Benchmark machinery: interleaved medians, page-cache control, targets and one table.
 
-Rules from CONVENTIONS §6 that shape this module: absolute times on the shared 2-core machines
-are noise, so every case runs all its contenders in the same process, interleaved over
+Rules from benchmarks/README.md#method that shape this module: absolute times on the shared 2-core
+machines are noise, so every case runs all its contenders in the same process, interleaved over
 ``repeat`` repetitions with the order rotated (A B C, B C A, C A B, …: no contender is always
 first), and reports medians and ratios; the page cache is reclaimed within 20–60 s, so each
 warm measurement reads its files once (untimed) right before, and a cold measurement evicts
@@ -366,7 +366,7 @@ def peak_memory(system: str, codec: str | None, path: Path) -> float:
     return float(json.loads(proc.stdout.strip().splitlines()[-1])["delta"])
 
 
-# --- NumPy pyramid baselines (CONVENTIONS §3 pyramid methods) ---------------------------------
+# --- NumPy pyramid baselines (docs/pyramids.md#methods) ---------------------------------
 
 def _blocks(a: np.ndarray, s: int) -> np.ndarray:
     """View of the floor-cropped ``a`` as ``(*out_shape, s**ndim)`` blocks (copied)."""

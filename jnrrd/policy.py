@@ -1,4 +1,4 @@
-"""Reader policy: resource caps and the path/URL switches (digest §5, CONVENTIONS §1.1, §3).
+"""Reader policy: resource caps and the path/URL switches (docs/security.md#path-policy, #caps).
 
 Every reader takes the same ``**policy`` keywords; :meth:`Policy.from_kwargs` turns them into
 one frozen value that is passed down, never stored in a module global. The path rules

@@ -1,4 +1,5 @@
-"""The untiled data section: attached or detached, skips, encodings (digest 1.9–1.11).
+"""The untiled data section: attached or detached, skips, encodings
+(docs/format.md#encodings-and-endianness, #where-the-data-is).
 
 Reading never allocates before the file is known to hold enough bytes (raw), decompresses in
 bounded pieces straight into the output (compressed), and serves ``open()`` on raw data through
@@ -67,7 +68,7 @@ def data_paths(core: Any, store: LocalStore | None, policy: Policy, source: Any 
 
 def _open_data(path: str, core: Any, policy: Policy, source: Any) -> IO[bytes]:
     """Open one detached data file; a missing one is a ``DataError`` naming the field (as a
-    missing external tile is, CONVENTIONS §1.2)."""
+    missing external tile is, docs/format.md#sparse-tiles)."""
     field = ("data_file" if core.data_file is not None
              else "data_files" if core.data_files is not None else "data_file_pattern")
     try:
@@ -109,8 +110,9 @@ class _Part:
         self.encoding = core.encoding
         skip = core.byte_skip
         if skip != -1 or self.encoding in COMPRESSED:
-            # with raw byte_skip -1 the data ends the file: line_skip is moot (1.11); NRRD's
-            # compressed -1 skips the lines in the file, then takes the end of the stream
+            # with raw byte_skip -1 the data ends the file: line_skip is moot
+            # (docs/format.md#line-and-byte-skips); NRRD's compressed -1 skips the lines in the
+            # file, then takes the end of the stream
             _skip_lines(f, core.line_skip, what)
         if self.encoding in ("raw", "ascii", "hex"):
             if skip == -1:
@@ -198,7 +200,7 @@ _MAX_RATIO = {"gzip": 1100, "zstd": 40_000, "lz4": 300, "bzip2": 50_000_000}
 
 
 def _check_room(encoding: str, f: IO[bytes], count: int, itemsize: int, what: str) -> None:
-    """Refuse a part too short for its data before anything is allocated (CONVENTIONS §3).
+    """Refuse a part too short for its data before anything is allocated (docs/security.md#caps).
 
     raw needs ``count·itemsize`` bytes; hex two digits per byte; ascii at least one character
     and one separator per value. A compressed stream cannot expand beyond its format's largest
@@ -291,8 +293,8 @@ def _fill(part: _Part, out: np.ndarray, st: np.dtype, policy: Policy) -> None:
             raise DataError(f"{what}type 'block' cannot be stored as ascii")
         text = _read_text(part.f, policy, what)
         if part.type_name == "bfloat16":
-            # The text holds values; the stored elements are their bfloat16 words (digest 1.9:
-            # parsed as float64, then rounded).
+            # The text holds values; the stored elements are their bfloat16 words
+            # (docs/format.md#encodings: parsed as float64, then rounded).
             out[...] = bfloat16_words(parse_ascii(text, out.size, np.dtype("f8"), what=what))
         else:
             out[...] = parse_ascii(text, out.size, np.dtype(st).newbyteorder("="), what=what)

@@ -2,11 +2,11 @@
 write defaults, for :func:`jnrrd.convert`.
 
 The group's first ``multiscales`` entry decides: its datasets are the levels (level 0 the
-first), its axes (reversed: header axis 0 is the last, fastest Zarr axis, CONVENTIONS §7)
-give ``labels``, ``kinds`` (``space`` → ``space``, ``time`` → ``time``, ``channel`` →
-``list``), the level-0 ``scale``/``translation`` give ``space_directions`` (diagonal) and
-``space_origin`` of the ``space`` axes with their units as ``space_units``; other axes keep
-their scale in ``spacings`` and unit in ``units``. When the group carries the ``jnrrd``
+first), its axes (reversed: header axis 0 is the last, fastest Zarr axis,
+docs/format.md#zarr-axis-order) give ``labels``, ``kinds`` (``space`` → ``space``, ``time`` →
+``time``, ``channel`` → ``list``), the level-0 ``scale``/``translation`` give ``space_directions``
+(diagonal) and ``space_origin`` of the ``space`` axes with their units as ``space_units``; other
+axes keep their scale in ``spacings`` and unit in ``units``. When the group carries the ``jnrrd``
 attribute (written by :mod:`jnrrd.integrations.omezarr`) and it matches the level-0 array
 (sizes, type), that header is restored instead, tiling fields included.
 

@@ -2,5 +2,5 @@
 the cross-field checks of the core and tiling fields, and the deep (per-tile) checks.
 
 Each checker collects every problem it finds into a :class:`~.report.Report` instead of
-stopping at the first, so one run lists everything wrong with a file (CONVENTIONS §3).
+stopping at the first, so one run lists everything wrong with a file (docs/api.md#validation).
 """
