@@ -1,11 +1,16 @@
 """Benchmark machinery: interleaved medians, page-cache control, targets and one table.
 
-Rules from benchmarks/README.md#method that shape this module: absolute times on the shared 2-core
-machines are noise, so every case runs all its contenders in the same process, interleaved over
-``repeat`` repetitions with the order rotated (A B C, B C A, C A B, …: no contender is always
-first), and reports medians and ratios; the page cache is reclaimed within 20–60 s, so each
-warm measurement reads its files once (untimed) right before, and a cold measurement evicts
-them first (``posix_fadvise(DONTNEED)``).
+Absolute times on the shared 2-core machines are noise, so every case runs all its contenders
+interleaved over ``repeat`` repetitions with the order rotated (A B C, B C A, C A B, …: no
+contender is always first), and reports medians and ratios; the page cache is reclaimed within
+20–60 s, so each measurement reads its files once (untimed) right before (a cold measurement
+evicts them instead: ``posix_fadvise(DONTNEED)``).
+
+Modes (docs/performance.md, "Method"): ``warm`` times one operation at a time in this process,
+its result dropped before the next (memory a system freed may serve the next result);
+``kept`` times :data:`KEPT` operations in a row whose results are all held, so each result
+needs fresh memory; ``fresh`` times one operation in a new process (imports untimed), as a
+script that reads one volume does; ``cold`` is ``warm`` with the files evicted.
 """
 
 from __future__ import annotations
@@ -81,6 +86,13 @@ class Contender:
     check: Callable[[object], bool] | None = None
     measure: Callable[[], float] | None = None
     counters: Callable[[], dict[str, float]] | None = None
+    #: the operation once in a fresh process, its time in seconds (the ``fresh`` mode)
+    fresh: Callable[[], float] | None = None
+
+
+#: operations per repetition in the ``kept`` mode (results held; the first is not counted)
+KEPT = 3
+MODES = ("warm", "kept", "fresh", "cold")
 
 
 @dataclass(frozen=True)
@@ -157,9 +169,13 @@ def _describe(exc: BaseException) -> str:
     return text if len(text) <= 110 else text[:107] + "..."
 
 
-def run_case(case: Case, repeat: int, cold: bool = False) -> list[Result]:
-    """Run ``case`` interleaved over ``repeat`` repetitions, warm (and cold if asked)."""
-    modes = ["warm", "cold"] if cold and case.reads else ["warm"]
+def run_case(case: Case, repeat: int, cold: bool = False,
+             modes: Sequence[str] = ("warm",)) -> list[Result]:
+    """Run ``case`` interleaved over ``repeat`` repetitions in each of ``modes`` (and cold if
+    asked; ``kept``, ``fresh`` and ``cold`` only for cases that read)."""
+    modes = [m for m in modes if m == "warm" or case.reads]
+    if cold and case.reads and "cold" not in modes:
+        modes.append("cold")
     results = {(m, c.system): Result(case.name, m, c.system)
                for m in modes for c in case.contenders}
     live: list[Contender] = []
@@ -172,6 +188,9 @@ def run_case(case: Case, repeat: int, cold: bool = False) -> list[Result]:
             for m in modes:
                 results[(m, c.system)].error = _describe(exc)
     for mode in modes:
+        for c in live:
+            if mode == "fresh" and c.fresh is None and c.measure is None:
+                results[(mode, c.system)].error = "no fresh-process variant"
         for rep in range(repeat):
             # Rotate the order (repetition r starts with contender r mod n): whoever runs
             # first in a repetition pays for what the previous one left behind (e.g. a fresh
@@ -182,23 +201,74 @@ def run_case(case: Case, repeat: int, cold: bool = False) -> list[Result]:
                 if res.error:
                     continue
                 try:
-                    if c.before is not None:
-                        c.before()
-                    (warm if mode == "warm" else evict)(c.paths())
-                    if c.measure is not None:
-                        res.samples.append(c.measure())
-                        continue
-                    t0 = time.perf_counter()
-                    out = c.run()
-                    res.samples.append(time.perf_counter() - t0)
-                    if c.counters is not None:
-                        res.counters.append(c.counters())
-                    if rep == 0 and mode == modes[0] and c.check is not None and not c.check(out):
-                        res.error = "wrong result"
-                    del out
+                    _one(c, res, mode, first=rep == 0 and mode == modes[0])
                 except Exception as exc:
                     res.error = _describe(exc)
     return list(results.values())
+
+
+def _one(c: Contender, res: Result, mode: str, first: bool) -> None:
+    """One repetition of contender ``c`` in ``mode``; samples into ``res``."""
+    if c.before is not None:
+        c.before()
+    (evict if mode == "cold" else warm)(c.paths())
+    if c.measure is not None:
+        res.samples.append(c.measure())
+        return
+    if mode == "fresh":
+        assert c.fresh is not None
+        res.samples.append(c.fresh())
+        return
+    held = []
+    for i in range(KEPT if mode == "kept" else 1):
+        t0 = time.perf_counter()
+        out = c.run()
+        elapsed = time.perf_counter() - t0
+        if mode != "kept" or i > 0:  # kept: counted while earlier results are held
+            res.samples.append(elapsed)
+        if c.counters is not None:
+            res.counters.append(c.counters())
+        if first and i == 0 and c.check is not None and not c.check(out):
+            res.error = "wrong result"
+        if mode == "kept":
+            held.append(out)
+        del out
+    del held
+
+
+# --- one operation in a fresh process ----------------------------------------------------------
+
+_FRESH = r"""
+import json, sys, time
+sys.path.insert(0, {bench!r})
+import peers
+system = peers.make({system!r}, {codec!r})
+system.preload()
+region = {region!r}
+path = {path!r}
+t0 = time.perf_counter()
+if region is None:
+    out = system.read(path)
+else:
+    out = system.read_region(path, tuple(slice(a, b) for a, b in region))
+elapsed = time.perf_counter() - t0
+print(json.dumps({{"seconds": elapsed, "nbytes": int(out.nbytes)}}))
+"""
+
+
+def fresh_time(system: str, codec: str | None, path: Path,
+               region: Sequence[slice] | None = None) -> float:
+    """Seconds of ``peers.make(system, codec).read(path)`` (or ``read_region``) in a fresh
+    process, the system's modules imported beforehand (untimed)."""
+    code = _FRESH.format(bench=str(Path(__file__).parent), system=system, codec=codec,
+                         path=str(path),
+                         region=None if region is None else [(s.start, s.stop) for s in region])
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=600, check=False)
+    if proc.returncode != 0:
+        lines = (proc.stderr.strip() or "no output").splitlines()
+        raise RuntimeError(f"child failed: {lines[-1]}")
+    return float(json.loads(proc.stdout.strip().splitlines()[-1])["seconds"])
 
 
 # --- the table -------------------------------------------------------------------------------

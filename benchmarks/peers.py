@@ -281,20 +281,29 @@ class NumpyFile(System):
         self.check_codec(codec)
         arr.tofile(path)
         self.meta[path] = (arr.shape, arr.dtype)
+        # A sidecar so that another process (the fresh-process mode) can read it too.
+        Path(f"{path}.json").write_text(json.dumps({"shape": arr.shape,
+                                                    "dtype": arr.dtype.str}))
+
+    def _meta(self, path: Path) -> tuple[tuple[int, ...], np.dtype]:
+        if path not in self.meta:
+            meta = json.loads(Path(f"{path}.json").read_text())
+            self.meta[path] = (tuple(meta["shape"]), np.dtype(meta["dtype"]))
+        return self.meta[path]
 
     def read(self, path: Path) -> np.ndarray:
-        shape, dtype = self.meta[path]
+        shape, dtype = self._meta(path)
         return np.fromfile(path, dtype=dtype).reshape(shape)
 
     def read_region(self, path: Path, region: Region) -> np.ndarray:
-        shape, dtype = self.meta[path]
+        shape, dtype = self._meta(path)
         mm = np.memmap(path, dtype=dtype, mode="r", shape=shape)
         out = np.array(mm[self.region(region)])
         del mm
         return out
 
     def read_regions(self, path: Path, regions: Sequence[Region]) -> list[np.ndarray]:
-        shape, dtype = self.meta[path]
+        shape, dtype = self._meta(path)
         mm = np.memmap(path, dtype=dtype, mode="r", shape=shape)
         out = [np.array(mm[self.region(r)]) for r in regions]
         del mm

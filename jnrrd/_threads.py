@@ -1,8 +1,8 @@
 """The only place the package starts threads; everything else submits work here.
 
-- the shared pool (one thread per core) runs tile tasks: :class:`Running`,
-  :func:`run_parallel`; a one-thread helper serves :func:`fork_join` and :func:`background`.
-  Both are created on first use, and again in a child after ``fork()``;
+- the shared pool (one thread per CPU the process may use, :func:`default_threads`) runs
+  tile tasks: :class:`Running`, :func:`run_parallel`; a one-thread helper serves
+  :func:`fork_join`. Both are created on first use, and again in a child after ``fork()``;
 - :func:`ordered_map`: a private pool of a given size mapping a function in order (deep
   validation, the frame-parallel zstd decoder);
 - :class:`OrderedQueue`: callables run in order on one background thread (a tiled write
@@ -15,14 +15,16 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any
 
-__all__ = ["IO_THREADS", "OrderedQueue", "Running", "background", "fork_join", "io_submit",
-           "ordered_map", "run_parallel", "start_daemon", "zstd_frame_map"]
+from ._platform import available_cpus, register_at_fork
+
+__all__ = ["IO_THREADS", "OrderedQueue", "Running", "default_threads",
+           "fork_join", "io_submit", "ordered_map", "run_parallel", "start_daemon",
+           "zstd_frame_map"]
 
 #: threads of the I/O pool: requests in flight to a remote store without an event loop
 IO_THREADS = 16
@@ -31,30 +33,43 @@ _POOL: ThreadPoolExecutor | None = None
 _HELPER: ThreadPoolExecutor | None = None
 _IO: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
+_THREADS: int | None = None
 
 
 def _after_fork_in_child() -> None:
     """A forked child inherits the pool objects but none of their threads: work submitted to
     them would wait forever (and a lock held by another parent thread at the fork stays
     held). Start afresh; the child builds its own pools on first use."""
-    global _POOL, _HELPER, _IO, _POOL_LOCK
+    global _POOL, _HELPER, _IO, _POOL_LOCK, _THREADS
     _POOL = None
+    _THREADS = None  # (a child may be given other CPUs)
     _HELPER = None
     _IO = None
     _POOL_LOCK = threading.Lock()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+register_at_fork(_after_fork_in_child)
+
+
+def default_threads() -> int:
+    """The threads that decode or encode tiles at once: the CPUs this process may use (its
+    affinity mask and a Linux control group's CPU quota, not the machine's count;
+    :func:`jnrrd._platform.available_cpus`), found on first use."""
+    global _THREADS
+    if _THREADS is None:
+        _THREADS = available_cpus()
+    return _THREADS
 
 
 def _pool() -> ThreadPoolExecutor:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2),
+            # at least two threads: work submitted from a pool thread still finds one free
+            _POOL = ThreadPoolExecutor(max_workers=max(2, default_threads()),
                                        thread_name_prefix="jnrrd")
-        return _POOL
+        pool = _POOL
+    return pool
 
 
 def io_submit(fn: Callable[..., Any], *args: Any) -> Future[Any]:
@@ -98,7 +113,8 @@ def run_parallel(tasks: Sequence[Callable[[], None]], *, helpers: int | None = N
 
     The calling thread and up to ``helpers`` pool threads (default: the pool's size minus
     one, i.e. one thread per core with the caller) take tasks from one shared list until it
-    is empty: a task costs no hand-off of its own. On the first failure no further task
+    is empty: a task costs no hand-off of its own (so by default as many threads work as
+    the process may use CPUs). On the first failure no further task
     starts; the running ones finish, then that failure is raised.
     """
     if len(tasks) <= 1:
@@ -124,7 +140,7 @@ def run_parallel(tasks: Sequence[Callable[[], None]], *, helpers: int | None = N
                 return
 
     pool = _pool()
-    n = pool._max_workers - 1 if helpers is None else helpers
+    n = default_threads() - 1 if helpers is None else helpers
     futures = [pool.submit(drain) for _ in range(max(0, min(n, len(tasks) - 1)))]
     drain()
     wait(futures)
@@ -157,14 +173,6 @@ def fork_join(first: Callable[[], Any], second: Callable[[], Any]) -> tuple[Any,
     if future.cancel():
         return a, second()
     return a, future.result()
-
-
-def background(fn: Callable[[], Any]) -> Future[Any]:
-    """``fn()`` offered to the one helper thread; the caller cancels or waits for the future.
-    While ``fn`` runs, other work offered to the helper (another read's prefault, a
-    ``fork_join`` half) waits or runs on its caller's thread: keep ``fn`` to the length of the
-    caller's own block."""
-    return _helper().submit(fn)
 
 
 def ordered_map(fn: Callable[[Any], Any], items: Iterable[Any], *, workers: int, name: str

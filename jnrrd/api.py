@@ -235,13 +235,15 @@ def _volume(header: Header, core: Any, tiling: Tiling | None, src: Opened,
 
 
 def read(source: Any, *, level: int = 0, index_order: str = "F", missing: str = "error",
-         storage_options: dict[str, Any] | None = None, **policy: Any
-         ) -> tuple[np.ndarray, Header]:
+         storage_options: dict[str, Any] | None = None, out: np.ndarray | None = None,
+         **policy: Any) -> tuple[np.ndarray, Header]:
     """Read a whole volume (or pyramid level) from a path, URL or stream: returns
     ``(data, header)``.
 
     With ``index_order="F"`` (default) ``data.shape == tuple(header["sizes"])`` (level 0);
-    ``"C"`` gives the reversed shape, C-contiguous.
+    ``"C"`` gives the reversed shape, C-contiguous. ``out``: a writeable array of that shape
+    and the volume's dtype, filled and returned as ``data`` (the caller reuses its memory;
+    ``JnrrdError`` for another shape or dtype).
     """
     # a whole remote level 0 is read once: no decoded-tile cache to fill on the way
     once = level == 0 and is_remote(local_path(source))
@@ -250,7 +252,9 @@ def read(source: Any, *, level: int = 0, index_order: str = "F", missing: str = 
     try:
         if not 0 <= level < len(vol.levels):
             raise IndexError(f"level {level} does not exist ({len(vol.levels)} levels)")
-        if vol._untiled is not None and level == 0:
+        if out is not None:
+            data = vol.levels[level].read(..., out=out)
+        elif vol._untiled is not None and level == 0:
             data = vol._untiled.full()
             if vol.index_order == "C":
                 data = data.T

@@ -1,4 +1,11 @@
-"""Shared test configuration: a fixed hypothesis profile in CI, shared fixtures."""
+"""Shared test configuration: a fixed hypothesis profile in CI, shared fixtures, and the
+simulated platforms.
+
+``JNRRD_SIMULATE_PLATFORM=windows`` (or ``macos``) runs the suite as on that system: the
+package's platform module is imported first, before anything else of the package, and removes
+from ``os`` and ``mmap`` what that system lacks and decides as there (jnrrd/_platform.py,
+docs/portability.md). Subprocesses inherit the variable and simulate too.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +17,14 @@ import loopback_only
 import pytest
 from hypothesis import HealthCheck, settings
 
+import jnrrd._platform  # first: the simulated platform applies before anything else of jnrrd
+
 loopback_only.install()  # no test reaches any address but this machine's
+
+
+def pytest_report_header() -> str:
+    simulated = os.environ.get(jnrrd._platform.SIMULATE_ENV)
+    return f"jnrrd platform: {jnrrd._platform.SYSTEM}" + (" (simulated)" if simulated else "")
 
 settings.register_profile(
     "ci",
@@ -47,7 +61,7 @@ def gzip_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     if request.param == "zlib":
         monkeypatch.setattr(gzip_fast, "available", False)
     elif not gzip_fast.available:
-        pytest.skip("the deflate package (jnrrd[gzip]) is not installed")
+        pytest.fail("the deflate package (a core dependency) is not installed")
     return request.param
 
 
@@ -88,14 +102,3 @@ def s3(_s3_server: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     _s3_server.clear_faults()
     _s3_server.reset()
     return S3Bucket(_s3_server, bucket, _s3_server.storage_options())
-
-
-@pytest.fixture
-def fresh_spares() -> Iterator[None]:
-    """No spare bricks map of an earlier test's volume before or after the test
-    (jnrrd/engine/spare_maps.py, ``SPARES``)."""
-    from jnrrd.engine.spare_maps import SPARES
-
-    SPARES.clear()
-    yield
-    SPARES.clear()

@@ -22,6 +22,7 @@ import shutil
 import signal
 import tempfile
 import threading
+import time
 import tracemalloc
 import warnings
 from collections.abc import Callable, Iterator
@@ -626,15 +627,21 @@ def bounded(seconds: float, max_peak: int) -> Iterator[dict[str, int]]:
         raise Deadline(f"read took longer than {seconds} s")
 
     stats: dict[str, int] = {}
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    timed = hasattr(signal, "setitimer")  # (Windows: no alarm; the bound is checked after)
+    old = signal.signal(signal.SIGALRM, on_alarm) if timed else None
+    if timed:
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+    start = time.monotonic()
     tracemalloc.start()
     tracemalloc.reset_peak()
     try:
         yield stats
+        if not timed and time.monotonic() - start > seconds:
+            raise Deadline(f"read took longer than {seconds} s")
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+        if timed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
         quiesce_pool()
         stats["peak"] = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()

@@ -1,26 +1,40 @@
 """Bricks: cached tiles of a stored level at fixed places in one map (jnrrd/engine/bricks.py).
 
-Tiles of 16³ uint16 (8 KiB, two pages) go to bricks on Linux; every read is compared with the
-array that was written, with bricks and without them (``Bricks.create`` made to refuse).
-Resident memory is read from ``/proc/self/pagemap``. No timings here (benchmarks/viewer.py).
+Bricks are off unless ``JNRRD_CACHE_BRICKS=1`` (set for every test here; off, the cache keeps
+plain arrays: tests/test_tile_cache.py) and exist only where the system reserves unreserved
+maps (Linux, not under ``vm.overcommit_memory=2``; not in the simulated platforms of
+tests/conftest.py). Tiles of 16³ uint16 (8 KiB, two pages) go to bricks; every read is
+compared with the array that was written, with bricks and without them (``Bricks.create``
+made to refuse). Resident memory is read from ``/proc/self/pagemap``. No timings here
+(benchmarks/viewer.py).
 """
 
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
 import pytest
-from bricks_support import needs_bricks
 from hypothesis import given
 from hypothesis import strategies as st
 from thread_runner import run_threads
 
 import jnrrd
+from jnrrd import _platform
 from jnrrd.engine import bricks as bricks_mod
-from jnrrd.engine.bricks import SPARES, Bricks
-from jnrrd.engine.cache import TileCache
+from jnrrd.engine.bricks import Bricks
+from jnrrd.engine.cache import BRICKS_SETTING, TileCache
 from jnrrd.tiling.grid import AxisSel, TileGrid
 
-pytestmark = [needs_bricks, pytest.mark.usefixtures("fresh_spares")]
+needs_bricks = pytest.mark.skipif(
+    _platform.reserve_anonymous(1 << 20) is None,
+    reason="this system (or simulated system) reserves no anonymous maps: no bricks")
+pytestmark = [needs_bricks]
+
+
+@pytest.fixture(autouse=True)
+def bricks_on(monkeypatch):
+    monkeypatch.setenv(BRICKS_SETTING, "1")
 
 TILE = 16
 TILE_BYTES = TILE**3 * 2  # 8 KiB: whole pages
@@ -143,24 +157,31 @@ def test_memory_is_the_budget(path, data):
             assert _bricks_resident(bricks) == info.bytes
         start, size = bricks._view.__array_interface__["data"][0], len(bricks._map)
         vol.close()
-    # kept for the next volume (tests/test_bricks_spares.py) until given back
-    assert SPARES.resident() == info.bytes
-    SPARES.clear()
-    assert _resident(start, size) == 0
+    assert _resident(start, size) == 0  # unmapped with the volume: nothing kept
+
+
+def test_bricks_are_off_by_default(path, data, monkeypatch):
+    monkeypatch.delenv(BRICKS_SETTING)
+    with jnrrd.open(path, cache_bytes=64 << 20) as vol:
+        np.testing.assert_array_equal(vol[...], data)
+        assert not _bricks_in_use(vol) and vol.cache_info().tiles == 27
 
 
 def test_reserving_is_not_allocating():
-    """A level far larger than the machine's memory only reserves address space."""
-    grid = TileGrid((1 << 14,) * 3, (0, 1, 2), (64,) * 3, (0,) * 3)  # 8 TiB of uint16
+    """A level far larger than the machine's memory (8 TiB) only reserves address space; a
+    ``mmap`` module without ``MAP_NORESERVE`` (Python < 3.13) leaves the kernel's overcommit
+    to decide, so there a 2 GiB level."""
+    n = 1 << (14 if hasattr(mmap, "MAP_NORESERVE") else 10)
+    grid = TileGrid((n,) * 3, (0, 1, 2), (64,) * 3, (0,) * 3)
     b = Bricks.create(grid, np.dtype(np.uint16))
     assert b is not None and b.slot_bytes == 64**3 * 2
     tile = np.full((64,) * 3, 7, np.uint16, order="F")
-    where = (100, 3, 255)
+    where = (n // 64 - 1, 3, n // 64 - 1)
     start = b._view.__array_interface__["data"][0] + grid.index(where) * b.slot_bytes
     b.store(where, tile)
     assert _resident(start, b.slot_bytes) == tile.nbytes
     out = np.empty((1, 64, 64), np.uint16, order="F")
-    assert b.copy_region(_sel((6400, 6401), (192, 256), (255 * 64, 256 * 64)), out) == 1
+    assert b.copy_region(_sel((n - 64, n - 63), (192, 256), (n - 64, n)), out) == 1
     assert (out == 7).all()
     assert b.copy_region(_sel((0, 1), (0, 1), (0, 1)), out[:1, :1, :1]) == 0  # not present
     b.release(where)

@@ -86,6 +86,8 @@ ALLOWED |= {f"jnrrd.errors.{n}" for n in ("CodecError", "DataError", "MissingDep
                                           "UnsupportedError")}
 ALLOWED |= {"jnrrd.schemas.validator", "jnrrd.dtypes", "jnrrd.dtypes.bfloat16_words",
             "jnrrd.dtypes.decimal_int"}
+# the operating system's calls (positional reads, read-only maps), each with its fallback
+ALLOWED |= {"jnrrd._platform", "jnrrd._platform.map_readonly", "jnrrd._platform.pread"}
 
 
 # ---- canonical JSON ---------------------------------------------------------------------

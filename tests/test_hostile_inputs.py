@@ -387,18 +387,18 @@ def test_detached_file_replaced_during_a_read(tmp_path, monkeypatch):
     """The data file was opened, checked, then memory-mapped by path again: a file replaced
     (or removed) in between gave np.memmap's bare FileNotFoundError. The map now comes from
     the descriptor that was checked."""
-    from jnrrd.engine import untiled as datasection
+    from jnrrd.engine import untiled_parts as datasection
 
     path = _detached(tmp_path)
     data_file = tmp_path / jnrrd.read_header(path)["data_file"]
-    original = datasection._Part.__init__
+    original = datasection.Part.__init__
 
     def remove_after_check(self, *args, **kwargs):
         original(self, *args, **kwargs)
         if data_file.exists():
             data_file.unlink()
 
-    monkeypatch.setattr(datasection._Part, "__init__", remove_after_check)
+    monkeypatch.setattr(datasection.Part, "__init__", remove_after_check)
     with jnrrd.open(path) as vol:
         assert np.array_equal(vol[...], VOL)
 

@@ -35,9 +35,13 @@ def test_wheel_ships_and_loads_every_schema(tmp_path: Path) -> None:
                         if n.startswith("jnrrd/schemas/") and n.endswith(".json"))
         entry_points = z.read(next(n for n in z.namelist()
                                    if n.endswith(".dist-info/entry_points.txt"))).decode()
+        metadata = z.read(next(n for n in z.namelist()
+                                if n.endswith(".dist-info/METADATA"))).decode()
         napari_manifest = "jnrrd/napari.yaml" in z.namelist()
         typed = "jnrrd/py.typed" in z.namelist()
     assert packed == expected
+    # libdeflate is a core requirement (gzip through zlib only where it cannot be installed)
+    assert "Requires-Dist: deflate>=0.7\n" in metadata
     # the napari plugin: its manifest inside the package, found through its entry point
     assert napari_manifest
     assert "[napari.manifest]\njnrrd = jnrrd:napari.yaml" in entry_points

@@ -10,7 +10,6 @@ buffer, on threads the caller lends (``map_frames``: codecs start no threads of 
 
 from __future__ import annotations
 
-import mmap
 import os
 import zlib
 from collections.abc import Callable, Iterable
@@ -19,6 +18,7 @@ from typing import IO, Any
 import numpy as np
 import zstandard
 
+from .._platform import map_readonly, pread
 from ..errors import DataError, UnsupportedError
 from . import gzip_fast
 from .compress import (
@@ -210,9 +210,6 @@ def _finish_member(d: Any, src: MemberInput, budget: int, name: str, what: str) 
     return extra
 
 
-_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
-
-
 def _gzip_file_into(fileobj: IO[bytes], out: memoryview) -> bool:
     """libdeflate's one-shot inflate of the gzip member at the file's position into ``out``,
     its compressed bytes read through a memory map of the file (not copied into memory).
@@ -228,10 +225,10 @@ def _gzip_file_into(fileobj: IO[bytes], out: memoryview) -> bool:
         return False
     fd, start, _size = span
     try:
-        # MAP_POPULATE (Linux): the page tables of the whole map are filled in one call,
-        # not one page fault per 4 KiB while libdeflate reads (a quarter less time)
-        mm = (mmap.mmap(fd, 0, flags=mmap.MAP_SHARED | _POPULATE, prot=mmap.PROT_READ)
-              if hasattr(mmap, "MAP_SHARED") else mmap.mmap(fd, 0, access=mmap.ACCESS_READ))
+        # MAP_POPULATE where the system has it (Linux): the page tables of the whole map are
+        # filled in one call, not one page fault per 4 KiB while libdeflate reads (a quarter
+        # less time)
+        mm = map_readonly(fd)
     except (OSError, ValueError):
         return False
     try:
@@ -262,7 +259,7 @@ def _zstd_frame_index(fd: int, start: int, size: int, need: int, min_frames: int
     frames: list[tuple[int, int, int]] = []
     pos, total = start, 0
     while total < need:
-        head = os.pread(fd, 18, pos)
+        head = pread(fd, 18, pos)
         if len(head) < 6 or int.from_bytes(head[:4], "little") != _ZSTD_MAGIC:
             return None
         try:
@@ -275,7 +272,7 @@ def _zstd_frame_index(fd: int, start: int, size: int, need: int, min_frames: int
             return None
         p, most = pos + hsize, 0
         while True:
-            b = os.pread(fd, 3, p)
+            b = pread(fd, 3, p)
             if len(b) < 3:
                 return None
             word = int.from_bytes(b, "little")
@@ -300,9 +297,7 @@ def _zstd_frame_index(fd: int, start: int, size: int, need: int, min_frames: int
 
 def _file_span(fileobj: IO[bytes]) -> tuple[int, int, int] | None:
     """(descriptor, current position, bytes from there to the end) of a real file that
-    ``os.pread`` can read, else None."""
-    if not hasattr(os, "pread"):
-        return None
+    :func:`jnrrd._platform.pread` can read, else None."""
     try:
         fd = fileobj.fileno()
         start = fileobj.tell()
@@ -337,7 +332,7 @@ def _zstd_frames_into(fileobj: IO[bytes], out: memoryview, what: str,
 
     def one(place: tuple[int, int, int, int]) -> None:
         off, length, lo, n = place
-        data = os.pread(fd, length, off)
+        data = pread(fd, length, off)
         try:
             reader = _zstd_decompressor().stream_reader(data)
             got = 0

@@ -1,4 +1,5 @@
-"""gzip at libdeflate speed, when the ``deflate`` package is installed (``jnrrd[gzip]``).
+"""gzip at libdeflate speed through the ``deflate`` package (a core dependency; zlib where it
+cannot be installed: :func:`engine` says which is in use).
 
 libdeflate inflates a whole gzip member in one call, about twice as fast as zlib, and
 compresses about three times as fast at level 6 with slightly smaller output. It needs the
@@ -30,12 +31,12 @@ from typing import Any
 import numpy as np
 
 _deflate: ModuleType | None
-try:  # an optional dependency: jnrrd[gzip]
+try:  # a core dependency, but zlib stands in where it could not be installed
     import deflate as _deflate
 except ImportError:  # pragma: no cover - exercised by monkeypatching ``available``
     _deflate = None
 
-__all__ = ["available", "gzip_compress", "inflate_into"]
+__all__ = ["available", "engine", "gzip_compress", "inflate_into"]
 
 _MAGIC = b"\x1f\x8b"
 _SUCCESS, _INSUFFICIENT_SPACE = 0, 3
@@ -62,6 +63,17 @@ def _bind() -> Any:
 _lib = _bind()
 #: False when the ``deflate`` package is not installed (tests set it to force the fallback)
 available = _deflate is not None
+
+
+def engine() -> str:
+    """The gzip engine in use: ``"libdeflate"`` (its functions called straight into the
+    caller's buffer), ``"libdeflate (copy)"`` (through ``deflate.gzip_decompress``, where the
+    module does not export them), or ``"zlib"`` (no ``deflate`` package)."""
+    if not available:
+        return "zlib"
+    return "libdeflate" if _lib is not None else "libdeflate (copy)"
+
+
 # A libdeflate decompressor is not safe to share between threads running at the same time.
 _local = threading.local()
 

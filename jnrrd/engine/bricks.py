@@ -1,27 +1,22 @@
 """Bricks: the cached tiles of one stored level at fixed places in one reserved memory map.
 
-The decoded-tile cache (:mod:`jnrrd.engine.cache`) keeps the tiles of a stored level without
-overlap here, when the platform allows it (Linux). The map is laid out as the level's tile grid:
-tile ``coords`` lives in slot ``grid.index(coords)`` (first axis fastest), each slot a whole
-number of pages holding the tile's F-ordered memory. The map reserves address space, not memory
-(``MAP_NORESERVE``): only the pages of cached tiles are resident, and an evicted tile's pages
-are given back at once (``MADV_DONTNEED``), so the cache's byte budget is what it costs (a
-reused map, below, may also hold its earlier tiles' lazily freed pages until the kernel takes
-them; they are counted against the spares' limit).
+Off unless asked for: the decoded-tile cache (:mod:`jnrrd.engine.cache`) keeps the tiles of a
+stored level without overlap here only with the setting ``JNRRD_CACHE_BRICKS=1``
+(docs/api.md, "cache_bytes"), and only where the system can reserve such a map (Linux:
+:func:`jnrrd._platform.reserve_anonymous`); elsewhere, and by default, tiles are kept as
+arrays. The map is laid out as the level's tile grid: tile ``coords`` lives in slot
+``grid.index(coords)`` (first axis fastest), each slot a whole number of pages holding the
+tile's F-ordered memory. The map reserves address space, not memory: only the pages of cached
+tiles are resident, and an evicted tile's pages are given back at once
+(:func:`jnrrd._platform.release_pages`), so the cache's byte budget is what it costs; closing
+the volume unmaps it.
 
 Why: with every tile at a place that follows from its coordinates, the cached level is one
 strided NumPy array of shape ``grid + tile``. A read whose tiles are all cached is then one
 NumPy copy per block of whole tiles (at most 3 per axis: a partial first tile, whole tiles, a
 partial last tile), not one Python step per tile; a selection of whole tile rows (a tile's
 voxels along the first axis) is one ``np.take`` of rows: a 512² slice across 64 tiles of 64³
-is a single NumPy call whatever its axis (docs/performance.md, "The viewer's access pattern",
-has what it costs).
-
-Maps outlive their bricks: when a volume is closed, its bricks are *retired*: the map goes to
-the kept maps of :mod:`jnrrd.engine.spare_maps` (its pages lazily freed), from which the next
-bricks of at most its size take it, as ``malloc`` reuses freed memory. Reopening a volume then
-costs no fresh pages (a page fault each, and on a virtual machine that hands freed memory
-back to its host, a fault on the host too).
+is a single NumPy call whatever its axis (docs/performance.md has what it costs).
 
 Not thread-safe on its own: the cache calls every method under its lock, and no view of the
 map leaves it (an evicted slot reads as zeros).
@@ -31,22 +26,17 @@ from __future__ import annotations
 
 import math
 import mmap
-import platform
-import sys
 from functools import lru_cache
 from itertools import product
 from typing import Any
 
 import numpy as np
 
+from .._platform import release_pages, reserve_anonymous
 from ..tiling.grid import AxisSel, TileGrid
-from .spare_maps import SPARES, new_map
 
-__all__ = ["SPARES", "Bricks"]
+__all__ = ["Bricks"]
 
-#: the machines whose Linux MAP_NORESERVE is 0x4000 (for a ``mmap`` module that does not name it)
-_NORESERVE_4000 = {"x86_64", "amd64", "i386", "i686", "aarch64", "arm64", "armv7l",
-                   "armv8l", "riscv64", "s390x", "loongarch64"}
 #: the largest map reserved for one level (address space, not memory)
 MAX_RESERVED = 1 << 46
 #: the most tiles of a level kept in bricks (two flags per tile are held for the whole grid)
@@ -58,26 +48,11 @@ _MIN_ROW = 64
 _MAX_ROWS = 1 << 16
 
 
-def _map_flags() -> int | None:
-    """The flags of a private, unreserved anonymous map; None where bricks are not used."""
-    if not sys.platform.startswith("linux") or not hasattr(mmap.mmap, "madvise") \
-            or not hasattr(mmap, "MADV_DONTNEED"):
-        return None
-    noreserve = getattr(mmap, "MAP_NORESERVE", None)
-    if noreserve is None:
-        noreserve = 0x4000 if platform.machine().lower() in _NORESERVE_4000 else 0
-    return mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | noreserve
-
-
-_FLAGS = _map_flags()
-
-
 class Bricks:
     """The decoded tiles of one stored level in one map (see the module docstring); create
     with :meth:`create`, which says None when this level or platform cannot have one."""
 
-    def __init__(self, grid: TileGrid, dtype: np.dtype, slot: int, buffer: mmap.mmap,
-                 inherited: int = 0) -> None:
+    def __init__(self, grid: TileGrid, dtype: np.dtype, slot: int, buffer: mmap.mmap) -> None:
         nd = len(grid.shape)
         counts = [1] * nd  # untiled axes: one tile holding the whole axis
         for k, a in enumerate(grid.axes):
@@ -91,8 +66,6 @@ class Bricks:
         #: bytes one tile takes in the map (a whole number of pages)
         self.slot_bytes = slot
         self._map = buffer
-        #: bytes of a reused map's earlier pages that may still be resident (lazily freed)
-        self._inherited = inherited
         tile_strides = [slot * math.prod(counts[:a]) for a in range(nd)]
         elem_strides = [dtype.itemsize * math.prod(extents[:a]) for a in range(nd)]
         #: the level as ``grid + tile`` dimensions: ``view[coords]`` is the F-ordered tile
@@ -123,11 +96,10 @@ class Bricks:
 
     @classmethod
     def create(cls, grid: TileGrid, dtype: np.dtype) -> Bricks | None:
-        """Bricks for ``grid``'s tiles of ``dtype``, or None: not on this platform, a level
-        with overlap (its stored tiles overlap their neighbours), slots that would be more
-        than an eighth padding, more than :data:`MAX_TILES` tiles, or a map the system
-        refuses."""
-        if _FLAGS is None or any(grid.overlap) or dtype.hasobject \
+        """Bricks for ``grid``'s tiles of ``dtype``, or None: a level with overlap (its stored
+        tiles overlap their neighbours), slots that would be more than an eighth padding,
+        more than :data:`MAX_TILES` tiles, or no reserved map on this system."""
+        if any(grid.overlap) or dtype.hasobject \
                 or not 0 < grid.ntiles <= MAX_TILES:
             return None
         tile_bytes = dtype.itemsize * math.prod(grid.max_stored_shape())
@@ -138,10 +110,7 @@ class Bricks:
         size = slot * grid.ntiles
         if size > MAX_RESERVED:
             return None
-        spare = SPARES.take(size, 2 * size)
-        if spare is not None:
-            return cls(grid, dtype, slot, *spare)
-        buffer = new_map(size, _FLAGS)
+        buffer = reserve_anonymous(size)
         return None if buffer is None else cls(grid, dtype, slot, buffer)
 
     # -- one tile ---------------------------------------------------------------------------
@@ -192,26 +161,25 @@ class Bricks:
         """Forget the tile at ``coords`` and give its pages back."""
         self._present[self._full(coords)] = False
         self._known = None
-        start = self.slot_bytes * self.grid.index(coords)
-        self._map.madvise(mmap.MADV_DONTNEED, start, self.slot_bytes)
+        release_pages(self._map, self.slot_bytes * self.grid.index(coords), self.slot_bytes)
 
     def clear(self) -> None:
         """Forget every tile and give every page back."""
         self._present[...] = False
         self._used[...] = False
         self._known = None
-        self._inherited = 0
-        self._map.madvise(mmap.MADV_DONTNEED, 0, len(self._map))
+        release_pages(self._map, 0, len(self._map))
 
-    def retire(self) -> None:
-        """Forget every tile and hand the map to :data:`SPARES` (module docstring); these
-        bricks are not used again."""
+    def close(self) -> None:
+        """Forget every tile and unmap the map; these bricks are not used again."""
         buffer = self._map
-        resident = min(len(buffer), self._inherited + int(self._present.sum()) * self.slot_bytes)
         del self._view, self._map, self._rows  # no view of the map stays here
         self._present[...] = False
         self._known = None
-        SPARES.put(buffer, resident)
+        try:
+            buffer.close()
+        except BufferError:  # a view still lives: the map goes with it
+            pass
 
     # -- a region ---------------------------------------------------------------------------
     def copy_region(self, sel: tuple[AxisSel, ...], out: np.ndarray) -> int:

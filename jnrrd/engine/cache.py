@@ -15,11 +15,14 @@ slices and a zoom around a point touch the same tiles again and again.
   pages) never exceeds the budget: the least recently used tiles go first, and a tile larger
   than the whole budget is not cached.
 - **Off when 0.** ``cache_bytes=0`` caches nothing (every read decodes).
-- **Bricks.** The tiles of a stored level without overlap are kept, where the platform allows
-  it, in the level's :class:`~jnrrd.engine.bricks.Bricks` (one map with a fixed place per
-  tile): a read whose tiles are all cached is then a few NumPy copies (:meth:`TileCache.
-  copy_region`), not one step per tile. Copies out of bricks happen under the lock; a brick
-  tile handed out (:meth:`TileCache.get`) is a read-only copy.
+- **Bricks, when asked for.** With ``JNRRD_CACHE_BRICKS=1`` in the environment (the one
+  setting: :func:`bricks_enabled`, docs/api.md) the tiles of a stored level without overlap
+  are kept, where the system can reserve the map (Linux), in the level's
+  :class:`~jnrrd.engine.bricks.Bricks` (one map with a fixed place per tile): a read whose
+  tiles are all cached is then a few NumPy copies (:meth:`TileCache.copy_region`), not one
+  step per tile. Copies out of bricks happen under the lock; a brick tile handed out
+  (:meth:`TileCache.get`) is a read-only copy. Off by default: plain arrays behave the same
+  on every system.
 
 Defaults (:func:`default_cache_bytes`): 0 for local files, whose compressed bytes the operating
 system's page cache already holds (a re-read costs the decode only); 256 MiB for volumes with
@@ -29,6 +32,7 @@ virtual levels (a virtual tile is computed from many level-0 tiles); 256 MiB for
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
@@ -39,13 +43,22 @@ import numpy as np
 from ..tiling.grid import AxisSel, TileGrid
 from .bricks import Bricks
 
-__all__ = ["CacheInfo", "TileCache", "check_cache_bytes", "default_cache_bytes",
-           "DEFAULT_REMOTE_CACHE_BYTES", "DEFAULT_VIRTUAL_CACHE_BYTES"]
+__all__ = ["BRICKS_SETTING", "CacheInfo", "TileCache", "bricks_enabled", "check_cache_bytes",
+           "default_cache_bytes", "DEFAULT_REMOTE_CACHE_BYTES", "DEFAULT_VIRTUAL_CACHE_BYTES"]
 
 #: the default budget for remote stores (a re-read costs a request)
 DEFAULT_REMOTE_CACHE_BYTES = 256 << 20
 #: the default budget of a local volume with virtual (computed) levels
 DEFAULT_VIRTUAL_CACHE_BYTES = 256 << 20
+
+
+#: the environment variable that keeps cached tiles in bricks (``"1"``; docs/api.md)
+BRICKS_SETTING = "JNRRD_CACHE_BRICKS"
+
+
+def bricks_enabled() -> bool:
+    """Whether caches made now keep stored levels' tiles in bricks (:data:`BRICKS_SETTING`)."""
+    return os.environ.get(BRICKS_SETTING, "") == "1"
 
 
 class CacheInfo(NamedTuple):
@@ -102,8 +115,9 @@ class _InBricks(NamedTuple):
 class TileCache:
     """A thread-safe LRU of read-only arrays bounded by ``max_bytes`` (0: caches nothing).
 
-    ``levels``: the stored levels whose tiles may live in bricks, level → ``(grid, dtype)``;
-    their tiles' keys are ``(level, coords)``. Other keys are any hashable.
+    ``levels``: the stored levels whose tiles may live in bricks, level → ``(grid, dtype)``
+    (used only when :func:`bricks_enabled`); their tiles' keys are ``(level, coords)``. Other
+    keys are any hashable.
     """
 
     def __init__(self, max_bytes: int,
@@ -114,7 +128,7 @@ class TileCache:
         self._lock = threading.Lock()
         self._bytes = 0
         self._hits = self._misses = self._evictions = 0
-        self._layouts = dict(levels or {})
+        self._layouts = dict(levels or {}) if bricks_enabled() else {}
         self._closed = False
         self._bricks: dict[Hashable, Bricks | None] = {}
 
@@ -134,7 +148,7 @@ class TileCache:
             return None
         self._map.move_to_end(key)
         self._hits += 1
-        if type(hit) is _InBricks:
+        if isinstance(hit, _InBricks):
             return _read_only(hit.bricks.tile(hit.coords))
         return hit
 
@@ -160,10 +174,12 @@ class TileCache:
         return rest
 
     def copy_region(self, level: Hashable, sel: tuple[AxisSel, ...], out: np.ndarray) -> bool:
-        """Copy a step-1 selection of ``level`` into ``out`` (fresh, F order, its shape) when
-        every tile it touches is in the level's bricks: one NumPy copy per block of whole
-        tiles. False (nothing copied) when the level has no bricks, the selection has a
-        step, or a tile is missing."""
+        """Copy a step-1 selection of ``level`` into ``out`` (its shape) when every tile it
+        touches is in the level's bricks: one NumPy copy per block of whole tiles. False
+        (nothing copied) when the level has no bricks, ``out`` is not F-contiguous, the
+        selection has a step, or a tile is missing."""
+        if not self._bricks or not out.flags.f_contiguous:
+            return False
         with self._lock:
             bricks = self._bricks.get(level)
             hits = bricks.copy_region(sel, out) if bricks is not None else 0
@@ -263,8 +279,8 @@ class TileCache:
 
     def clear(self, *, close: bool = False) -> None:
         """Drop every cached array (the counters stay). ``close=True``: for good (the volume
-        is closed): nothing is cached after, and the bricks' maps are retired for the next
-        volume's (:meth:`Bricks.retire`) instead of emptied."""
+        is closed): nothing is cached after, and the bricks' maps are unmapped instead of
+        emptied."""
         with self._lock:
             self._map.clear()
             self._bytes = 0
@@ -273,7 +289,7 @@ class TileCache:
                 self._layouts, self._bricks, self._closed = {}, {}, True
             for b in bricks.values():
                 if b is not None:
-                    b.retire() if close else b.clear()
+                    b.close() if close else b.clear()
 
     def keys(self) -> list[Hashable]:
         """The cached keys, least recently used first."""

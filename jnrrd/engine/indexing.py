@@ -23,11 +23,17 @@ from typing import Any
 import numpy as np
 
 from .._threads import run_parallel
-from ..tiling.grid import AxisSel, is_bool_scalar
-from .spare_maps import empty
+from ..errors import JnrrdError, where
+from ..tiling.grid import (
+    AxisSel,
+    is_bool_scalar,
+    plain_key,
+    plain_selection,
+    selection_with_booleans,
+)
 
 __all__ = ["OIndex", "finish_basic", "has_array_index", "numpy_getitem", "orthogonal_getitem",
-           "planes_read"]
+           "planes_read", "read_into"]
 
 _ARRAYLIKE = (list, tuple, range, np.ndarray)
 _ALL = slice(None)
@@ -89,6 +95,56 @@ def finish_basic(out: np.ndarray, sel: tuple[AxisSel, ...], c_order: bool) -> np
     return out.T if c_order else out
 
 
+def read_into(view: Any, key: Any, out: Any) -> np.ndarray:
+    """``view[key]`` written into the caller's array ``out`` (``LevelView.read(key, out=)``).
+
+    A basic key (ints, slices, ``...``) is read straight into ``out``: the engine fills a view
+    of ``out`` in header order with the integer-indexed axes put back as length-1 axes and the
+    reversed ones flipped (:func:`finish_basic` undone), so nothing else is allocated. Other
+    keys are read, then copied. ``out`` must be a writeable ``numpy.ndarray`` of exactly the
+    result's shape and dtype (any memory layout): else ``TypeError`` or ``JnrrdError``."""
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy.ndarray, got {type(out).__name__}")
+    vol, level = view.volume, view.level
+    sel: tuple[AxisSel, ...] | None = None
+    if plain_key(key):
+        shape = level.shape
+        sel = plain_selection(key, shape[::-1] if view.c_order else shape)
+    elif not has_array_index(key):
+        sel, rest = selection_with_booleans(key, view.shape)
+        sel = sel if rest is None else None
+    if sel is None:  # boolean scalars or an array index: NumPy's indexing, then a copy
+        data = view[key]
+        _check_out(vol, out, data.shape, data.dtype)
+        np.copyto(out, data)
+        return out
+    shape = tuple(s.count for s in sel if not s.drop)  # (``sel``: in the caller's axis order)
+    _check_out(vol, out, shape, view.dtype)
+    header_order = sel[::-1] if view.c_order else sel
+    target = out.T if view.c_order else out
+    dropped = tuple(k for k, s in enumerate(header_order) if s.drop)
+    if dropped:
+        target = np.expand_dims(target, dropped)
+    if any(s.reverse for s in header_order):
+        target = target[tuple(slice(None, None, -1) if s.reverse else _ALL
+                              for s in header_order)]
+    whole = all(s.start == 0 and s.step == 1 and s.count == n and not s.reverse
+                for s, n in zip(header_order, level.shape, strict=True))
+    if whole and not vol.tiled:  # the whole section decoded (or read) straight into ``out``
+        vol._check_open()
+        vol._untiled.full(target)
+    else:
+        vol._read(level, header_order, target)
+    return out
+
+
+def _check_out(vol: Any, out: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    if out.shape != shape or out.dtype != dtype or not out.flags.writeable:
+        have = "read-only" if not out.flags.writeable else f"shape {out.shape} {out.dtype}"
+        raise JnrrdError(f"{where(vol.name, 'out')}expected a writeable array of shape "
+                         f"{shape} and dtype {dtype}, got {have}")
+
+
 def has_array_index(key: Any) -> bool:
     """Whether a ``[]`` key holds a list, tuple or array index (NumPy's advanced indexing)."""
     parts = key if isinstance(key, tuple) else (key,)
@@ -146,8 +202,10 @@ def _ints(a: np.ndarray, n: int, axis: int) -> tuple[np.ndarray, np.ndarray]:
 def orthogonal_getitem(view: Any, key: Any) -> np.ndarray:
     """``view.oindex[key]`` (see :class:`OIndex`)."""
     parts = _expand(key if isinstance(key, tuple) else (key,), view.ndim, lambda k: 1)
-    sets, picks = [], []
+    sets: list[np.ndarray] = []
+    picks: list[Any] = []
     for axis, (k, n) in enumerate(zip(parts, view.shape, strict=True)):
+        p: Any
         if is_bool_scalar(k):
             raise IndexError("oindex takes no boolean scalars (they add an axis); index "
                              "the result instead")
@@ -200,6 +258,7 @@ def numpy_getitem(view: Any, key: Any) -> np.ndarray:
     remapped: list[Any] = []
     for k in expanded:
         axis = len(sets)
+        p: Any
         if is_bool_scalar(k):
             remapped.append(k)  # consumes no axis: NumPy places it on the block as on the whole
             continue
@@ -297,7 +356,7 @@ def _runs(s: np.ndarray, size: int) -> list[tuple[int, int, int]]:
 def _tiled_block(vol: Any, level: Any, sets: list[np.ndarray]) -> np.ndarray:
     counts = [len(s) for s in sets]
     vol._policy.check_bytes(math.prod(counts) * vol.dtype.itemsize, "the selection", vol.name)
-    out = empty(counts, vol.dtype, order="F")
+    out = np.empty(counts, vol.dtype, order="F")
     if out.size == 0:
         return out
     grid = level.grid

@@ -12,6 +12,7 @@ checksums of a :class:`TileCodec`.
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import zlib
@@ -202,13 +203,13 @@ class TileDecoder(TileCodec):
         self._verify(index, data)
         if planes is not None and 0 < planes < shape[-1] and self.simple in PREFIX_NAMES:
             shape = (*shape[:-1], planes)
-            need = int(np.prod(shape)) * self.stored_dtype.itemsize
+            need = math.prod(shape) * self.stored_dtype.itemsize
             buf = _scratch(need) if scratch and self.simple == "zstd" else None
             data = decompress_prefix(self.simple, data, need, out=buf,
                                      what=f"{where(self.name)}tile {index}: ")
             arr = np.frombuffer(data, self.stored_dtype).reshape(shape, order="F")
         elif self.raw or self.simple:
-            count = int(np.prod(shape))
+            count = math.prod(shape)
             need = count * self.stored_dtype.itemsize
             if self.simple:
                 gz = self.simple == "gzip"

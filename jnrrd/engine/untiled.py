@@ -1,5 +1,6 @@
 """The untiled data section: attached or detached, skips, encodings
-(docs/format.md#encodings-and-endianness, #where-the-data-is).
+(docs/format.md#encodings-and-endianness, #where-the-data-is); its files and their positions are
+:mod:`jnrrd.engine.untiled_parts`.
 
 Reading never allocates before the file is known to hold enough bytes (raw), decompresses in
 bounded pieces straight into the output (compressed), and serves ``open()`` on raw data through
@@ -9,7 +10,6 @@ section is :mod:`jnrrd.writing.stream`.)
 
 from __future__ import annotations
 
-import io
 import math
 import os
 import threading
@@ -29,127 +29,18 @@ from ..codecs.encodings import (
 from ..dtypes import storage_dtype, to_user, user_dtype
 from ..errors import DataError, HeaderError, JnrrdWarning, UnsupportedError, where
 from ..policy import Policy
-from ..storage.local import LocalStore, is_url, open_resolved
+from ..storage.local import is_url
 from ..tiling.grid import AxisSel
-from .prefault import populating
-from .spare_maps import empty
+from .untiled_parts import Part, check_room, data_paths, open_data, remaining
 
 __all__ = ["UntiledData", "data_paths", "read_untiled"]
 
 
-
-def data_paths(core: Any, store: LocalStore | None, policy: Policy, source: Any = None
-               ) -> list[str] | None:
-    """Detached data files, in order, resolved as keys of ``store`` (the header's directory;
-    ``None`` when the header came from a stream without a path). ``None`` for attached data."""
-    names: list[str]
-    if core.data_file is not None:
-        names, field = [core.data_file], "data_file"
-    elif core.data_files is not None:
-        names, field = list(core.data_files), "data_files"
-    elif core.data_file_pattern is not None:
-        names = core.data_file_pattern.file_names(max_files=policy.max_files, source=source)
-        field = "data_file_pattern"
-    else:
-        return None
-    if len(names) > policy.max_files:
-        raise UnsupportedError(f"{where(source, field)}{len(names)} files exceed the "
-                               f"max_files cap ({policy.max_files})")
-    if not names:
-        raise HeaderError(f"{where(source, field)}names no data file")
-    if store is None:
-        raise UnsupportedError(f"{where(source, field)}detached data needs the header's path; "
-                               "open the file by path, not through a file object")
-    paths = [store.path(n, field=field) for n in names]
-    if getattr(store, "remote", False):  # URLs, opened through the policy's opener
-        paths = [store.url(p) for p in paths]
-    return paths
-
-
-def _open_data(path: str, core: Any, policy: Policy, source: Any) -> IO[bytes]:
-    """Open one detached data file; a missing one is a ``DataError`` naming the field (as a
-    missing external tile is, docs/format.md#sparse-tiles)."""
-    field = ("data_file" if core.data_file is not None
-             else "data_files" if core.data_files is not None else "data_file_pattern")
-    try:
-        return open_resolved(path, policy, what=f"{where(source, field)}data file ")
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
-        raise DataError(f"{where(source, field)}data file {path!r} cannot be read: "
-                        f"{exc.strerror or exc}") from None
-
-
-def _skip_lines(f: IO[bytes], n: int, what: str) -> None:
-    """Skip ``n`` LF-terminated lines (CRLF counts as one), reading in bounded pieces."""
-    while n > 0:
-        line = f.readline(1 << 20)
-        if not line:
-            raise DataError(f"{what}line_skip: the file ended after fewer lines than it skips")
-        if line.endswith(b"\n"):
-            n -= 1
-
-
-def _remaining(f: IO[bytes]) -> int | None:
-    try:
-        return os.fstat(f.fileno()).st_size - f.tell()
-    except (AttributeError, OSError, io.UnsupportedOperation):
-        try:
-            pos = f.tell()
-            end = f.seek(0, io.SEEK_END)
-            f.seek(pos)
-            return end - pos
-        except (OSError, io.UnsupportedOperation):
-            return None
-
-
-class _Part:
-    """One data stream: the attached section or one detached file, positioned at its data."""
-
-    def __init__(self, core: Any, f: IO[bytes], nbytes: int, what: str) -> None:
-        self.f, self.nbytes, self.what = f, nbytes, what
-        self.type_name = core.type_name
-        self.encoding = core.encoding
-        skip = core.byte_skip
-        if skip != -1 or self.encoding in COMPRESSED:
-            # with raw byte_skip -1 the data ends the file: line_skip is moot
-            # (docs/format.md#line-and-byte-skips); NRRD's compressed -1 skips the lines in the
-            # file, then takes the end of the stream
-            _skip_lines(f, core.line_skip, what)
-        if self.encoding in ("raw", "ascii", "hex"):
-            if skip == -1:
-                remaining = _remaining(f)
-                if remaining is None or remaining < nbytes:
-                    raise DataError(f"{what}byte_skip -1: the data needs {nbytes} bytes, the "
-                                    f"file holds {remaining}")
-                # The data is the last nbytes of the file (NRRD byte skip -1, raw only).
-                f.seek(-nbytes if nbytes else 0, io.SEEK_END)
-            elif skip:
-                _skip_bytes(f, skip, what)
-            self.skip = 0
-        else:
-            self.skip = skip
-
-
-def _skip_bytes(f: IO[bytes], n: int, what: str) -> None:
-    rem = _remaining(f)
-    if rem is not None and n > rem:  # compared in Python: n may be near 2**63
-        raise DataError(f"{what}byte_skip: {n} bytes to skip, the file holds {max(rem, 0)} "
-                        "after the header")
-    try:
-        if f.seekable():
-            f.seek(n, io.SEEK_CUR)
-            return
-    except (AttributeError, OSError):
-        pass
-    while n > 0:
-        chunk = f.read(min(n, 1 << 20))
-        if not chunk:
-            raise DataError(f"{what}byte_skip: the file ended inside the skipped bytes")
-        n -= len(chunk)
-
-
 def read_untiled(core: Any, f: IO[bytes] | None, paths: list[str] | None, policy: Policy,
-                 *, source: Any = None) -> np.ndarray:
-    """Read the whole data section; returns the user-dtype array of shape ``sizes`` (F order)."""
+                 *, source: Any = None, out: np.ndarray | None = None) -> np.ndarray:
+    """Read the whole data section; returns the user-dtype array of shape ``sizes`` (F order),
+    or ``out`` (that shape and dtype, checked by the caller) filled with it: decoded straight
+    into it when it is F-contiguous and the stored elements are its own (:func:`_into`)."""
     st = storage_dtype(core.type_name, core.endian or "little", core.block_size)
     n = math.prod(core.sizes)
     policy.check_bytes(n * st.itemsize, "the data", source)
@@ -168,60 +59,59 @@ def read_untiled(core: Any, f: IO[bytes] | None, paths: list[str] | None, policy
                 fh = f
                 what = where(source)
             else:
-                fh = _open_data(paths[j], core, policy, source)
+                fh = open_data(paths[j], core, policy, source)
                 opened.append(fh)
                 what = where(paths[j])
-            part = _Part(core, fh, per * st.itemsize, what)
-            _check_room(core.encoding, fh, per, st.itemsize, what)
+            part = Part(core, fh, per * st.itemsize, what)
+            check_room(core.encoding, fh, per, st.itemsize, what)
             parts.append(part)
         grown = [_grow(part, per * st.itemsize) if not _eager(part, per * st.itemsize)
                  else None for part in parts]
-        flat = empty(n, st)
-        with populating(flat):  # the other core takes the fresh output's page faults
-            for j, part in enumerate(parts):
-                if grown[j] is not None:
-                    grown[j].move_into(memoryview(flat[j * per : (j + 1) * per]).cast("B"))
-                else:
-                    _fill(part, flat[j * per : (j + 1) * per], st, policy)
+        flat = _into(out, st, core.type_name)
+        direct = flat is not None
+        if flat is None:
+            flat = np.empty(n, st)
+        for j, part in enumerate(parts):
+            growing = grown[j]
+            if growing is not None:
+                growing.move_into(flat[j * per : (j + 1) * per].data.cast("B"))
+            else:
+                _fill(part, flat[j * per : (j + 1) * per], st, policy)
     finally:
         for fh in opened:
             fh.close()
+    return _finish(flat, core, policy, out, direct)
+
+
+def _into(out: np.ndarray | None, st: np.dtype, type_name: str) -> np.ndarray | None:
+    """``out``'s memory as the flat array of stored elements to decode into, when it can be:
+    F-contiguous, and holding the stored type itself or its other byte order (swapped after);
+    else None (the data is decoded into a fresh array and copied into ``out``)."""
+    if out is None or type_name == "bfloat16" or not out.flags.f_contiguous:
+        return None
+    native = st if st.isnative or st.kind == "V" else st.newbyteorder("=")
+    if out.dtype != native:
+        return None
+    return out.reshape(-1, order="F").view(st)
+
+
+def _finish(flat: np.ndarray, core: Any, policy: Policy, out: np.ndarray | None,
+            direct: bool) -> np.ndarray:
+    """The stored elements ``flat`` as the user's array of shape ``sizes`` (F order): swapped
+    to native order in place, bfloat16 words converted; ``out`` filled when given (``direct``:
+    ``flat`` is ``out``'s memory)."""
+    st = flat.dtype
     if core.type_name != "bfloat16" and not st.isnative and st.kind != "V":
         # Swap in place: no second copy of a large big-endian volume.
         flat = flat.byteswap(inplace=True).view(st.newbyteorder("="))
-    arr = to_user(flat, core.type_name, policy.bfloat16)
-    return arr.reshape(tuple(core.sizes), order="F")
-
-
-#: generous upper bounds of how many output bytes one input byte can become: deflate 1032:1;
-#: a zstd RLE block is 4 bytes for 128 KiB; an LZ4 byte copies at most 255 more; bzip2's
-#: run-length stages reach millions to one
-_MAX_RATIO = {"gzip": 1100, "zstd": 40_000, "lz4": 300, "bzip2": 50_000_000}
-
-
-def _check_room(encoding: str, f: IO[bytes], count: int, itemsize: int, what: str) -> None:
-    """Refuse a part too short for its data before anything is allocated (docs/security.md#caps).
-
-    raw needs ``count·itemsize`` bytes; hex two digits per byte; ascii at least one character
-    and one separator per value. A compressed stream cannot expand beyond its format's largest
-    ratio (:data:`_MAX_RATIO`), so a few bytes claiming gigabytes fail here too; within that
-    bound the decoders stop at the expected size.
-    """
-    if encoding == "raw":
-        need, unit = count * itemsize, "bytes"
-    elif encoding == "hex":
-        need, unit = 2 * count * itemsize, "hex digits"
-    elif encoding == "ascii":
-        need, unit = 2 * count - 1, "characters (one value and a separator each)"
-    elif encoding in _MAX_RATIO:
-        need = -(-count * itemsize // _MAX_RATIO[encoding])
-        unit = f"bytes of {encoding} data (its largest expansion is {_MAX_RATIO[encoding]}:1)"
-    else:
-        return
-    rem = _remaining(f)
-    if rem is not None and rem < need:
-        raise DataError(f"{what}the data needs at least {need} {unit}, the file holds {rem} "
-                        "bytes after the header and skips")
+    if direct:
+        assert out is not None
+        return out
+    arr = to_user(flat, core.type_name, policy.bfloat16).reshape(tuple(core.sizes), order="F")
+    if out is None:
+        return arr
+    np.copyto(out, arr)
+    return out
 
 
 #: compressed data up to this size is decoded into an output allocated at once
@@ -230,17 +120,17 @@ _EAGER_BYTES = 64 << 20
 _PLAUSIBLE_RATIO = 256
 
 
-def _eager(part: _Part, nbytes: int) -> bool:
+def _eager(part: Part, nbytes: int) -> bool:
     """Whether a part's output may be allocated before decoding it.
 
-    Raw and text data were checked against the file size (:func:`_check_room`). A compressed
+    Raw and text data were checked against the file size (:func:`check_room`). A compressed
     stream may still be short: a 300 KB zstd stream can claim 8 GiB. Unless the claim is small
     or plausible for the compressed size, the output grows with the bytes the stream actually
     produces (:class:`~jnrrd.codecs.compress_stream.GrowingBuffer`) and is copied once at the end.
     """
     if part.encoding not in COMPRESSED or nbytes <= _EAGER_BYTES:
         return True
-    rem = _remaining(part.f)
+    rem = remaining(part.f)
     if rem is not None and nbytes <= rem * _PLAUSIBLE_RATIO:
         return True
     # zstd frames with content sizes (as this library writes them) whose block headers can
@@ -248,7 +138,7 @@ def _eager(part: _Part, nbytes: int) -> bool:
     return part.encoding == "zstd" and not part.skip and zstd_claim_backed(part.f, nbytes)
 
 
-def _grow(part: _Part, nbytes: int) -> GrowingBuffer:
+def _grow(part: Part, nbytes: int) -> GrowingBuffer:
     out = GrowingBuffer(nbytes)
     extra = decompress_stream_into(COMPRESSED[part.encoding], part.f, out, skip=part.skip,
                                    allow_zlib=part.encoding == "gzip", what=part.what)
@@ -256,7 +146,7 @@ def _grow(part: _Part, nbytes: int) -> GrowingBuffer:
     return out
 
 
-def _warn_longer(part: _Part, extra: int, nbytes: int) -> None:
+def _warn_longer(part: Part, extra: int, nbytes: int) -> None:
     """A compressed stream that holds more than the data, read without a byte skip: read
     from its start (as teem and ITK do), which is right only when the data comes first."""
     if extra and not part.skip:
@@ -268,8 +158,8 @@ def _warn_longer(part: _Part, extra: int, nbytes: int) -> None:
                       JnrrdWarning, stacklevel=2)
 
 
-def _fill(part: _Part, out: np.ndarray, st: np.dtype, policy: Policy) -> None:
-    buf = memoryview(out).cast("B")
+def _fill(part: Part, out: np.ndarray, st: np.dtype, policy: Policy) -> None:
+    buf = out.data.cast("B")
     enc, what = part.encoding, part.what
     if enc == "raw":
         got = _readinto_all(part.f, buf)
@@ -308,12 +198,13 @@ def _read_text(f: IO[bytes], policy: Policy, what: str) -> bytes:
     Never ``f.read(max_bytes + 1)``: CPython reserves the whole requested size before reading,
     16 GiB by default. Read exactly what is left when the size is known, else in pieces.
     """
-    rem = _remaining(f)
+    rem = remaining(f)
     if rem is not None and rem > policy.max_bytes:
         raise UnsupportedError(f"{what}text data exceeds the max_bytes cap ({policy.max_bytes})")
     if rem is not None:
         return f.read(max(rem, 0))
-    parts, total = [], 0
+    parts: list[bytes] = []
+    total = 0
     while True:
         chunk = f.read(1 << 20)
         if not chunk:
@@ -375,11 +266,11 @@ class UntiledData:
         elif self._paths is None:
             fh = open(file_path, "rb")
         else:
-            fh = _open_data(file_path, self.core, self.policy, self.source)
+            fh = open_data(file_path, self.core, self.policy, self.source)
         with fh as handle:
             if self._paths is None:
                 handle.seek(self._data_start or 0)
-            _Part(self.core, handle, n * self._st.itemsize, where(file_path))
+            Part(self.core, handle, n * self._st.itemsize, where(file_path))
             offset = handle.tell()
             size = os.fstat(handle.fileno()).st_size
             if size - offset < n * self._st.itemsize:
@@ -394,54 +285,60 @@ class UntiledData:
             # descriptor, so the map outlives the handle.
             return np.memmap(handle, dtype=self._st, mode="r", offset=offset, shape=(n,))
 
-    def full(self) -> np.ndarray:
+    def full(self, out: np.ndarray | None = None) -> np.ndarray:
+        """The whole data section (F order; ``out``, of its shape and dtype, filled when
+        given)."""
         if self._map is not None and self._paths is None and self._held is not None:
             # The whole section: read() into one array rather than copying out of the map,
             # whose file pages would count in the resident set next to the copy.
             with self._lock:
                 self._held.seek(self._data_start or 0)
                 return read_untiled(self.core, self._held, None, self.policy,
-                                    source=self.source)
+                                    source=self.source, out=out)
         if self._map is not None:
-            flat = empty(self._map.shape, self._map.dtype)
-            with populating(flat):
-                np.copyto(flat, self._map)
-            if self.core.type_name != "bfloat16" and not flat.dtype.isnative \
-                    and flat.dtype.kind != "V":
-                # Swap in place: reading a big-endian file costs one array, not two.
-                flat = flat.byteswap(inplace=True).view(flat.dtype.newbyteorder("="))
-            return to_user(flat, self.core.type_name,
-                           self.policy.bfloat16).reshape(self.shape, order="F")
-        if self._array is None:
-            f = self._f if self._held is None else self._held
-            owned = None
-            if self._paths is None and f is None:
-                owned = f = open(self._path, "rb")
-            try:
-                if self._paths is None and _seekable(f):
-                    # A pipe cannot seek: parse_header left it at the data already.
-                    f.seek(self._data_start or 0)
-                self._array = read_untiled(self.core, f, self._paths, self.policy,
-                                           source=self.source)
-            finally:
-                if owned is not None:
-                    owned.close()
-            if self.stored_bytes == 0:
-                self.stored_bytes = self._array.nbytes
-        return self._array
+            flat = _into(out, self._map.dtype, self.core.type_name)
+            direct = flat is not None
+            if flat is None:
+                flat = np.empty(self._map.shape, self._map.dtype)
+            np.copyto(flat, self._map)
+            return _finish(flat, self.core, self.policy, out, direct)
+        if self._array is not None:
+            return self._array if out is None else _copied(out, self._array)
+        f = self._f if self._held is None else self._held
+        owned = None
+        if self._paths is None and f is None:
+            assert self._path is not None  # (a volume has a path, a stream or detached files)
+            owned = f = open(self._path, "rb")
+        try:
+            if self._paths is None and f is not None and _seekable(f):
+                # A pipe cannot seek: parse_header left it at the data already.
+                f.seek(self._data_start or 0)
+            array = read_untiled(self.core, f, self._paths, self.policy, source=self.source,
+                                 out=out)
+        finally:
+            if owned is not None:
+                owned.close()
+        if self.stored_bytes == 0:
+            self.stored_bytes = array.nbytes
+        if out is None:  # decoded once, kept for the volume's later reads (not a caller's out)
+            self._array = array
+        return array
 
-    def read(self, sel: tuple[AxisSel, ...]) -> np.ndarray:
+    def read(self, sel: tuple[AxisSel, ...], out: np.ndarray | None = None) -> np.ndarray:
+        """The selection ``sel`` (F order), or ``out`` (its shape and dtype) filled with it."""
         key = tuple(slice(s.start, s.last + 1, s.step) if s.count else slice(0, 0)
                     for s in sel)
         if self._map is not None:
             view = self._map.reshape(self.shape, order="F")[key]
-            out = empty(view.shape, self._dtype, order="F")
-            with populating(out):
-                if self.core.type_name == "bfloat16":
-                    out[...] = to_user(np.asarray(view), "bfloat16", self.policy.bfloat16)
-                else:
-                    out[...] = view
+            if out is None:
+                out = np.empty(view.shape, self._dtype, order="F")
+            if self.core.type_name == "bfloat16":
+                out[...] = to_user(np.asarray(view), "bfloat16", self.policy.bfloat16)
+            else:
+                out[...] = view
             return out
+        if out is not None:
+            return _copied(out, self.full()[key])
         return np.asarray(self.full()[key], order="F")
 
     def close(self) -> None:
@@ -450,6 +347,11 @@ class UntiledData:
         if self._held is not None:
             self._held.close()
             self._held = None
+
+
+def _copied(out: np.ndarray, data: np.ndarray) -> np.ndarray:
+    np.copyto(out, data)
+    return out
 
 
 class _Borrowed:

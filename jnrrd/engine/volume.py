@@ -26,11 +26,10 @@ from ..tiling.padding import chain_fill
 from ..tiling.spec import Tiling
 from ..world import WorldQueries
 from .cache import CacheInfo, TileCache, check_cache_bytes, default_cache_bytes
-from .indexing import OIndex, finish_basic, has_array_index, numpy_getitem, planes_read
+from .indexing import OIndex, finish_basic, has_array_index, numpy_getitem, planes_read, read_into
 from .locations import TileLocation, checked_coords, tile_locations
 from .pickling import reduce_view
 from .sources import ExternalSource, InternalSource
-from .spare_maps import empty
 from .tiles import TileDecoder
 
 __all__ = ["LevelView", "Volume"]
@@ -110,6 +109,10 @@ class LevelView:
         return (f"<jnrrd level {self.index} shape={self.shape} dtype={self.dtype} "
                 f"scale={self.scale}>")
 
+    def read(self, selection: Any = ..., *, out: np.ndarray | None = None) -> np.ndarray:
+        """``self[selection]``; with ``out``, written into it and returned (docs/api.md)."""
+        return self[selection] if out is None else read_into(self, selection, out)
+
     def __getitem__(self, key: Any) -> np.ndarray:
         if plain_key(key):
             shape = self._level.shape
@@ -121,7 +124,7 @@ class LevelView:
         if self.c_order:
             sel = sel[::-1]
         out = finish_basic(self._vol._read(self._level, sel), sel, self.c_order)
-        return out if rest is None else out[rest]
+        return out if rest is None else out[rest]  # type: ignore[index]
 
     @property
     def volume(self) -> Volume:
@@ -250,7 +253,7 @@ class Volume(WorldQueries, LevelView):
             level = Level(0, (1,) * len(shape),
                           TileGrid(shape, tuple(range(len(shape))), shape, (0,) * len(shape)),
                           True, 0)
-            self._levels = (level,)
+            self._levels: tuple[Level, ...] = (level,)
         else:
             self._levels = tiling.levels
         if cache_bytes is None:
@@ -259,8 +262,7 @@ class Volume(WorldQueries, LevelView):
         # raw internal tiles come from the memory map: there is no decode to save
         self._use_cache = cache_bytes > 0 and self._decoder is not None and not (
             self._decoder.raw and isinstance(source, InternalSource))
-        #: decoded tiles of every level, ``(level, coords)`` → read-only array (engine/cache);
-        #: stored levels' tiles in bricks where they can be
+        #: decoded tiles of every level, ``(level, coords)`` → read-only array (engine/cache)
         self._cache = TileCache(cache_bytes, {lv.index: (lv.grid, self._dtype)
                                               for lv in self._levels if lv.stored}
                                 if self._use_cache else None)
@@ -313,9 +315,8 @@ class Volume(WorldQueries, LevelView):
         self.close()
 
     def __repr__(self) -> str:
-        kind = "tiled" if self.tiled else "untiled"
-        return (f"<jnrrd.Volume {describe_source(self.name) or '<stream>'} {kind} "
-                f"shape={self.shape} "
+        kind, name = "tiled" if self.tiled else "untiled", describe_source(self.name)
+        return (f"<jnrrd.Volume {name or '<stream>'} {kind} shape={self.shape} "
                 f"dtype={self.dtype} levels={len(self.levels)}>")
 
     def read_tile(self, coords: Sequence[int], level: int = 0, *,
@@ -353,16 +354,17 @@ class Volume(WorldQueries, LevelView):
             raise JnrrdError(f"{where(self.name)}the volume is closed; open the file again "
                              "to read it")
 
-    def _read(self, level: Level, sel: tuple[AxisSel, ...]) -> np.ndarray:
+    def _read(self, level: Level, sel: tuple[AxisSel, ...], out: Any = None) -> np.ndarray:
+        """``sel`` in header order (F order), or ``out`` (its shape and dtype) filled."""
         if self._closed:
             self._check_open()
-        counts = tuple([s.count for s in sel])
         if self._tiling is None:
-            return self._untiled.read(sel)
-        nbytes = math.prod(counts) * self._dtype.itemsize
-        if nbytes > self._policy.max_bytes:
-            self._policy.check_bytes(nbytes, "the selection", self.name)
-        out = empty(counts, self._dtype, order="F")
+            return self._untiled.read(sel, out)
+        if out is None:
+            counts = tuple([s.count for s in sel])
+            if (nbytes := math.prod(counts) * self._dtype.itemsize) > self._policy.max_bytes:
+                self._policy.check_bytes(nbytes, "the selection", self.name)
+            out = np.empty(counts, self._dtype, order="F")
         if out.size == 0 or (self._use_cache and self._cache.copy_region(level.index, sel, out)):
             return out  # every tile cached in the level's bricks: a few block copies
         if not level.stored:
@@ -432,10 +434,10 @@ class Volume(WorldQueries, LevelView):
         grid = level.grid
         shape = grid.stored_shape(coords)
         if not level.stored:
-            tile = np.full(shape, self._fill_value(), dtype=self.dtype, order="F")
+            computed = np.full(shape, self._fill_value(), dtype=self.dtype, order="F")
             region = grid.valid_region(coords)
-            tile[grid.valid_in_stored(coords)] = self._virtual_region(level, region)
-            return tile
+            computed[grid.valid_in_stored(coords)] = self._virtual_region(level, region)
+            return computed
         tile = self._decoded(level, coords)
         if tile is None:
             return np.full(shape, self._fill_value(), dtype=self.dtype, order="F")

@@ -3,11 +3,10 @@
 The story of a header read: :mod:`.wire` splits the bytes into single-key JSON lines and finds
 where the data starts (docs/format.md#the-header); :mod:`.model` turns the lines into a
 :class:`Header` (docs/format.md#duplicates-and-unknown-fields), merging hierarchical extension paths
-with :mod:`.paths` (docs/format.md#hierarchical-extension-paths);
-:mod:`.fields` checks the core fields (docs/format.md#core-fields, #types,
-#encodings-and-endianness, #where-the-data-is; space and per-axis fields in
-:mod:`.geometry_fields`, detached data in :mod:`.detached_fields`); :mod:`.render` writes a
-header back in canonical order (docs/format.md#header-line-order).
+with :mod:`.paths` (docs/format.md#hierarchical-extension-paths); :mod:`.fields` checks the core
+fields (docs/format.md#core-fields, #types, #encodings-and-endianness, #where-the-data-is; space and
+per-axis fields in :mod:`.geometry_fields`, detached data in :mod:`.detached_fields`);
+:mod:`.render` writes a header back in canonical order (docs/format.md#header-line-order).
 """
 
 from __future__ import annotations

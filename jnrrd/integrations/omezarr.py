@@ -111,8 +111,11 @@ def write_omezarr(vol: Any, target: Any, *, storage_options: Mapping[str, Any] |
     with write_guard(path) if local else contextlib.nullcontext():
         staging = _staging_path(path) if local else path
         try:
-            group = zarr.open_group(staging, mode="w", zarr_format=3,
-                                    storage_options=None if local else dict(storage_options or {}))
+            # a URL through fsspec with its options (zarr >= 3.2 refuses options with
+            # memory:// and file:// strings, which it otherwise also hands to fsspec)
+            group = zarr.open_group(staging if local else zarr.storage.FsspecStore.from_url(
+                path, storage_options=dict(storage_options or {}), read_only=False),
+                mode="w", zarr_format=3)
             group.attrs.update(attrs)
             total = sum(lv.size for lv in vol.levels) * dtype.itemsize
             done = 0

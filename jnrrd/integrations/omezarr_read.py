@@ -93,8 +93,12 @@ class OmeZarrSource:
                 self.name):
             raise FileNotFoundError(errno.ENOENT, "No such file or directory", self.name)
         try:
-            group = zarr.open_group(source, mode="r", storage_options=(
-                dict(storage_options) if storage_options else None))
+            # a URL through fsspec with its options (zarr >= 3.2 refuses options with
+            # memory:// and file:// strings, which it otherwise also hands to fsspec)
+            url = isinstance(source, str) and "://" in source
+            group = zarr.open_group(zarr.storage.FsspecStore.from_url(
+                source, storage_options=dict(storage_options or {}), read_only=True)
+                if url else source, mode="r")
         except (FileNotFoundError, KeyError, ValueError, TypeError) as e:
             raise FormatError(f"{self.name}: not a Zarr group ({e})") from None
         attrs = group.attrs.asdict()

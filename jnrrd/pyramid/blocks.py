@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
-from ..engine.spare_maps import empty
 from ..errors import HeaderError, UnsupportedError, where
 
 __all__ = [
@@ -135,7 +134,7 @@ def _chunk_axis(x: np.ndarray, block: Sequence[int]) -> int | None:
     return None
 
 
-def _layout(x: np.ndarray) -> str:
+def _layout(x: np.ndarray) -> Literal["C", "F"]:
     """The order NumPy's element-wise results keep for ``x``: "F" for F-ordered input."""
     return "F" if x.flags.f_contiguous or abs(x.strides[0]) < abs(x.strides[-1]) else "C"
 
@@ -148,7 +147,7 @@ def _sum_chunked(x: np.ndarray, block: Sequence[int], acc: np.dtype) -> np.ndarr
     if a is None:
         return _reduce(x, block, np.add, acc)
     shape = tuple(n // b for n, b in zip(x.shape, block, strict=True))
-    out = empty(shape, acc, order=_layout(x))  # (a large one on a kept map: no fresh pages)
+    out = np.empty(shape, acc, order=_layout(x))
     per = block[a] * max(1, _CHUNK_BYTES // (block[a] * x.nbytes // x.shape[a]))
     head = (slice(None),) * a
     for lo in range(0, shape[a] * block[a], per):
@@ -205,15 +204,13 @@ class Sums:
 def _acc_kind(dtype: np.dtype, count: int) -> str | np.dtype:
     bits = dtype.itemsize * 8
     if dtype.kind == "u":
-        need = count << bits
-        for acc in (np.uint32, np.uint64):
-            if need <= np.iinfo(acc).max:
-                return np.dtype(acc)
+        need, candidates = count << bits, ("uint32", "uint64")
     else:
-        need = (count << (bits - 1)) + count
-        for acc in (np.int32, np.int64):
-            if need <= np.iinfo(acc).max:
-                return np.dtype(acc)
+        need, candidates = (count << (bits - 1)) + count, ("int32", "int64")
+    for name in candidates:
+        acc = np.dtype(name)
+        if need <= np.iinfo(acc).max:
+            return acc
     if bits == 64 and count < (1 << 30):
         return "split"
     return "object"
@@ -249,8 +246,8 @@ def block_sums(src: np.ndarray | Sums, block: Sequence[int], dtype: np.dtype | N
         parts, count = (src,), math.prod(block) if count is None else count
     kind = _acc_kind(dtype, count)
     parts = _as_parts(parts, kind)
-    acc = np.dtype(object) if kind == "object" else (
-        np.dtype(np.int64) if kind == "split" else kind)
+    acc = kind if isinstance(kind, np.dtype) else np.dtype(
+        object if kind == "object" else np.int64)  # "split": int64 halves
     if acc.kind in "iu":
         out = tuple(_owned(_sum_chunked(p, block, acc), p) for p in parts)
     else:
@@ -306,7 +303,7 @@ def finish_mean(sums: Sums) -> np.ndarray:
     if a is None:
         return np.asarray(_round_div(s, n)).astype(dtype)
     # a few MiB at a time: the temporaries stay in the CPU cache (and are not fresh pages)
-    out = empty(s.shape, dtype, order=_layout(s))
+    out = np.empty(s.shape, dtype, order=_layout(s))
     per = max(1, _CHUNK_BYTES * s.shape[a] // s.nbytes)
     head = (slice(None),) * a
     for lo in range(0, s.shape[a], per):

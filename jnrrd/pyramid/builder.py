@@ -17,13 +17,13 @@ computed from level 0 (float sums in another order would differ in the last bit)
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from .._threads import default_threads
 from ..errors import DataError, HeaderError, where
 from . import blocks
 from .methods import METHOD_DEFS, axis_source, check_method, compute_local
@@ -267,7 +267,7 @@ class PyramidBuilder:
         b = lv.block
         region = (*(slice(0, n) for n in lv.shape[:-1]), slice(j0, j1))
         work = math.prod(self.shape0[:-1]) * (j1 - j0) * b[-1]
-        if j1 - j0 >= 2 and work >= _PARALLEL_VOXELS and (os.cpu_count() or 1) > 1:
+        if j1 - j0 >= 2 and work >= _PARALLEL_VOXELS and default_threads() > 1:
             # Two halves of the rows at once (NumPy releases the GIL in the kernels).
             from .._threads import fork_join
 

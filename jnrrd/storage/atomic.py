@@ -19,6 +19,7 @@ import re
 import shutil
 from collections.abc import Iterable, Iterator
 
+from .. import _platform
 from .._threads import start_daemon
 from .leftovers import is_live
 from .names import MARK, tmp_marker
@@ -55,34 +56,27 @@ def durability(on: bool) -> Iterator[None]:
 
 
 def fsync_dir(path: str) -> None:
-    """Flush a directory entry change to disk (no-op where directories cannot be opened, or
-    when writes are not :func:`durable`)."""
-    if not durable():
-        return
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    """Flush a directory entry change to disk when writes are :func:`durable`
+    (:func:`jnrrd._platform.fsync_dir`: nothing where directories cannot be opened)."""
+    if durable():
+        _platform.fsync_dir(path)
 
 
 def replace(tmp: str, target: str) -> None:
     """``os.replace(tmp, target)`` and flush the directory entry.
 
     Freeing a large old file's blocks can take a good part of a second (ext4 with ``discard``
-    frees them synchronously on unlink); a descriptor held across the replace keeps the old
-    inode alive, and closing it on a background thread moves that cost off the caller.
+    frees them synchronously on unlink); on POSIX systems a descriptor held across the replace
+    keeps the old inode alive, and closing it on a background thread moves that cost off the
+    caller. Windows cannot replace a file that is open, so there nothing holds it
+    (:data:`jnrrd._platform.REPLACE_WHILE_OPEN`).
     """
     old = None
-    try:
-        old = os.open(target, os.O_RDONLY)
-    except OSError:
-        pass
+    if _platform.REPLACE_WHILE_OPEN:
+        try:
+            old = os.open(target, os.O_RDONLY)
+        except OSError:
+            pass
     try:
         os.replace(tmp, target)
     except BaseException:
@@ -124,7 +118,7 @@ def remove_leftovers(target: str, keep: Iterable[str] = (), patterns: Iterable[s
     marker = os.path.basename(tmp_marker(target))
     keep_set = {os.path.abspath(k) for k in keep}
     regexes = [re.compile(p) for p in patterns]
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(d)
     except OSError:

@@ -2,7 +2,7 @@
 library opened).
 
 Byte ranges come zero-copy from a memory map when the stream has a usable descriptor (safe
-from many threads), by ``os.pread`` when the caller asks not to map (compressed tiles: the
+from many threads), by ``pread`` when the caller asks not to map (compressed tiles: the
 file's pages do not pile up in the resident set of a full read), from the buffer of a
 ``BytesIO``, and otherwise by ``seek`` + ``read`` under one lock.
 """
@@ -16,6 +16,7 @@ import threading
 from collections.abc import Sequence
 from typing import IO, Any
 
+from .._platform import pread
 from ..errors import DataError
 
 __all__ = ["StreamReader", "read_at_most", "size_of", "stream_dir"]
@@ -53,7 +54,7 @@ class StreamReader:
             fileno = f.fileno()
         except (AttributeError, OSError, io.UnsupportedOperation):
             return
-        if not self._map_reads and hasattr(os, "pread"):
+        if not self._map_reads:
             self._fd = fileno
             return
         if self.file_size:
@@ -69,7 +70,7 @@ class StreamReader:
             return self._buf[start:stop]
         size = stop - start
         if self._fd is not None:
-            data = os.pread(self._fd, size, start)  # thread-safe: no shared file position
+            data = pread(self._fd, size, start)  # thread-safe: no shared file position
             if len(data) != size:
                 raise DataError("file ended early")
             return data

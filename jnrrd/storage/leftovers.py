@@ -31,14 +31,10 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from .._platform import FILE_LOCKS, lock_shared, lock_taken
 from .names import TOKEN_RE, fresh_token, tmp_marker
 
 __all__ = ["STALE_AFTER", "cleanup", "is_live", "sweep", "write_guard", "write_journal"]
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: open files cannot be removed there anyway
-    fcntl = None  # type: ignore[assignment]
 
 #: default age (seconds) after which a leftover counts as stale
 STALE_AFTER = 600.0
@@ -62,9 +58,7 @@ def write_journal(target: str) -> Iterator[None]:
         yield  # no journal (e.g. a missing directory): the write reports its own error
         return
     try:
-        if fcntl is not None:
-            with contextlib.suppress(OSError):
-                fcntl.flock(fd, fcntl.LOCK_SH)
+        lock_shared(fd)
         yield
     finally:
         with contextlib.suppress(OSError):
@@ -89,7 +83,7 @@ def is_live(journal: str) -> bool:
     """Whether a running write holds ``journal`` (its lock cannot be taken). A journal that
     cannot be opened (another user's) or locked (a file system without locks) counts as
     held: only evidence of a dead writer lets its files go."""
-    if fcntl is None:
+    if not FILE_LOCKS:
         return False
     try:
         fd = os.open(journal, os.O_RDONLY)
@@ -98,12 +92,9 @@ def is_live(journal: str) -> bool:
     except OSError:
         return True
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
+        return lock_taken(fd)
     finally:
         os.close(fd)  # closing releases a lock we took
-    return False
 
 
 def stems(target_name: str) -> set[str]:

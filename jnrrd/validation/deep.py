@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -20,7 +19,8 @@ from typing import IO, Any
 
 import numpy as np
 
-from .._threads import ordered_map
+from .._platform import pread
+from .._threads import default_threads, ordered_map
 from ..engine.sources import ExternalSource
 from ..engine.tiles import TileCodec, checksum_of
 from ..errors import DataError, JnrrdError, where
@@ -109,7 +109,7 @@ class _Tiles:
         # Python integers: an offset or size near 2**63 never reaches pread (docs/security.md#caps).
         end = self.file_size if self.file_size is not None else off + size
         have = max(0, min(size, end - off))
-        data = os.pread(self.f.fileno(), have, off) if have and _has_fileno(self.f) else (
+        data = pread(self.f.fileno(), have, off) if have and _has_fileno(self.f) else (
             self._read_at(off, have) if have else b"")
         if len(data) < size:
             return data, (f"truncated: {len(data)} of its {size} bytes are in the file "
@@ -173,7 +173,7 @@ def _has_fileno(f: Any) -> bool:
         f.fileno()
     except (AttributeError, OSError, ValueError):
         return False
-    return hasattr(os, "pread")
+    return True
 
 
 
@@ -303,7 +303,7 @@ def check_tiles(tiling: Tiling, core: CoreFields, f: IO[bytes] | None, file_size
     total = tiling.nstored
     work = list(_all_tiles(tiling.levels))
     batches = [work[i:i + _BATCH] for i in range(0, len(work), _BATCH)]
-    n = max(1, workers or min(4, os.cpu_count() or 1))
+    n = max(1, workers or min(4, default_threads()))
     done = 0
     if progress is not None:
         progress(0, total)

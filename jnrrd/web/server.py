@@ -19,12 +19,12 @@ from __future__ import annotations
 import collections
 import hashlib
 import socket
-import sys
 import threading
 from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, NamedTuple
 
+from .. import _platform
 from .._threads import start_daemon
 from ..errors import JnrrdError, RemoteError
 from . import protocol as hp
@@ -104,9 +104,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
-    # a fixed --port can be taken again at once after a restart (not on Windows, where
-    # SO_REUSEADDR would let another process share the port)
-    allow_reuse_address = sys.platform != "win32"
+    # a fixed --port can be taken again at once after a restart (not on Windows)
+    allow_reuse_address = _platform.REUSE_ADDRESS
     #: viewers open dozens of connections at once: socketserver's default backlog of 5
     #: drops SYNs, which then wait for the retransmission
     request_queue_size = 256
