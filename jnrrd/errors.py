@@ -14,10 +14,12 @@ these. Leaves also inherit the matching builtin, so ``except PermissionError`` o
         │   └── UnknownCodecError      (also LookupError) no codec of that name
         ├── MissingDependencyError (also ImportError) a feature needs an optional package
         ├── UnsupportedError       valid, but not supported here (or over a resource cap)
+        ├── LockError              another writer holds the volume (jnrrd.open(..., mode="r+"))
         ├── RemoteError            (also OSError) a remote store failed: status, body, timeout
         │   ├── ObjectNotFoundError    (also FileNotFoundError) no such remote object
         │   └── AccessDeniedError      (also PermissionError) the store refused access
         ├── SecurityError          (also PermissionError) blocked by the path/URL policy
+        ├── AddressError           (also OSError) the web view cannot listen where asked
         └── ValidationError        raised by ``validate(..., strict=True)``
 
     UserWarning
@@ -34,12 +36,14 @@ from typing import Any
 
 __all__ = [
     "AccessDeniedError",
+    "AddressError",
     "CodecError",
     "DataError",
     "FormatError",
     "HeaderError",
     "JnrrdError",
     "JnrrdWarning",
+    "LockError",
     "MissingDependencyError",
     "ObjectNotFoundError",
     "RemoteError",
@@ -88,6 +92,11 @@ class UnsupportedError(JnrrdError):
     """Valid, but not supported by this library, or over one of the configured caps."""
 
 
+class LockError(JnrrdError):
+    """Another writer holds the volume: a second ``jnrrd.open(..., mode="r+")`` or
+    ``jnrrd.create`` of a held target, or a lock that was broken as stale while held."""
+
+
 class RemoteError(JnrrdError, OSError):
     """A remote store failed: an HTTP status, a truncated body, a wrong range, a timeout.
     The message names the URL and the byte range."""
@@ -105,6 +114,11 @@ class AccessDeniedError(PermissionError, RemoteError):
 
 class SecurityError(JnrrdError, PermissionError):
     """Blocked by the path/URL policy (absolute paths, ``..``, URLs, symlink escapes)."""
+
+
+class AddressError(JnrrdError, OSError):
+    """The web view (``jnrrd.serve``) cannot listen where asked: a port in use, an address
+    that is not this machine's, a host name that does not resolve."""
 
 
 class ValidationError(JnrrdError):

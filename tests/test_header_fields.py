@@ -37,6 +37,7 @@ def test_minimal() -> None:
         f.dimension = 3  # type: ignore[misc]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("overrides", "attr", "expected", "warn"),
     [
@@ -126,6 +127,7 @@ def test_valid(overrides: dict[str, Any], attr: str, expected: Any, warn: str | 
     assert getattr(fields(warn, **overrides), attr) == expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("overrides", "field"),
     [
@@ -170,6 +172,10 @@ def test_valid(overrides: dict[str, Any], attr: str, expected: Any, warn: str | 
                      r"space_directions\[0\]: expected a list", id="direction-string"),
         pytest.param({**SPACE, "measurement_frame": [[1, 0, 0]]},
                      "measurement_frame: expected a list of 3", id="frame-columns"),
+        # a null column was carried as None: a frame that no reader of NRRD can use
+        pytest.param({**SPACE, "measurement_frame": [[1, 0, 0], None, [0, 0, 1]]},
+                     "measurement_frame\\[1\\]: expected an array of 3 numbers",
+                     id="frame-null-column"),
         pytest.param({"measurement_frame": [[1]]}, "measurement_frame: needs 'space'",
                      id="frame-without-space"),
         pytest.param({"space_units": ["mm"]}, "space_units: needs 'space'", id="units-no-space"),

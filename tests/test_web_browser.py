@@ -203,3 +203,71 @@ def test_jnrrd_view_of_a_file_on_s3_in_a_real_browser(tmp_path: Path, s3: Any) -
     finally:
         view.close()
     assert any("sphere.jnrrd" in r.path for r in s3.server.records)
+
+
+def screenshot_of(server: Any, shots: Path, name: str) -> tuple[np.ndarray, Any]:
+    """Open ``server``'s viewer, wait until the chunk requests settle, take the picture;
+    the picture (RGB) and the first panel's box."""
+    from PIL import Image
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium(), headless=True,
+                                    args=CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page(viewport=VIEWPORT)
+            page.goto(str(server.viewer_url), timeout=TIMEOUT * 1000)
+            panel = page.locator(".neuroglancer-rendered-data-panel").first
+            panel.wait_for(timeout=TIMEOUT * 1000)
+            deadline = time.monotonic() + TIMEOUT
+            seen = -1
+            while time.monotonic() < deadline:  # until no new request for 1.5 s
+                page.wait_for_timeout(1500)
+                count = len(server.requests)
+                if count == seen and any("/c/" in r.path for r in server.requests):
+                    break
+                seen = count
+            page.wait_for_timeout(1000)  # the last chunks drawn
+            box = panel.bounding_box()
+            page.screenshot(path=str(shots / f"{name}.png"))
+        finally:
+            browser.close()
+    return np.asarray(Image.open(shots / f"{name}.png").convert("RGB"), dtype=np.int32), box
+
+
+def panel_pixels(picture: np.ndarray, box: Any) -> np.ndarray:
+    x0, y0 = int(box["x"]) + 2, int(box["y"]) + 2
+    return picture[y0:int(box["y"] + box["height"]) - 2, x0:int(box["x"] + box["width"]) - 2]
+
+
+def test_colour_labels_and_the_3d_layout_in_a_real_browser(tmp_path: Path) -> None:
+    pytest.importorskip("playwright", reason="in the test extra")
+    pytest.importorskip("neuroglancer", reason="in the test extra")
+    chromium()
+    from test_web_viewer import label_file, rgb_file
+
+    # RGB: the two halves in red and green, not one channel in grey
+    with jnrrd.serve(rgb_file(tmp_path / "rgb.jnrrd"), viewer=True, layout="xy") as s:
+        picture, box = screenshot_of(s, tmp_path, "rgb")
+    px = panel_pixels(picture, box).reshape(-1, 3)
+    red = (px[:, 0] > 200) & (px[:, 1] < 60) & (px[:, 2] < 60)
+    green = (px[:, 1] > 200) & (px[:, 0] < 60) & (px[:, 2] < 60)
+    assert red.sum() > 2000 and green.sum() > 2000, (red.sum(), green.sum())
+    # a label map: labels 2 and 7 in two different colours
+    with jnrrd.serve(label_file(tmp_path / "lab.jnrrd"), viewer=True, layout="xy") as s:
+        picture, box = screenshot_of(s, tmp_path, "labels")
+    px = panel_pixels(picture, box)
+    cy, cx = px.shape[0] // 2, px.shape[1] // 2
+    top, bottom = px[cy - px.shape[0] // 4, cx], px[cy + px.shape[0] // 4, cx]
+    assert np.abs(top - bottom).max() > 60, (top, bottom)
+    assert all(int(c.max()) - int(c.min()) > 60 for c in (top, bottom)), (top, bottom)
+    # the 3d layout: chunks asked for and the sphere rendered, bright in the panel's middle
+    path = tmp_path / "sphere.jnrrd"
+    jnrrd.write(path, sphere_volume()[::4, ::4, ::4].copy(), HEADER, tile=16, levels=2)
+    with jnrrd.serve(path, viewer=True, layout="3d") as s:
+        picture, box = screenshot_of(s, tmp_path, "3d")
+        assert any("/c/" in r.path and r.status == 200 for r in s.requests)
+    px = panel_pixels(picture, box).mean(axis=2)
+    cy, cx = px.shape[0] // 2, px.shape[1] // 2
+    assert px[cy - 10:cy + 10, cx - 10:cx + 10].mean() > 120
+    assert px[:10, :10].mean() < 40  # the background

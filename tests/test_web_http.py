@@ -84,7 +84,9 @@ def test_range_requests(server: Any) -> None:
              "bytes=0-1,4-5": (200, whole, None),         # several ranges: the whole body
              "bytes=9-3": (200, whole, None),             # invalid: ignored
              "items=0-3": (200, whole, None),
-             "bytes=0-99999999999999999999": (200, whole, None)}  # 20 digits: malformed
+             # an end past any size is clamped; more than 64 digits is malformed
+             "bytes=0-99999999999999999999": (206, whole, f"bytes 0-{n - 1}/{n}"),
+             "bytes=0-" + "9" * 65: (200, whole, None)}
     for rng, (want, body, content_range) in cases.items():
         status, headers, got = get(url, Range=rng)
         assert (status, got, headers.get("Content-Range")) == (want, body, content_range), rng
@@ -180,7 +182,7 @@ def test_cors_only_for_the_origins_asked_for(server: Any, volume_file: Path) -> 
 
 # -- 404s and paths -----------------------------------------------------------------------
 def test_unknown_keys_are_404(server: Any) -> None:
-    for key in ("", "0", "0/", "2/zarr.json", "0/c/3/0/0", "0/c/0/0", "0/c/0/0/0/0",
+    for key in ("0", "0/", "2/zarr.json", "0/c/3/0/0", "0/c/0/0", "0/c/0/0/0/0",
                 "0/c/01/0/0", "0/c/-1/0/0", "0/c/+1/0/0", "0/c/0.0/0/0", "0/c//0/0",
                 "0/c/0/0/0/", ".zgroup", "0/.zarray", "zarr.json/", "view", "v/jnrrd/",
                 "events/jnrrd", "0/c/99999999999999999999/0/0"):
@@ -233,7 +235,7 @@ def test_hostile_requests_are_refused(server: Any) -> None:
                                            port=p), 431),
         "POST": (ok.replace(b"GET", b"POST", 1), 405),
         "DELETE": (ok.replace(b"GET", b"DELETE", 1), 405),
-        "TRACE": (ok.replace(b"GET", b"TRACE", 1), 501),
+        "TRACE": (ok.replace(b"GET", b"TRACE", 1), 405),
         "HTTP/0.9": (b"GET /zarr.json\r\n\r\n", 400),
         "garbage": (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + b"\x00" * 40, 400),
     }
@@ -286,6 +288,79 @@ def test_a_non_loopback_host_warns_and_drops_the_host_check(
 def test_a_volume_that_fails_to_serve_is_closed(volume_file: Path) -> None:
     with jnrrd.serve(volume_file) as s, pytest.raises(OSError):
         jnrrd.serve(volume_file, port=s.port)  # the port is taken
+
+
+def split_answer(answer: bytes) -> tuple[int, dict[str, str], bytes]:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        headers[k.strip().lower()] = v.strip()
+    return int(lines[0].split()[1]), headers, body
+
+
+@pytest.mark.parametrize("method, extra, body, want", [
+    ("POST", (), b"", 405), ("DELETE", (), b"", 405), ("PUT", ("Content-Length: 1",), b"x", 400),
+    ("OPTIONS", ("Content-Length: 3",), b"abc", 400), ("TRACE", (), b"", 405),
+    ("PROPFIND", (), b"", 405), ("FOO", (), b"", 405), ("GET", ("Content-Length: 2",), b"ab", 400),
+])
+def test_refusals_send_the_body_they_announce(server: Any, method: str, extra: tuple[str, ...],
+                                              body: bytes, want: int) -> None:
+    request = request_bytes("/zarr.json", *extra, port=server.port).replace(
+        b"GET", method.encode(), 1) + body
+    status, headers, sent = split_answer(raw(server.port, request)[1])
+    assert status == want
+    assert int(headers["content-length"]) == len(sent) > 0
+    assert sent.decode().strip() and b"<html" not in sent.lower()
+    if want == 405:
+        assert headers["allow"] == "GET, HEAD, OPTIONS"
+
+
+def test_the_root_short_paths_and_small_things(volume_file: Path) -> None:
+    with jnrrd.serve(volume_file, cors="https://viewer.example") as s:
+        status, headers, page = get(s.url)
+        assert status == 200 and headers["Content-Type"].startswith("text/html")
+        assert b'href="zarr.json"' in page and b"zarr.open_group" in page
+        assert headers["Server"] == "jnrrd"
+        # a doubled slash is not collapsed: "//" is an unknown key, as documented
+        assert raw(s.port, request_bytes("//zarr.json", port=s.port))[0] == 404
+        status, headers, _ = get(s.url + "favicon.ico")
+        assert status == 204
+        # with named origins, every answer varies with Origin (a cache keeps them apart)
+        assert headers.get("Vary") == "Origin"
+        assert get(s.url + "zarr.json")[1].get("Vary") == "Origin"
+        # a range end past any size is clamped, not ignored
+        status, headers, body = get(s.url + "zarr.json", Range="bytes=0-18446744073709551616")
+        assert status == 206 and headers["Content-Range"].startswith("bytes 0-")
+        whole = get(s.url + "zarr.json")[2]
+        assert body == whole
+        assert get(s.url + "zarr.json", Range="bytes=99999999999999999999-")[0] == 416
+
+
+def test_the_request_log_is_bounded_and_current(volume_file: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import collections
+
+    assert web_server.REQUEST_LOG_SIZE == 10_000
+    appended = []
+
+    class SlowLog(collections.deque):  # type: ignore[type-arg]
+        def append(self, item: Any) -> None:
+            time.sleep(0.3)  # a log append slower than the client
+            super().append(item)
+            appended.append(item)
+
+    with jnrrd.serve(volume_file, keep_requests=3) as s:
+        for _ in range(5):
+            get(s.url + "zarr.json", "HEAD")
+        assert len(s.requests) == 3
+        s._log = SlowLog(maxlen=3)
+        get(s.url + "zarr.json", "HEAD")
+        assert len(appended) == 1  # recorded before the client had its answer
+    with jnrrd.serve(volume_file, keep_requests=0) as s:
+        get(s.url + "zarr.json")
+        assert s.requests == []
 
 
 # -- the command line ---------------------------------------------------------------------

@@ -84,6 +84,7 @@ def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str
         return e.code, dict(e.headers), e.read()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CASES)
 def test_every_level_reads_back_through_zarr_python(tmp_path: Path, served: Any,
                                                     name: str) -> None:
@@ -278,3 +279,28 @@ def test_a_file_behind_http_is_served_alike(tmp_path: Path, served: Any) -> None
             expected, _ = jnrrd.read(tmp_path / "v.jnrrd", level=k, index_order="C")
             np.testing.assert_array_equal(group[str(k)][...], expected)
         server.close()  # before the upstream server goes
+
+
+def test_a_urls_query_and_credentials_are_never_served(tmp_path: Path) -> None:
+    from http_server import Fault, RangeServer
+
+    from jnrrd.web import redact
+
+    assert redact("see https://user:pw@host/a/b.jnrrd?X-Amz-Signature=abc&t=1#f now") \
+        == "see https://host/a/b.jnrrd?… now"
+    assert redact("s3://bucket/key.jnrrd") == "s3://bucket/key.jnrrd"
+    # random float64: the tiles lie past the header's first read
+    data = np.random.default_rng(0).random((64, 64, 64))
+    jnrrd.write(tmp_path / "f64.jnrrd", data, tile=16, compression="zstd", levels=2)
+    errors: list[str] = []
+    with RangeServer(tmp_path) as upstream:
+        url = upstream.url_for("f64.jnrrd") + "?token=SECRET123"
+        with jnrrd.serve(url, on_error=errors.append) as server:
+            group = json.loads(_get(server.url + "zarr.json")[2])
+            assert group["attributes"]["ome"]["multiscales"][0]["name"] == "f64"
+            assert b"SECRET123" not in _get(server.url)[2]
+            upstream.faults.append(Fault("status", status=503))
+            status, _, body = _get(server.url + "0/c/3/3/3")
+            assert status == 502 and b"127.0.0.1" in body
+            assert b"SECRET123" not in body and b"token" not in body
+    assert errors and not any("SECRET123" in e for e in errors)

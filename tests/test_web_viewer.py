@@ -68,6 +68,9 @@ def test_the_client_page_carries_the_volume_state(ct: Path) -> None:
         status, headers, page = get(str(s.viewer_url))
         assert no_redirect(s.url + "view") == (302, no_redirect(s.url + "view")[1])
         assert no_redirect(s.url + "view")[1]["Location"] == "v/jnrrd/"
+        # the page's path without its last slash: relative, so a proxy's prefix is kept
+        assert no_redirect(s.url + "v/jnrrd")[1]["Location"] == "jnrrd/"
+        assert get(s.url + "v/jnrrd")[2] == page
         assert get(s.url + "view")[2] == page  # the short name lands on the same page
         assert get(s.url + "v/jnrrd/index.html")[2] == page
     assert status == 200 and headers["Content-Type"].startswith("text/html")
@@ -146,8 +149,10 @@ def test_the_event_channel_is_held_open_until_close(ct: Path) -> None:
 def test_without_neuroglancer_the_extra_is_named(ct: Path, monkeypatch: pytest.MonkeyPatch
                                                  ) -> None:
     monkeypatch.setattr(web_viewer.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(jnrrd.errors.MissingDependencyError, match=r"jnrrd\[viewer\]"):
+    with pytest.raises(jnrrd.errors.MissingDependencyError,
+                       match=r"pip install neuroglancer \(jnrrd's viewer extra") as info:
         jnrrd.serve(ct, viewer=True)
+    assert "jnrrd[" not in str(info.value)  # jnrrd is not on PyPI: no such pip command
     with jnrrd.serve(ct) as s:  # the store alone needs no viewer
         assert get(s.url + "zarr.json")[0] == 200
 
@@ -166,3 +171,99 @@ def test_axis_names_are_made_valid_for_neuroglancer(tmp_path: Path) -> None:
     with jnrrd.serve(path) as s:  # jnrrd serve keeps the file's labels
         meta = json.loads(get(s.url + "0/zarr.json")[2])
     assert meta["dimension_names"] == ["z", "a b", "left-right"]
+
+
+def rgb_file(path: Path) -> Path:
+    data = np.zeros((8, 32, 32, 3), np.uint8)  # C order: z, y, x, colour
+    data[:, :16, :, 0] = 255
+    data[:, 16:, :, 1] = 255
+    jnrrd.write(path, data, {"kinds": ["RGB-color", "domain", "domain", "domain"]}, tile=8,
+                index_order="C")
+    return path
+
+
+def label_file(path: Path) -> Path:
+    data = np.zeros((8, 32, 32), np.uint8)
+    data[:, :16, :] = 2
+    data[:, 16:, :] = 7
+    jnrrd.write(path, data, {"label:map": True}, tile=8)
+    return path
+
+
+def test_rgb_is_shown_in_colour(tmp_path: Path) -> None:
+    with jnrrd.serve(rgb_file(tmp_path / "rgb.jnrrd"), viewer=True) as s:
+        state, extent = page_state(get(str(s.viewer_url))[2])
+    layer = state["layers"][0]
+    # the colour axis is the layer's channel dimension, not a global one
+    assert list(state["dimensions"]) == ["x", "y", "z"] and len(state["position"]) == 3
+    assert layer["source"]["transform"]["outputDimensions"] == {
+        "z": [1.0, ""], "y": [1.0, ""], "x": [1.0, ""], "c^": [1, ""]}
+    assert "emitRGB" in layer["shader"] and "getDataValue(2)" in layer["shader"]
+    assert layer["shaderControls"]["normalized"]["range"] == [0, 255]
+    assert extent == [32.0, 32.0, 8.0] and state["layout"] == "4panel"
+
+
+def test_a_label_map_is_a_segmentation(tmp_path: Path) -> None:
+    with jnrrd.serve(label_file(tmp_path / "lab.jnrrd"), viewer=True) as s:
+        state, _ = page_state(get(str(s.viewer_url))[2])
+    assert state["layers"][0] == {"type": "segmentation", "source": "", "name": "lab"}
+
+
+def test_the_3d_layout_renders_the_volume_and_fits_it(ct: Path) -> None:
+    with jnrrd.serve(ct, viewer=True, layout="3d") as s:
+        state, extent = page_state(get(str(s.viewer_url))[2])
+    assert state["layers"][0]["volumeRendering"] == "on"
+    diagonal = float(np.linalg.norm(extent))
+    assert diagonal <= state["projectionScale"] <= 1.2 * diagonal
+    with jnrrd.serve(ct, viewer=True, layout="xy-3d") as s:
+        assert "volumeRendering" not in page_state(get(str(s.viewer_url))[2])[0]["layers"][0]
+
+
+def test_a_plane_layout_a_2d_image_lacks_is_an_error(tmp_path: Path) -> None:
+    jnrrd.write(tmp_path / "p.jnrrd", np.zeros((30, 20), np.uint8), tile=8)
+    for layout in ("xz", "yz", "xz-3d", "yz-3d"):
+        with pytest.raises(ValueError, match=f"layout '{layout}'.*2 displayed axes"):
+            jnrrd.serve(tmp_path / "p.jnrrd", viewer=True, layout=layout)
+
+
+def test_the_contrast_window_covers_full_resolution_noise(tmp_path: Path) -> None:
+    noise = np.random.default_rng(0).standard_normal((64, 64, 64)).astype(np.float32)
+    jnrrd.write(tmp_path / "n.jnrrd", noise, tile=16, levels=3)
+    with jnrrd.serve(tmp_path / "n.jnrrd", viewer=True) as s:
+        state, _ = page_state(get(str(s.viewer_url))[2])
+    lo, hi = state["layers"][0]["shaderControls"]["normalized"]["range"]
+    assert lo < -2.0 and hi > 2.0  # N(0, 1): the 0.5th and 99.5th percentiles are ±2.58
+
+
+@pytest.mark.parametrize("viewer", [False, True])
+def test_flipped_or_oblique_directions_warn(tmp_path: Path, viewer: bool) -> None:
+    flipped = {"space": "left-posterior-superior", "space_origin": [100.0, 80.0, -30.0],
+               "space_directions": [[-0.7, 0, 0], [0, -0.7, 0], [0, 0, 2.5]]}
+    c, s_ = np.cos(np.pi / 6), np.sin(np.pi / 6)
+    rotated = {"space": "left-posterior-superior", "space_origin": [0.0, 0.0, 0.0],
+               "space_directions": [[2 * c, 2 * s_, 0], [-s_, c, 0], [0, 0, 1]]}
+    for name, header in (("flipped", flipped), ("rotated", rotated)):
+        path = tmp_path / f"{name}.jnrrd"
+        jnrrd.write(path, np.zeros((4, 6, 8), np.uint8), header, tile=4)
+        with pytest.warns(jnrrd.JnrrdWarning, match="space_directions: flipped, rotated"):
+            jnrrd.serve(path, viewer=viewer).close()
+    # an axis-aligned file does not warn
+    jnrrd.write(tmp_path / "plain.jnrrd", np.zeros((4, 6, 8), np.uint8), {
+        "space": "left-posterior-superior", "space_origin": [0.0, 0.0, 0.0],
+        "space_directions": [[1, 0, 0], [0, 1, 0], [0, 0, 1]]}, tile=4)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", jnrrd.JnrrdWarning)
+        jnrrd.serve(tmp_path / "plain.jnrrd", viewer=viewer).close()
+
+
+def test_channel_after_space_warns_for_the_store_only(tmp_path: Path) -> None:
+    path = rgb_file(tmp_path / "rgb.jnrrd")
+    with pytest.warns(jnrrd.JnrrdWarning, match="not valid OME-Zarr 0.5"):
+        jnrrd.serve(path).close()
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", jnrrd.JnrrdWarning)
+        jnrrd.serve(path, viewer=True).close()  # neuroglancer reads it as it is

@@ -118,10 +118,12 @@ def file_kind(path: str) -> str:
 
 
 # -- URLs ----------------------------------------------------------------------------------
-def add_storage_option(parser: argparse.ArgumentParser) -> None:
-    """Add ``--storage-option KEY=VALUE`` (repeatable) to a sub-command that reads files."""
+def add_storage_option(parser: argparse.ArgumentParser, targets: bool = True) -> None:
+    """Add ``--storage-option KEY=VALUE`` (repeatable) to a sub-command that reads files
+    (``targets=False``: one that writes none)."""
+    what = "URL sources and targets" if targets else "URL sources"
     parser.add_argument("--storage-option", action="append", metavar="KEY=VALUE",
-                        help="passed to fsspec for URL sources and targets (s3://, https://, "
+                        help=f"passed to fsspec for {what} (s3://, https://, "
                              "...; repeatable; VALUE is parsed as JSON when it is JSON, e.g. "
                              "anon=true, client_kwargs='{\"endpoint_url\": \"http://...\"}')")
 

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from .common import options_for, storage_options
-from .serve import _say, add_server_options, callbacks, run_server
+from .serve import _say, add_server_options, callbacks, listening, run_server
 
 __all__ = ["register", "run"]
 
@@ -38,11 +38,14 @@ def run(args: argparse.Namespace) -> int:
                    layout=args.layout, **callbacks(args),
                    **options_for(args.file, storage_options(args.storage_option)))
     url = str(server.viewer_url)
-    print(url, flush=True)
-    _say(f"neuroglancer at {url}, the store at {server.url} (Ctrl-C stops)")
-    if not args.no_browser:
-        import webbrowser
 
-        if not webbrowser.open(url):
-            _say("no web browser found here: open the URL above in one")
-    return run_server(server)
+    def announce() -> None:
+        print(url, flush=True)
+        _say(f"neuroglancer at {url}, the store at {server.url}{listening(server)} "
+             "(Ctrl-C stops)")
+        if not args.no_browser:
+            import webbrowser
+
+            if not webbrowser.open(url):
+                _say("no web browser found here: open the URL above in one")
+    return run_server(server, announce)

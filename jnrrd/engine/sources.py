@@ -1,10 +1,13 @@
 """Tile sources: the stored bytes of one tile (or ``None`` for a sparse tile), never decoded.
 
-Where a tile lives comes from :mod:`jnrrd.tiling.locate` (no I/O); the bytes come from the
-storage layer. Internal tiles are byte ranges of the opened ``.jnrrd`` file, memory-mapped
-when it is a real file (zero-copy and safe from many threads); external tiles are keys of a
-:class:`~jnrrd.storage.local.LocalStore`, resolved under the path policy before anything is
-opened.
+One read path for every tile: a source names the object and byte range of a tile
+(:meth:`TileSource.span`: where :mod:`jnrrd.tiling.locate` says it lives, no I/O), and
+:meth:`~jnrrd.storage.objects.HeldObjects.get_ranges` of its store fetches the bytes, one
+call per object for a batch (a remote store merges the ranges and has them in flight).
+Internal tiles are ranges of the ``.jnrrd`` object whose header was parsed, held open by the
+store (memory-mapped raw tiles when it is a local file: zero-copy and safe from many threads);
+external tiles are whole objects of the header's directory, their keys confined under the path
+policy before anything is opened.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import numpy as np
 from ..errors import DataError, UnsupportedError, where
 from ..storage.fileobj import StreamReader
 from ..storage.local import LocalStore, is_url
+from ..storage.objects import StreamStore
 from ..tiling.levels import Level
 from ..tiling.locate import (
     derive_sizes,
@@ -26,16 +30,145 @@ from ..tiling.locate import (
     pattern_dir,
     pattern_regex,
 )
+from .untiled import UntiledData
+from .untiled_parts import data_names
 
-__all__ = ["ExternalSource", "InternalSource"]
+__all__ = ["ExternalSource", "InternalSource", "TileSource", "held_object", "untiled_data"]
+
+#: ``(key, field, start, stop)`` of a tile's stored bytes (``stop`` ``None``: the whole object)
+Span = tuple[str, str, int, "int | None"]
 
 
-class InternalSource:
-    """Tiles inside the ``.jnrrd`` file, located by ``offset_table``/``size_table``."""
+def held_object(store: Any, key: str | None, file: Any, *, map_reads: bool, owned: bool
+                ) -> tuple[Any, str]:
+    """``(store, key)`` of the opened header object ``file``, held by the store from now on:
+    a remote stream's object is held already; a local file is held with a
+    :class:`~jnrrd.storage.fileobj.StreamReader` over ``file`` (closed with it when
+    ``owned``); a stream without a path becomes a :class:`~jnrrd.storage.objects.StreamStore`
+    of its own."""
+    if getattr(file, "store", None) is not None and getattr(file, "key", None) is not None:
+        file.store.hold(file.key)
+        if owned:
+            file.close()  # the store's hold keeps the object's reader
+        return file.store, file.key
+    reader = StreamReader(file, map_reads=map_reads, owned=owned)
+    if store is None or key is None:
+        return StreamStore(reader, policy=getattr(store, "policy", None)), ""
+    store.hold(key, reader)
+    return store, key
+
+
+def untiled_data(core: Any, src: Any, data_start: int | None, paths: list[str] | None,
+                 policy: Any) -> UntiledData:
+    """The data section of an untiled file opened as ``src`` (an
+    :class:`~jnrrd.storage.resolve.Opened`): a local file opened by path is held by its
+    directory's store (``src`` no longer owns it) and its section and detached files are read
+    through the store; a URL's stream reads through its store already; a caller's stream is
+    read as it is (a pipe cannot be read by ranges)."""
+    f, owned = src.stream, src.owned
+    if owned and isinstance(src.store, LocalStore) and src.key is not None:
+        store, key = held_object(src.store, src.key, f, map_reads=True, owned=True)
+        src.owned = False
+        try:
+            found = data_names(core, policy, src.name) if paths is not None else None
+            return UntiledData(core, path=src.path, f=None, data_start=data_start,
+                               paths=paths, policy=policy, source=src.name, store=store,
+                               key=key, keys=None if found is None else found[0],
+                               field="data_file" if found is None else found[1])
+        except BaseException:
+            store.release(key)  # a section that fails its checks must not leak the file
+            raise
+    return UntiledData(core, path=src.path if owned else None, f=None if owned else f,
+                       data_start=data_start, paths=paths, policy=policy, source=src.name,
+                       held=f if owned else None)
+
+
+class TileSource:
+    """The read path every tile takes: :meth:`span` (per kind of source) → the store's
+    ``get_ranges``. ``remote``: the tiles come over the network (the engine fetches a batch's
+    tiles at once, :meth:`prefetch`)."""
+
+    store: Any
+    remote: bool = False
+    internal: bool = False
+
+    def span(self, level: Level, coords: tuple[int, ...], local: int) -> Span | None:
+        """Where the tile's stored bytes are (``None``: sparse)."""
+        raise TypeError(f"{type(self).__name__} has no tiles")  # pragma: no cover
+
+    def failed(self, level: Level, coords: tuple[int, ...], span: Span, exc: Exception
+               ) -> bytes | None:
+        """What a read that raised ``exc`` means (an error naming the tile, or padding)."""
+        raise exc  # pragma: no cover
+
+    def read(self, level: Level, coords: tuple[int, ...], limit: int
+             ) -> memoryview | bytes | None:
+        """The stored bytes of the tile at ``coords`` (at most ``limit`` bytes of a whole
+        object; ``None``: sparse or, with missing='fill', absent)."""
+        span = self.span(level, coords, level.grid.index(coords))
+        if span is None:
+            return None
+        key, field, a, b = span
+        try:
+            return self.store.get_ranges(key, [(a, b)], field=field, limit=limit)[0]
+        except (OSError, DataError) as exc:
+            return self.failed(level, coords, span, exc)
+
+    def prefetch(self, level: Level, coords: list[tuple[int, ...]], limit: int) -> list[Any]:
+        """Start fetching the tiles ``coords``: one pending buffer per tile (``None`` when
+        sparse), one ``get_ranges`` call per object, all in flight."""
+        spans = [self.span(level, c, level.grid.index(c)) for c in coords]
+        by_key: dict[tuple[str, str], list[int]] = {}
+        for i, s in enumerate(spans):
+            if s is not None:
+                by_key.setdefault((s[0], s[1]), []).append(i)
+        out: list[Any] = [None] * len(spans)
+        for (key, field), members in by_key.items():
+            ranges = [(spans[i][2], spans[i][3]) for i in members]  # type: ignore[index]
+            try:
+                started = self.store.get_ranges(key, ranges, field=field, limit=limit,
+                                                wait=False)
+            except (OSError, DataError) as exc:
+                started = [_Failed(exc)] * len(members)
+            for i, pending in zip(members, started, strict=True):
+                out[i] = (spans[i], pending)
+        return out
+
+    def take(self, level: Level, coords: tuple[int, ...], pending: Any
+             ) -> memoryview | bytes | None:
+        """The bytes of a tile started by :meth:`prefetch` (waits for them)."""
+        if pending is None:
+            return None
+        span, started = pending
+        try:
+            return started.result()
+        except (OSError, DataError) as exc:
+            return self.failed(level, coords, span, exc)
+
+    @staticmethod
+    def rank(pending: Any) -> int:
+        """When a prefetched tile's bytes come relative to the others of its request."""
+        return 0 if pending is None else getattr(pending[1], "rank", 0)
+
+
+class _Failed:
+    def __init__(self, exc: Exception) -> None:
+        self.exc, self.rank = exc, 0
+
+    def result(self) -> Any:
+        raise self.exc
+
+
+class InternalSource(TileSource):
+    """Tiles inside the ``.jnrrd`` object ``key`` of ``store`` (held open by it: see
+    :func:`held_object`), located by ``offset_table``/``size_table``."""
+
+    internal = True
 
     def __init__(
         self,
-        file: Any,
+        store: Any,
+        key: str,
         *,
         offsets: np.ndarray,
         sizes: np.ndarray | None,
@@ -45,22 +178,13 @@ class InternalSource:
         fmt: str,
         prefix: str,
         source: Any = None,
-        map_reads: bool = True,
-        owned: bool = False,
     ) -> None:
         self._source = source
-        # Raw tiles are served zero-copy from a memory map; compressed tiles are read with
-        # pread, so the file's pages do not pile up in the resident set of a full read. A
-        # remote object's stream lends its range reader (requests merged and concurrent).
-        ranged = getattr(file, "range_reader", None)
-        self._reader: Any = (ranged() if ranged is not None
-                             else StreamReader(file, map_reads=map_reads, owned=owned))
-        self._file = file if ranged is not None and owned else None
+        self.store, self.key = store, key
         #: whether tiles come over the network (the engine fetches a batch's tiles at once)
-        self.remote = ranged is not None
-        self._get_range = self._reader.get_range  # bound once: read() is on the hot path
+        self.remote = bool(getattr(store, "remote", False))
         try:
-            self.file_size = self._reader.file_size
+            self.file_size = store.held(key).file_size
             self.offsets = offsets
             self.sizes = derive_sizes(offsets, sizes, data_start=data_start,
                                       file_size=self.file_size, fixed_size=fixed_size,
@@ -70,41 +194,27 @@ class InternalSource:
             self.close()  # a table that fails its checks must not leak the opened file
             raise
 
-    def read(self, index: int) -> memoryview | bytes | None:
-        """The stored bytes of global tile ``index`` (``None`` when sparse)."""
-        span = internal_range(self.offsets, self.sizes, index)
-        if span is None:
-            return None
-        try:
-            return self._get_range(span[0], span[1])
-        except DataError:
-            raise DataError(f"{where(self._source)}tile {index}: file ended early") from None
+    def span(self, level: Level, coords: tuple[int, ...], local: int) -> Span | None:
+        found = internal_range(self.offsets, self.sizes, level.first + local)
+        return None if found is None else (self.key, "data_file", found[0], found[1])
 
-    def prefetch(self, indices: list[int]) -> list[Any]:
-        """Start fetching the stored bytes of global tiles ``indices`` (a remote file): one
-        pending slice per tile (``None`` when sparse), the requests merged and in flight."""
-        spans = [internal_range(self.offsets, self.sizes, i) for i in indices]
-        wanted = [s for s in spans if s is not None]
-        fetched = iter(self._reader.fetch_many(wanted))
-        return [None if s is None else next(fetched) for s in spans]
-
-    def take(self, index: int, pending: Any) -> memoryview | None:
-        """The bytes of a tile started by :meth:`prefetch` (waits for them)."""
-        if pending is None:
-            return None
-        try:
-            return pending.result()
-        except DataError as exc:
-            raise DataError(f"{where(self._source)}tile {index}: {exc}") from None
+    def failed(self, level: Level, coords: tuple[int, ...], span: Span, exc: Exception
+               ) -> bytes | None:
+        index = level.first + level.grid.index(coords)
+        if isinstance(exc, DataError):
+            text = str(exc)
+            if text == "file ended early":
+                raise DataError(f"{where(self._source)}tile {index}: file ended early"
+                                ) from None
+            raise DataError(f"{where(self._source)}tile {index}: {text}") from None
+        raise exc
 
     def close(self) -> None:
-        """Drop the memory map and close the file when it was handed over."""
-        self._reader.close()
-        if self._file is not None:
-            self._file.close()
+        """Release the object (the store closes it with its last holder)."""
+        self.store.release(self.key)
 
 
-class ExternalSource:
+class ExternalSource(TileSource):
     """Tiles in files of their own, named by ``tile:pattern`` and/or ``tile:files``: keys of
     ``store`` (the header's directory; ``None`` when the header was read from a stream with
     no path), or of ``tile:base_dir`` under it."""
@@ -138,7 +248,7 @@ class ExternalSource:
                                        "an opener")
             # Relative paths under base_dir stay confined to base_dir (or allowed_roots).
             store = store.child(base_dir, field=prefix + ":base_dir")
-        self._store = store
+        self._store = self.store = store
         #: whether tiles come over the network (the engine fetches a batch's tiles at once)
         self.remote = bool(getattr(store, "remote", False))
 
@@ -147,44 +257,14 @@ class ExternalSource:
         return external_key(level, coords, local, pattern=self._pattern, files=self._files,
                             prefix=self._prefix, missing=self._missing, source=self._source)
 
-    def read(self, level: Level, coords: tuple[int, ...], local: int, limit: int
-             ) -> bytes | None:
-        """The stored bytes of a tile (``None``: sparse or, with missing='fill', absent).
-
-        At most ``limit`` bytes are read: a longer file is read only as far as needed.
-        """
+    def span(self, level: Level, coords: tuple[int, ...], local: int) -> Span | None:
         found = self.key(level, coords, local)
-        if found is None:
-            return None
-        what = f"{where(self._source)}level {level.index} tile {list(coords)}: file "
-        return self._fetched(level, coords, found, lambda key, field: self._store.get(
-            key, limit=limit, field=field, what=what))
+        return None if found is None else (found[0], found[1], 0, None)
 
-    def prefetch(self, level: Level, coords: list[tuple[int, ...]], limit: int) -> list[Any]:
-        """Start fetching the tile files of ``coords`` (a remote store): one pending request
-        per tile (``None`` when the header records it as sparse)."""
-        out: list[Any] = []
-        for c in coords:
-            found = self.key(level, c, level.grid.index(c))
-            out.append(None if found is None else (found, self._store.submit_get(
-                found[0], limit=limit, field=found[1])))
-        return out
-
-    def take(self, level: Level, coords: tuple[int, ...], pending: Any) -> bytes | None:
-        """The bytes of a tile started by :meth:`prefetch` (waits for them)."""
-        if pending is None:
-            return None
-        found, future = pending
-        fetcher = self._store.fetcher
-        return self._fetched(level, coords, found, lambda key, field: fetcher.wait(
-            future, self._store.url(self._store.path(key, field=field)), 0, None).data)
-
-    def _fetched(self, level: Level, coords: tuple[int, ...], found: tuple[str, str],
-                 get: Any) -> bytes | None:
-        key, field = found
-        try:
-            return get(key, field)
-        except FileNotFoundError:
+    def failed(self, level: Level, coords: tuple[int, ...], span: Span, exc: Exception
+               ) -> bytes | None:
+        key, field = span[0], span[1]
+        if isinstance(exc, FileNotFoundError):
             if self._missing == "fill":
                 return None
             path = self._store.path(key, field=field)
@@ -192,9 +272,13 @@ class ExternalSource:
                 f"{where(self._source)}tile file {path!r} (level {level.index}, tile "
                 f"{list(coords)}) is missing; pass missing='fill' to read it as padding"
             ) from None
-        except IsADirectoryError:
+        if isinstance(exc, IsADirectoryError):
             path = self._store.path(key, field=field)
             raise DataError(f"{where(self._source)}tile path {path!r} is a directory") from None
+        if isinstance(exc, DataError) and not str(exc).startswith(where(self._source) or "\0"):
+            raise DataError(f"{where(self._source)}level {level.index} tile {list(coords)}: "
+                            f"file {exc}") from None
+        raise exc
 
     def locate(self, level: Level, coords: tuple[int, ...], local: int
                ) -> tuple[str, int] | None:
@@ -232,7 +316,7 @@ class ExternalSource:
             # a remote store: one metadata request per tile, many in flight
             from .._threads import ordered_map
 
-            workers = max(1, min(16, self._policy.request_concurrency))
+            workers = max(1, min(16, self._policy.io.request_concurrency))
             return sum(ordered_map(self._size_or_zero, list(keys), workers=workers,
                                    name="jnrrd-sizes"))
         total = 0

@@ -28,7 +28,6 @@ from ..dtypes import from_user, storage_dtype, to_user, user_dtype
 from ..errors import DataError, where
 from ..tiling.levels import Level
 from ..tiling.padding import chain_fill
-from .sources import InternalSource
 
 __all__ = ["TileCodec", "TileDecoder", "TileEncoder", "checksum_of", "parse_checksum",
            "shorthand_compressor"]
@@ -156,12 +155,9 @@ class TileDecoder(TileCodec):
     def stored_bytes(self, level: Level, coords: tuple[int, ...],
                      fetched: Fetched | None = None) -> Any:
         """The stored bytes of a tile (None when sparse), from ``fetched`` when it has them."""
-        local = level.grid.index(coords)
         if fetched is not None and coords in fetched.pending:
             return fetched.take(coords)
-        if isinstance(self.source, InternalSource):
-            return self.source.read(level.first + local)
-        return self.source.read(level, coords, local, self.tile_limit(level))
+        return self.source.read(level, coords, self.tile_limit(level))
 
     def checked_bytes(self, level: Level, coords: tuple[int, ...]) -> Any:
         """The stored bytes of a tile (None when sparse), checksum verified."""
@@ -252,24 +248,17 @@ class Fetched:
     def __init__(self, decoder: TileDecoder, level: Level, coords: list[tuple[int, ...]]
                  ) -> None:
         self.source, self.level = decoder.source, level
-        if isinstance(self.source, InternalSource):
-            self.index = {c: level.first + level.grid.index(c) for c in coords}
-            started = self.source.prefetch([self.index[c] for c in coords])
-        else:
-            started = self.source.prefetch(level, coords, decoder.tile_limit(level))
+        started = self.source.prefetch(level, coords, decoder.tile_limit(level))
         self.pending = dict(zip(coords, started, strict=True))
 
     def rank(self, coords: tuple[int, ...]) -> int:
         """When the tile's bytes come, relative to the others (its place in its request):
         decoding the tiles in this order waits least."""
-        return getattr(self.pending.get(coords), "rank", 0)
+        return self.source.rank(self.pending.get(coords))
 
     def take(self, coords: tuple[int, ...]) -> Any:
         """The bytes of the tile at ``coords`` (waits for them; ``None`` when sparse)."""
-        pending = self.pending[coords]
-        if isinstance(self.source, InternalSource):
-            return self.source.take(self.index[coords], pending)
-        return self.source.take(self.level, coords, pending)
+        return self.source.take(self.level, coords, self.pending[coords])
 
 
 class TileEncoder(TileCodec):
@@ -296,7 +285,7 @@ class TileEncoder(TileCodec):
             # [bytes] or [bytes, compressor] in native byte order: the F-ordered tile's memory
             # is already the stored byte order, so compress it in place (no chain, no copy).
             name, level = self._simple
-            flat = memoryview(np.asfortranarray(tile).T).cast("B")
+            flat = np.asfortranarray(tile).T.data.cast("B")
             # raw: the byte view itself (it keeps the tile alive until it is written)
             return flat if name is None else compress(name, flat, level=level)
         return self.chain(tile.shape).encode(tile, tile_index=index)
@@ -306,7 +295,7 @@ class TileEncoder(TileCodec):
         return (self._simple == (None, None) and dtype == self.chain_dtype
                 and self.plan.type_name != "bfloat16")
 
-    def metadata(self, core: np.ndarray, data: bytes | None) -> dict[str, Any]:
+    def metadata(self, core: np.ndarray, data: bytes | memoryview | None) -> dict[str, Any]:
         """The ``tile:metadata`` entry of one tile (stats of its core, checksum of ``data``)."""
         meta: dict[str, Any] = {}
         if self.plan.tile_stats:

@@ -4,17 +4,19 @@
 
 Reading never allocates before the file is known to hold enough bytes (raw), decompresses in
 bounded pieces straight into the output (compressed), and serves ``open()`` on raw data through
-a memory map. Detached data files are keys of the header directory's store. (Writing the data
-section is :mod:`jnrrd.writing.stream`.)
+a memory map. A file opened by path is read through the header directory's store
+(:class:`~jnrrd.storage.objects.RangeStream`, ``get_ranges``), its detached data files as keys
+of that store. (Writing the data section is :mod:`jnrrd.writing.stream`.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
 import warnings
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import numpy as np
 
@@ -30,6 +32,7 @@ from ..dtypes import storage_dtype, to_user, user_dtype
 from ..errors import DataError, HeaderError, JnrrdWarning, UnsupportedError, where
 from ..policy import Policy
 from ..storage.local import is_url
+from ..storage.objects import RangeStream
 from ..tiling.grid import AxisSel
 from .untiled_parts import Part, check_room, data_paths, open_data, remaining
 
@@ -37,10 +40,13 @@ __all__ = ["UntiledData", "data_paths", "read_untiled"]
 
 
 def read_untiled(core: Any, f: IO[bytes] | None, paths: list[str] | None, policy: Policy,
-                 *, source: Any = None, out: np.ndarray | None = None) -> np.ndarray:
+                 *, source: Any = None, out: np.ndarray | None = None,
+                 open_part: Any = None) -> np.ndarray:
     """Read the whole data section; returns the user-dtype array of shape ``sizes`` (F order),
     or ``out`` (that shape and dtype, checked by the caller) filled with it: decoded straight
-    into it when it is F-contiguous and the stored elements are its own (:func:`_into`)."""
+    into it when it is F-contiguous and the stored elements are its own (:func:`_into`).
+    ``open_part(j)``: the stream of detached file ``j`` (through the store), instead of
+    opening ``paths[j]``."""
     st = storage_dtype(core.type_name, core.endian or "little", core.block_size)
     n = math.prod(core.sizes)
     policy.check_bytes(n * st.itemsize, "the data", source)
@@ -59,7 +65,8 @@ def read_untiled(core: Any, f: IO[bytes] | None, paths: list[str] | None, policy
                 fh = f
                 what = where(source)
             else:
-                fh = open_data(paths[j], core, policy, source)
+                fh = (open_part(j) if open_part is not None
+                      else open_data(paths[j], core, policy, source))
                 opened.append(fh)
                 what = where(paths[j])
             part = Part(core, fh, per * st.itemsize, what)
@@ -236,11 +243,16 @@ class UntiledData:
 
     def __init__(self, core: Any, *, path: str | None, f: IO[bytes] | None,
                  data_start: int | None, paths: list[str] | None, policy: Policy,
-                 source: Any = None, held: IO[bytes] | None = None) -> None:
+                 source: Any = None, held: IO[bytes] | None = None, store: Any = None,
+                 key: str | None = None, keys: list[str] | None = None,
+                 field: str = "data_file") -> None:
         # ``held``: the already-open header file (owned from now on). Attached data is read
         # from it, never by opening the path again: the path may have been replaced since the
         # header was parsed, and header and data must come from the same file.
+        # ``store``/``key``: that file held by the store (one hold owned from now on), read
+        # through its get_ranges; ``keys``: detached files as keys of ``store`` (``field``).
         self._held = held
+        self._store, self._key, self._keys, self._field = store, key, keys, field
         self._lock = threading.Lock()
         self.core, self.policy, self.source = core, policy, source
         self.shape = tuple(core.sizes)
@@ -249,20 +261,67 @@ class UntiledData:
         self._f, self._paths, self._data_start = f, paths, data_start
         self._path = path
         self._array: np.ndarray | None = None
-        self._map: np.memmap | None = None
+        self._map: np.ndarray | None = None
         self.stored_bytes = 0
         n = math.prod(self.shape)
         policy.check_bytes(n * self._st.itemsize, "the data", source)
         if core.encoding == "raw" and (paths is None or len(paths) == 1):
             file_path = path if paths is None else paths[0]
-            if file_path is not None and not is_url(file_path):
+            if self._through_store():
+                self._map = self._mapped(n)
+            elif file_path is not None and not is_url(file_path):
                 self._map = self._memmap(file_path, n)
         if self._map is None and core.encoding == "raw":
             self.stored_bytes = n * self._st.itemsize
 
+    def _through_store(self) -> bool:
+        """Whether the data is read through the store (a held file, or detached keys)."""
+        return self._store is not None and (self._key is not None if self._paths is None
+                                            else self._keys is not None)
+
+    def _part(self, j: int | None, *, mapped: bool = False) -> IO[bytes]:
+        """The stream of the attached section (``j`` ``None``, at the data start) or of
+        detached file ``j`` through the store (``mapped``: its ranges served from a map)."""
+        if j is None:
+            assert self._key is not None
+            return cast(IO[bytes], RangeStream(self._store, self._key,
+                                               start=self._data_start or 0, name=self.source))
+        assert self._keys is not None
+        key, what = self._keys[j], where(self.source, self._field)
+        try:
+            reader = (self._store.open_reader(key, map_reads=True, field=self._field)
+                      if mapped else None)
+            return cast(IO[bytes], RangeStream(self._store, key, field=self._field,
+                                               reader=reader,
+                                               name=self._store.path(key, field=self._field)))
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
+            path = self._store.path(key, field=self._field)
+            raise DataError(f"{what}data file {path!r} cannot be read: "
+                            f"{exc.strerror or exc}") from None
+        except DataError as exc:  # not a regular file, cannot be opened
+            raise DataError(f"{what}data file {exc}") from None
+
+    def _mapped(self, n: int) -> np.ndarray | None:
+        """:meth:`_memmap` through the store: the raw section as the store's buffer (a view
+        of the held file's memory map, no copy)."""
+        nbytes = n * self._st.itemsize
+        with self._part(None if self._paths is None else 0, mapped=True) as stream:
+            what = where(stream.name)
+            Part(self.core, stream, nbytes, what)
+            offset, size = stream.tell(), cast(RangeStream, stream).size
+            if size - offset < nbytes:
+                raise DataError(f"{what}the data needs {nbytes} bytes, the file holds "
+                                f"{size - offset} after the header and skips")
+            self.stored_bytes = nbytes
+            if n == 0:
+                return None
+            key = cast(RangeStream, stream).key
+            buf = self._store.get_ranges(key, [(offset, offset + nbytes)])[0]
+        return np.frombuffer(buf, self._st, n)
+
     def _memmap(self, file_path: str, n: int) -> np.memmap | None:
         if self._paths is None and self._held is not None:
-            fh: Any = _Borrowed(self._held)
+            fh: Any = contextlib.nullcontext(self._held)
         elif self._paths is None:
             fh = open(file_path, "rb")
         else:
@@ -288,9 +347,14 @@ class UntiledData:
     def full(self, out: np.ndarray | None = None) -> np.ndarray:
         """The whole data section (F order; ``out``, of its shape and dtype, filled when
         given)."""
-        if self._map is not None and self._paths is None and self._held is not None:
+        store = self._through_store()
+        if self._map is not None and self._paths is None and store:
             # The whole section: read() into one array rather than copying out of the map,
             # whose file pages would count in the resident set next to the copy.
+            with self._lock, self._part(None) as stream:
+                return read_untiled(self.core, stream, None, self.policy,
+                                    source=self.source, out=out)
+        if self._map is not None and self._paths is None and self._held is not None:
             with self._lock:
                 self._held.seek(self._data_start or 0)
                 return read_untiled(self.core, self._held, None, self.policy,
@@ -305,8 +369,10 @@ class UntiledData:
         if self._array is not None:
             return self._array if out is None else _copied(out, self._array)
         f = self._f if self._held is None else self._held
-        owned = None
-        if self._paths is None and f is None:
+        owned: Any = None
+        if store and self._paths is None:
+            owned = f = self._part(None)
+        elif self._paths is None and f is None:
             assert self._path is not None  # (a volume has a path, a stream or detached files)
             owned = f = open(self._path, "rb")
         try:
@@ -314,7 +380,7 @@ class UntiledData:
                 # A pipe cannot seek: parse_header left it at the data already.
                 f.seek(self._data_start or 0)
             array = read_untiled(self.core, f, self._paths, self.policy, source=self.source,
-                                 out=out)
+                                 out=out, open_part=self._part if store else None)
         finally:
             if owned is not None:
                 owned.close()
@@ -344,6 +410,9 @@ class UntiledData:
     def close(self) -> None:
         self._map = None
         self._array = None
+        if self._store is not None and self._key is not None:
+            self._store.release(self._key)
+            self._key = None
         if self._held is not None:
             self._held.close()
             self._held = None
@@ -352,19 +421,6 @@ class UntiledData:
 def _copied(out: np.ndarray, data: np.ndarray) -> np.ndarray:
     np.copyto(out, data)
     return out
-
-
-class _Borrowed:
-    """A context manager over a file that must stay open (no close on exit)."""
-
-    def __init__(self, f: IO[bytes]) -> None:
-        self.f = f
-
-    def __enter__(self) -> IO[bytes]:
-        return self.f
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _seekable(f: IO[bytes]) -> bool:

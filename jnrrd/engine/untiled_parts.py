@@ -15,14 +15,14 @@ from ..errors import DataError, HeaderError, UnsupportedError, where
 from ..policy import Policy
 from ..storage.local import LocalStore, open_resolved
 
-__all__ = ["MAX_RATIO", "Part", "check_room", "data_paths", "open_data", "remaining",
+__all__ = ["MAX_RATIO", "Part", "check_room", "data_names", "data_paths", "open_data", "remaining",
            "skip_bytes", "skip_lines"]
 
 
-def data_paths(core: Any, store: LocalStore | None, policy: Policy, source: Any = None
-               ) -> list[str] | None:
-    """Detached data files, in order, resolved as keys of ``store`` (the header's directory;
-    ``None`` when the header came from a stream without a path). ``None`` for attached data."""
+def data_names(core: Any, policy: Policy, source: Any = None
+               ) -> tuple[list[str], str] | None:
+    """``(names, field)`` of the detached data files, in order, as the header names them
+    (keys of the header directory's store); ``None`` for attached data."""
     names: list[str]
     if core.data_file is not None:
         names, field = [core.data_file], "data_file"
@@ -38,6 +38,17 @@ def data_paths(core: Any, store: LocalStore | None, policy: Policy, source: Any 
                                f"max_files cap ({policy.max_files})")
     if not names:
         raise HeaderError(f"{where(source, field)}names no data file")
+    return names, field
+
+
+def data_paths(core: Any, store: LocalStore | None, policy: Policy, source: Any = None
+               ) -> list[str] | None:
+    """Detached data files, in order, resolved as keys of ``store`` (the header's directory;
+    ``None`` when the header came from a stream without a path). ``None`` for attached data."""
+    found = data_names(core, policy, source)
+    if found is None:
+        return None
+    names, field = found
     if store is None:
         raise UnsupportedError(f"{where(source, field)}detached data needs the header's path; "
                                "open the file by path, not through a file object")

@@ -99,7 +99,7 @@ def space_fields(c: Checker, get: Callable[[str], Any], dimension: int) -> tuple
     measurement_frame = None
     if frame is not None:
         measurement_frame = tuple(
-            _vector(c, col, f"measurement_frame[{i}]", sd)
+            _column(c, col, f"measurement_frame[{i}]", sd)
             for i, col in enumerate(
                 c.array(frame, "measurement_frame", _need_sd(c, sd, "measurement_frame"),
                         "columns")
@@ -147,6 +147,14 @@ def _need_sd(c: Checker, sd: int | None, field: str) -> int:
     if sd is None:
         raise HeaderError(f"{where(c.source, field)}needs 'space' or 'space_dimension'")
     return sd
+
+
+def _column(c: Checker, value: Any, field: str, sd: int | None) -> tuple[Number, ...]:
+    """A measurement frame column: a vector, never null (the frame has no "none" columns)."""
+    column = _vector(c, value, field, sd)
+    if column is None:
+        raise c.fail(field, f"an array of {sd} numbers", value)
+    return column
 
 
 def _vector(c: Checker, value: Any, field: str, sd: int | None) -> tuple[Number, ...] | None:

@@ -113,7 +113,8 @@ def apply_assignments(
 
 def _get(parent: Any, key: Component) -> Any:
     if isinstance(parent, list):
-        return parent[key] if key < len(parent) else None  # type: ignore[operator]
+        assert isinstance(key, int)  # a list's component is an index (the grammar above)
+        return parent[key] if key < len(parent) else None
     return parent.get(key)
 
 

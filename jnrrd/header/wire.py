@@ -42,6 +42,12 @@ MAX_NESTING = 64
 _BLANKS = re.compile(rb"[ \t\r\v\f]*")
 
 
+def _blank_run(piece: bytes) -> int:
+    """Length of the run of blanks that starts ``piece`` (the pattern matches the empty run)."""
+    found = _BLANKS.match(piece)
+    return found.end() if found is not None else 0
+
+
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One header line: its single key and value, its 1-based line number and byte offset."""
@@ -223,13 +229,13 @@ def read_entries(
         piece = _readline(stream, min(PROBE, budget + 1))
         parts = [piece]
         length = len(piece)
-        lead = _BLANKS.match(piece).end()
+        lead = _blank_run(piece)
         # A run of blanks longer than one probe: keep reading, still bounded by the budget.
         while lead == len(piece) and piece and not piece.endswith(b"\n") and length <= budget:
             piece = _readline(stream, min(PROBE, budget + 1 - length))
             parts.append(piece)
             length += len(piece)
-            lead = _BLANKS.match(piece).end()
+            lead = _blank_run(piece)
         head = piece[lead : lead + 1]
         if head == b"\n":  # blank line: the data starts after it
             offset += length

@@ -244,7 +244,7 @@ def volume_to_dask(vol: Any, level: int = 0) -> Any:
         chunks = chunks[::-1]
     name = "jnrrd-read-" + tokenize(ref if isinstance(ref, FileRef) else id(vol), level, chunks)
     starts = [np.concatenate([[0], np.cumsum(c)]).tolist() for c in chunks]
-    dsk = {}
+    dsk: dict[Any, Any] = {}
     for idx in np.ndindex(*(len(c) for c in chunks)):
         region = tuple(slice(s[i], s[i + 1]) for s, i in zip(starts, idx, strict=True))
         dsk[(name, *idx)] = (read_region, ref, level, region)
@@ -271,7 +271,7 @@ def chunk_sizes(n: int, step: int) -> tuple[int, ...]:
 
 def core_chunks(grid: Any) -> tuple[tuple[int, ...], ...]:
     """The tile cores of a grid as Dask chunks (file axis order; untiled axes whole)."""
-    out = [(n,) for n in grid.shape]
+    out: list[tuple[int, ...]] = [(n,) for n in grid.shape]
     for k, a in enumerate(grid.axes):
         out[a] = chunk_sizes(grid.shape[a], grid.tile[k])
     return tuple(out)

@@ -29,7 +29,7 @@ import numpy as np
 from ..engine.tiles import TileEncoder
 from ..errors import UnsupportedError, where
 from ..storage import WriteStore
-from ..storage.names import MARK, fresh_token, stale_patterns
+from ..storage.names import MARK, fresh_token
 from ..storage.remote_writes import RemoteWriteStore
 from ..storage.targets import target_store
 from ..storage.writes import LocalWriteStore
@@ -151,7 +151,7 @@ def _level_array(src: Any, spec: _LevelSpec, grid: Any) -> Any:
     name = "jnrrd-level-" + tokenize(src.name, spec, chunks)
     blocks = _Blocks(src)
     starts = [np.concatenate([[0], np.cumsum(c)]).tolist() for c in chunks]
-    dsk = {}
+    dsk: dict[Any, Any] = {}
     for idx in np.ndindex(*(len(c) for c in chunks)):
         region = tuple(slice(s[i], s[i + 1]) for s, i in zip(starts, idx, strict=True))
         need = source_region(spec.shape0, spec.scale, spec.method, region)
@@ -227,6 +227,16 @@ def encode_tile(job: TileJob, level: int, coords: tuple[int, ...], bounds: list[
     return g, len(data), enc.metadata(core, data)
 
 
+
+def _tile_tables(plan: Any, sink: ExternalSink | None, key: str, token: str
+                 ) -> tuple[str, ExternalSink | Tables]:
+    """Where the tiles go and the tables their sizes and metadata fill: the external sink
+    itself, or a spool directory beside an internal target."""
+    if sink is not None:
+        return sink.dir_name, sink
+    return (f".{key}{MARK}{token}.tiles",
+            Tables([None] * plan.nstored, [{} for _ in range(plan.nstored)]))
+
 def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes], *,
                index_order: str, storage_options: dict[str, Any] | None = None) -> None:
     """Write a Dask array as a tiled dataset, computing and encoding tiles on the active
@@ -260,13 +270,9 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
     work.progress = None  # runs on workers: no client callbacks in the graph
     store, key = target_store(path, storage_options=storage_options)
     store.tidy(key)
-    if plan.storage == "external":
-        sink: ExternalSink | None = ExternalSink(plan, store, key, token)
-        out_dir, tables = sink.dir_name, sink
-    else:
-        sink = None
-        out_dir = f".{key}{MARK}{token}.tiles"
-        tables = Tables([None] * plan.nstored, [{} for _ in range(plan.nstored)])
+    previous = store.owned(key)  # what the header this write replaces references
+    sink = ExternalSink(plan, store, key, token) if plan.storage == "external" else None
+    out_dir, tables = _tile_tables(plan, sink, key, token)
     spool = _spool_store(store) if sink is None else store
     if sink is None:
         spool.reserve(out_dir)
@@ -305,7 +311,7 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
         else:
             _drop_spool(spool, store, out_dir)
     keep = [sink.dir_name] if sink is not None else []
-    store.tidy(key, keep=keep, patterns=stale_patterns(key))
+    store.tidy(key, keep=keep, owned=previous)
 
 
 def _level_arrays(x: Any, plan: TilePlan, dtype: np.dtype) -> dict[int, Any]:

@@ -34,7 +34,7 @@ import re
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -163,6 +163,11 @@ def _contrast_limits(vol: Volume, arrays: list[LevelArray], split: int | None
 _SAMPLE = 10_000_000
 
 
+
+def _finite_number(v: object) -> TypeGuard[float]:
+    """``v`` is a finite int or float (not a bool): a usable tile statistic."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
 def _tile_stats(vol: Volume) -> tuple[float, float] | None:
     tiling = vol.tiling
     if tiling is None or not tiling.metadata:
@@ -173,8 +178,7 @@ def _tile_stats(vol: Volume) -> tuple[float, float] | None:
         if not isinstance(e, dict):
             return None
         a, b = e.get("min"), e.get("max")
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-                   for v in (a, b)):
+        if not (_finite_number(a) and _finite_number(b)):
             return None
         lo, hi = min(lo, a), max(hi, b)
     if len(entries) != vol.levels[0].level.grid.ntiles or lo > hi:

@@ -108,7 +108,8 @@ class JnrrdBackendEntrypoint(BackendEntrypoint):
         """The dataset with the one variable ``data`` (level ``level`` of the volume)."""
         from ..api import open as jopen
 
-        options = {"storage_options": dict(storage_options)} if storage_options else {}
+        options: dict[str, Any] = (
+            {"storage_options": dict(storage_options)} if storage_options else {})
         vol = jopen(filename_or_obj, index_order=index_order, missing=missing,
                     **options, **dict(policy or {}))
         try:
@@ -181,10 +182,12 @@ def _coords(vol: Any, lv: Any, dims: tuple[str, ...], source: Any) -> dict[str, 
             c = int(np.flatnonzero(dirs[d])[0])
             start, step = float(origin[c]), float(dirs[d][c])
             units = core.space_units[c] if core.space_units else None
-        elif core.spacings is not None and core.spacings[d] is not None:
+        elif core.spacings is not None and (spacing := core.spacings[d]) is not None:
             # An axis with a spacing but no space direction (e.g. time): origin 0 at level 0.
             cen = None if core.centers is None else [core.centers[d]]
-            o, ds = level_geometry((scale[d],), (0.0,), [(float(core.spacings[d]),)], cen)
+            o, ds = level_geometry((scale[d],), (0.0,), [(float(spacing),)], cen)
+            # an origin and a direction given come back (None only for missing inputs)
+            assert o is not None and ds[0] is not None
             start, step = o[0], ds[0][0]
             units = core.units[d] if core.units else None
         if start is None:

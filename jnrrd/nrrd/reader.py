@@ -184,12 +184,13 @@ def read_nrrd_header(f: IO[bytes], *, policy: Policy, source: Any = None
 
 
 def open_nrrd(f: IO[bytes], *, path: str | None, store: LocalStore | None, policy: Policy,
-              name: Any, index_order: str = "F") -> Any:
+              name: Any, index_order: str = "F", src: Any = None) -> Any:
     """Open a classic NRRD file (attached or detached data) as a lazy :class:`jnrrd.Volume`.
 
     ``path`` is the file's path when it has one (raw data is then memory-mapped), else the
     stream ``f`` is kept for reading the data. Detached data files are keys of ``store`` (the
-    header's directory), resolved under the path policy.
+    header's directory), resolved under the path policy. ``src``: the opened source ``f``
+    comes from (:func:`jnrrd.engine.sources.untiled_data` reads the data through its store).
     """
     from ..engine.volume import Volume
 
@@ -202,7 +203,12 @@ def open_nrrd(f: IO[bytes], *, path: str | None, store: LocalStore | None, polic
     if paths is None and data_start is None and core.count:
         raise DataError(f"{where(name)}the header ended at the end of the file: there is no "
                         "data section (and no 'data file' field)")
-    untiled = UntiledData(core, path=path, f=None if path is not None else f,
-                          data_start=data_start, paths=paths, policy=policy, source=name)
+    if src is not None:
+        from ..engine.sources import untiled_data
+
+        untiled = untiled_data(core, src, data_start, paths, policy)
+    else:
+        untiled = UntiledData(core, path=path, f=None if path is not None else f,
+                              data_start=data_start, paths=paths, policy=policy, source=name)
     return Volume(header, tiling=None, core=core, policy=policy, source=None, name=name,
                   index_order=index_order, untiled=untiled)

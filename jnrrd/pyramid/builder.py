@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .._threads import default_threads
+from .._threads import thread_count
 from ..errors import DataError, HeaderError, where
 from . import blocks
 from .methods import METHOD_DEFS, axis_source, check_method, compute_local
@@ -231,12 +231,13 @@ class PyramidBuilder:
         return out
 
     def quality(self) -> list[dict[str, float | None]]:
-        """Per level (in ``scales`` order): ``{"rmse", "psnr"}`` (docs/format.md#level-quality)."""
-        if any(lv.quality is None for lv in self._levels):
+        """Per level (in ``scales`` order): ``{"rmse", "psnr"}`` (CONVENTIONS §1.2)."""
+        accumulators = [lv.quality for lv in self._levels if lv.quality is not None]
+        if len(accumulators) < len(self._levels):
             raise HeaderError(f"{where(None, 'quality')}the builder was made with quality=False")
         if not all(lv.done for lv in self._levels):
             raise DataError(f"{where(None, 'quality')}the pyramid is not complete yet")
-        return [lv.quality.result() for lv in self._levels]
+        return [acc.result() for acc in accumulators]
 
     # -- work -------------------------------------------------------------------------------
 
@@ -267,12 +268,13 @@ class PyramidBuilder:
         b = lv.block
         region = (*(slice(0, n) for n in lv.shape[:-1]), slice(j0, j1))
         work = math.prod(self.shape0[:-1]) * (j1 - j0) * b[-1]
-        if j1 - j0 >= 2 and work >= _PARALLEL_VOXELS and default_threads() > 1:
+        if j1 - j0 >= 2 and work >= _PARALLEL_VOXELS and thread_count() > 1:
             # Two halves of the rows at once (NumPy releases the GIL in the kernels).
             from .._threads import fork_join
 
             jm = (j0 + j1) // 2
-            halves = fork_join(lambda: self._rows(lv, j0, jm), lambda: self._rows(lv, jm, j1))
+            halves: Sequence[tuple[tuple[np.ndarray, ...] | None, np.ndarray]] = fork_join(
+                lambda: self._rows(lv, j0, jm), lambda: self._rows(lv, jm, j1))
             bounds = [(j0, jm), (jm, j1)]
         else:
             halves, bounds = [self._rows(lv, j0, j1)], [(j0, j1)]
@@ -280,6 +282,7 @@ class PyramidBuilder:
         # the halves stay separate pieces (and state chunks): no copy to join them
         for (state, data), (ja, jb) in zip(halves, bounds, strict=True):
             if lv.state is not None:
+                assert state is not None  # a level others cascade from computes its state
                 lv.state.append(state)
             if lv.quality is not None:
                 lv.quality.add(self._l0.get(ja * b[-1], jb * b[-1])[0], data)
@@ -298,18 +301,21 @@ class PyramidBuilder:
             x0 = self._l0.get(j0 * b[-1], j1 * b[-1])[0]
         st = None
         if lv.source is None:
+            assert x0 is not None  # level 0's rows were read just above
             state = self._state_from0(x0, lv.rel)
         else:
             src = self._levels[lv.source]
+            assert src.state is not None  # a level that others cascade from keeps its state
             k = lv.rel[-1]
             st = src.state.get(j0 * k, j1 * k)
             state = self._state_from(src, st, lv.rel)
         if self.method == "mode":
+            assert x0 is not None  # the mode always reads level 0's rows
             # state: (lo, hi, nlo, nhi), what a coarser level's mode needs of its children
             children = None if st is None else (lv.rel, st)
-            data, *state = block_mode_tally(x0, b, state[0], state[1], children=children,
-                                                   tally=lv.state is not None)
-            return (tuple(state) if lv.state is not None else None), data
+            data, *tally = block_mode_tally(x0, b, state[0], state[1], children=children,
+                                            tally=lv.state is not None)
+            return (tuple(tally) if lv.state is not None else None), data
         return state, self._finish_state(lv, state, x0)
 
     def _direct(self, lv: _Level, j0: int, j1: int) -> np.ndarray:

@@ -196,7 +196,7 @@ def lanczos_region(x: np.ndarray, scale: Sequence[int], n0: Sequence[int], lo: S
         if len(offsets) > n0[axis]:
             y = _lanczos_folded(y, axis, offsets, w, base, -lo[axis], top)
             continue
-        acc = None
+        acc: np.ndarray | None = None
         for off, wk in zip(offsets.tolist(), w.tolist(), strict=True):
             idx = np.clip(base + off, -lo[axis], top)
             term = np.take(y, idx, axis=axis)
@@ -205,6 +205,7 @@ def lanczos_region(x: np.ndarray, scale: Sequence[int], n0: Sequence[int], lo: S
                 acc = term
             else:
                 acc += term
+        assert acc is not None  # a kernel has at least one tap
         y = acc
     return y
 

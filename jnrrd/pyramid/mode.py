@@ -309,6 +309,9 @@ def block_mode_tally(x: np.ndarray, block: Sequence[int], lo: np.ndarray | None 
                 res = _mixed_modes_children(xp, bp, where, rel, stats, lo_m, hi_m, tally)
             else:
                 res = _mixed_modes(xp, bp, where, lo_m, hi_m, tally)
-            for arr, values in zip((out, nlo, nhi), res, strict=False):
+            targets = (out,) if nlo is None or nhi is None else (out, nlo, nhi)
+            for arr, values in zip(targets, res, strict=False):
                 _put(arr, order, pick, where, values)
-    return (out, lo, hi, nlo, nhi) if tally else (out,)
+    if nlo is None or nhi is None:
+        return (out,)
+    return (out, lo, hi, nlo, nhi)

@@ -5,12 +5,15 @@ header's ``data_file`` or a tile file name, as the header spells it). The tiling
 which key and byte range hold a tile (:mod:`jnrrd.tiling.locate`), a store fetches those bytes,
 the engine decodes them; nothing here knows about headers, tiles or codecs.
 
+- :mod:`.objects`: the read seam every store shares (``get_ranges`` over objects held open
+  or opened per call, :class:`~.objects.RangeStream`, :class:`~.objects.StreamStore`);
 - :mod:`.local`: files on the local disk (path confinement under the reader's policy, only
   regular files opened, memory maps and ``pread``);
 - :mod:`.fileobj`: a caller's binary stream as a reader of one object;
 - :mod:`.resolve`: a path, file object or URL → store, key and opened reader;
-- :mod:`.remote`, :mod:`.remote_fetch`, :mod:`.remote_http`, :mod:`.remote_stream`: objects
-  behind fsspec URLs (range requests merged and checked, HTTP answers checked);
+- :mod:`.remote`, :mod:`.remote_fetch`, :mod:`.remote_http`, :mod:`.remote_stream`,
+  :mod:`.aio`: objects behind fsspec URLs (range requests merged and checked, HTTP answers
+  checked, requests on one event loop);
 - :mod:`.keys`, :mod:`.validators`, :mod:`.bodies`: the rules every remote backend applies
   (keys confined as the server will see them, one version per read, bodies bounded by the
   request);
@@ -23,8 +26,8 @@ the engine decodes them; nothing here knows about headers, tiles or codecs.
 - :mod:`.remote_writes`: the write half on object stores (fsspec URLs): tiles put
   concurrently, staged objects in local temporary files uploaded as one object at commit;
 - :mod:`.targets`: a write's target (a path or a URL) → its write store and key;
-- :mod:`.atomic`, :mod:`.leftovers`: atomic replacement and the leftovers of interrupted
-  writes.
+- :mod:`.atomic`, :mod:`.leftovers`, :mod:`.ownership`: atomic replacement, the leftovers of
+  interrupted writes, and what a write target provably owns (the only names cleanup removes).
 
 A writer decides what goes where; it hands bytes to a :class:`WriteStore`. The order a tiled
 write uses: external tiles are ``put`` under a fresh prefix (in any order, concurrently if
@@ -53,9 +56,13 @@ class Store(Protocol):
         ``limit``); ``FileNotFoundError`` when absent."""
         ...
 
-    def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]]
-                   ) -> list[bytes | memoryview]:
-        """The bytes ``start:stop`` of one object for each ``(start, stop)``, in order."""
+    def get_ranges(self, key: str, ranges: Sequence[tuple[int, int | None]], *,
+                   field: str = "data_file", limit: int | None = None, wait: bool = True,
+                   out: Sequence[Any] | None = None) -> list[Any]:
+        """The bytes ``start:stop`` of one object for each ``(start, stop)``, in order: the
+        one read seam (:mod:`.objects`). ``stop`` ``None``: to the object's end, at most
+        ``limit`` bytes; ``wait=False``: pending buffers at once (``result()``); ``out``:
+        read into these buffers."""
         ...
 
     def size(self, key: str) -> int:
@@ -169,11 +176,17 @@ class WriteStore(Protocol):
         """Remove everything under ``prefix`` (best effort)."""
         ...
 
-    def tidy(self, key: str, *, keep: Iterable[str] = (), patterns: Iterable[str] = ()
+    def owned(self, key: str) -> list[str]:
+        """The fresh data files and tile prefixes beside ``key`` that its current header
+        references and a write to ``key`` made (:mod:`.ownership`): what a rewrite removes
+        once its new header is in place. Called before the new header is committed."""
+        ...
+
+    def tidy(self, key: str, *, keep: Iterable[str] = (), owned: Iterable[str] = ()
              ) -> list[str]:
-        """After ``key``'s new header is in place (or before a write, without ``patterns``):
-        remove what earlier writes of ``key`` left beside it: objects whose names match
-        ``patterns`` (fresh tile prefixes and data files no header names any more), except
-        the keys in ``keep``; a local store also removes ``key``'s temporary files. Best
-        effort; returns what was removed."""
+        """After ``key``'s new header is in place (or before a write, without ``owned``):
+        remove the names in ``owned`` (what :meth:`owned` returned before the header was
+        replaced), except the keys in ``keep``; a local store also removes ``key``'s
+        temporary files. Nothing else is removed, however it is named. Best effort; returns
+        what was removed."""
         ...

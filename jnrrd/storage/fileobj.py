@@ -16,8 +16,9 @@ import threading
 from collections.abc import Sequence
 from typing import IO, Any
 
-from .._platform import pread
+from .._platform import pread, pread_into
 from ..errors import DataError
+from .objects import Ready, ready
 
 __all__ = ["StreamReader", "read_at_most", "size_of", "stream_dir"]
 
@@ -54,8 +55,8 @@ class StreamReader:
             fileno = f.fileno()
         except (AttributeError, OSError, io.UnsupportedOperation):
             return
+        self._fd = fileno  # reads into a caller's buffer (read_into), and compressed tiles
         if not self._map_reads:
-            self._fd = fileno
             return
         if self.file_size:
             try:
@@ -69,7 +70,7 @@ class StreamReader:
         if self._buf is not None:
             return self._buf[start:stop]
         size = stop - start
-        if self._fd is not None:
+        if self._fd is not None and self._mm is None:
             data = pread(self._fd, size, start)  # thread-safe: no shared file position
             if len(data) != size:
                 raise DataError("file ended early")
@@ -85,6 +86,41 @@ class StreamReader:
         """The bytes ``start:stop`` for each ``(start, stop)``, in order."""
         return [self.get_range(a, b) for a, b in ranges]
 
+    def fileno(self) -> int:
+        """The stream's descriptor (``io.UnsupportedOperation`` when it has none)."""
+        if self._fd is None:
+            raise io.UnsupportedOperation("the stream has no descriptor")
+        return self._fd
+
+    def fetch_many(self, ranges: Sequence[tuple[int, int]]) -> list[Ready]:
+        """:meth:`get_range` of each range as an available answer (its error kept for
+        ``result()``): the shape of a remote reader's pending ranges."""
+        get = self.get_range
+        return [ready(get, a, b) for a, b in ranges]
+
+    def read_into(self, start: int, buf: Any) -> None:
+        """Fill ``buf`` with the bytes from ``start`` (``preadv`` when the stream has a
+        descriptor: no intermediate copy, no mapped pages left resident);
+        ``DataError("file ended early")`` when the stream is shorter."""
+        view = memoryview(buf).cast("B")
+        n, got = len(view), 0
+        if start + n > self.file_size:
+            raise DataError("file ended early")
+        if self._fd is not None:
+            if pread_into(self._fd, view, start) < n:
+                raise DataError("file ended early")
+            return
+        if self._buf is not None:
+            view[:] = self._buf[start : start + n]
+            return
+        with self._lock:  # a stream without a descriptor: seek + read
+            self._file.seek(start)
+            while got < n:
+                k = self._file.readinto(view[got:])
+                if not k:
+                    raise DataError("file ended early")
+                got += k
+
     def close(self) -> None:
         """Drop the map and close the stream when it is owned."""
         self._buf = None
@@ -96,7 +132,10 @@ class StreamReader:
                 pass
             self._mm = None
         if self._owned is not None:
-            self._owned.close()
+            try:
+                self._owned.close()
+            except BufferError:  # a BytesIO whose buffer a caller still holds a view of
+                pass
             self._owned = None
 
 

@@ -14,12 +14,13 @@ import errno
 import os
 import re
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import IO, Any
 
 from ..errors import DataError, SecurityError, where
 from ..policy import Policy
 from .fileobj import StreamReader, read_at_most
+from .objects import HeldObjects, Ready, ready
 
 __all__ = ["LocalStore", "file_version", "is_url", "open_resolved", "resolve_path"]
 
@@ -27,8 +28,9 @@ _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
-class LocalStore:
-    """The files under ``root``, each key resolved under ``policy`` before it is opened.
+class LocalStore(HeldObjects):
+    """The files under ``root``, each key resolved under ``policy`` before it is opened;
+    read through :meth:`~.objects.HeldObjects.get_ranges`.
 
     ``source`` names the file whose header named the keys, for error messages.
     """
@@ -72,14 +74,11 @@ class LocalStore:
                     raise DataError(f"{where(self.source)}tile file {path!r} changed")
             return read_at_most(f, self.policy.max_bytes if limit is None else limit)
 
-    def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]]
-                   ) -> list[bytes | memoryview]:
-        """The bytes ``start:stop`` of ``key`` for each ``(start, stop)`` (one open)."""
-        reader = self.open_reader(key, map_reads=False)
-        try:
-            return reader.get_ranges(ranges)
-        finally:
-            reader.close()
+    def _open_object(self, key: str, field: str) -> StreamReader:
+        return self.open_reader(key, map_reads=False, field=field)
+
+    def _whole(self, key: str, limit: int, field: str) -> Ready:
+        return ready(lambda: self.get(key, limit=limit, field=field))
 
     def size(self, key: str, *, field: str = "data_file") -> int:
         """The size of the regular file ``key``; ``FileNotFoundError`` when there is none."""

@@ -34,6 +34,7 @@ from ..errors import (
 )
 from ..policy import Policy
 from .keys import check_object_url, confine_key
+from .objects import HeldObjects
 from .remote_fetch import Answer, Fetcher, plan_requests
 from .validators import Validator, warn_unversioned
 
@@ -82,6 +83,13 @@ def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple
             "az://)") from None
     except ValueError as exc:
         raise UnsupportedError(f"{url}: {exc}") from None
+
+
+def strip_protocol(url: str) -> str:
+    """A URL's path as its fsspec filesystem names it (fsspec's public ``strip_protocol``)."""
+    from fsspec.core import strip_protocol as strip
+
+    return str(strip(url))
 
 
 def split_url(url: str, *, name_url: str | None = None) -> tuple[str, str]:
@@ -156,9 +164,19 @@ class RemoteReader:
         """The bytes of each ``(start, stop)``, fetched concurrently, in order."""
         return [f.result() for f in self.fetch_many(ranges)]
 
+    def read_into(self, start: int, buf: Any) -> None:
+        """Fill ``buf`` with the bytes from ``start``: pieces of at least 4 MiB fetched
+        concurrently, each copied in as it arrives."""
+        view = memoryview(buf).cast("B")
+        n = len(view)
+        piece = max(4 << 20, -(-n // 16))
+        spans = [(a, min(a + piece, start + n)) for a in range(start, start + n, piece)]
+        for (a, b), part in zip(spans, self.fetch_many(spans), strict=True):
+            view[a - start : b - start] = part.result()
+
     def fetch_many(self, ranges: Sequence[tuple[int, int]]) -> list[Slice]:
         """One pending :class:`Slice` per ``(start, stop)``: the ranges merged into few
-        requests (gap ``policy.coalesce_gap``), all started now."""
+        requests (gap ``policy.io.coalesce_gap``), all started now."""
         out: list[Slice | None] = [None] * len(ranges)
         todo: list[int] = []
         for i, (a, b) in enumerate(ranges):
@@ -169,8 +187,8 @@ class RemoteReader:
             else:
                 todo.append(i)
         policy = self.fetcher.policy
-        plan = plan_requests([ranges[i] for i in todo], gap=policy.coalesce_gap,
-                             concurrency=policy.request_concurrency)
+        plan = plan_requests([ranges[i] for i in todo], gap=policy.io.coalesce_gap,
+                             concurrency=policy.io.request_concurrency)
         for piece in plan:
             # each range's future resolves as soon as its bytes arrive: decoding the first
             # tiles of a request overlaps the transfer of the rest
@@ -230,6 +248,18 @@ def gone_is_changed(url: str) -> Iterator[None]:
                         "replaced); open it again") from None
 
 
+class Whole:
+    """A whole object on its way (at most the limit asked for); :meth:`result` waits."""
+
+    rank = 0
+
+    def __init__(self, fetcher: Fetcher, future: Future[Answer], url: str) -> None:
+        self.fetcher, self.future, self.url = fetcher, future, url
+
+    def result(self) -> bytes | bytearray:
+        return self.fetcher.wait(self.future, self.url, 0, None).data
+
+
 class Slice:
     """The bytes of one range: a slice of an available block, or a pending range;
     ``rank``: its place in its request (0: first to arrive)."""
@@ -258,9 +288,10 @@ def version_of(info: dict[str, Any]) -> Hashable:
     return ("size", info.get("size"))
 
 
-class RemoteStore:
+class RemoteStore(HeldObjects):
     """The objects under ``root`` (a directory URL's fsspec path) on ``fs``; keys a header
-    names are confined under ``policy``."""
+    names are confined under ``policy``; read through
+    :meth:`~.objects.HeldObjects.get_ranges`."""
 
     remote = True
 
@@ -268,6 +299,10 @@ class RemoteStore:
                  fetcher: Fetcher | None = None) -> None:
         self.fs, self.root, self.policy, self.source = fs, root.rstrip("/"), policy, source
         self.fetcher = fetcher or Fetcher(fs, policy)
+
+    def strip(self, path: str) -> str:
+        """An fsspec path or URL as the filesystem's path (its protocol stripped)."""
+        return strip_protocol(path if _URL.match(path) else self.url(path))
 
     def url(self, path: str) -> str:
         """The URL of an fsspec path (for messages)."""
@@ -309,10 +344,14 @@ class RemoteStore:
         limit = self.policy.max_bytes if limit is None else limit
         return self.fetcher.get(path, 0, limit, url=self.url(path), exact=False).data
 
-    def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]]
-                   ) -> list[bytes | memoryview]:
-        """The bytes ``start:stop`` of ``key`` for each ``(start, stop)``, concurrently."""
-        return list(self.open_reader(key).get_ranges(ranges))
+    def _open_object(self, key: str, field: str) -> RemoteReader:
+        return self.open_reader(key, field=field)
+
+    def _whole(self, key: str, limit: int, field: str) -> Whole:
+        path = self.path(key, field=field)
+        url = self.url(path)
+        return Whole(self.fetcher, self.fetcher.submit(path, 0, limit, url=url, exact=False),
+                     url)
 
     def size(self, key: str, *, field: str = "data_file") -> int:
         """The object's size; ``FileNotFoundError`` when it is absent."""
@@ -357,9 +396,9 @@ class RemoteStore:
             return
         except Exception as exc:  # a listing that fails, named
             raise RemoteError(f"{self.url(base)}: listing failed: {exc}") from None
-        root = self.fs._strip_protocol(self.root).rstrip("/") + "/"
+        root = self.strip(self.root).rstrip("/") + "/"
         for p in found:
-            p = self.fs._strip_protocol(p)
+            p = self.strip(p)
             if p.startswith(root):
                 yield p[len(root):]
 

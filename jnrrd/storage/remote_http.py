@@ -1,5 +1,6 @@
 """One HTTP range request, checked: what :class:`~.remote_fetch.Fetcher` sends to
-``http(s)://`` objects (on fsspec's aiohttp session, with the filesystem's request options).
+``http(s)://`` objects (on an aiohttp session of :mod:`.aio`, with the request options of the
+caller's ``storage_options``).
 
 Every request asks for one byte range with ``Accept-Encoding: identity`` (byte offsets are the
 object's own) and, once the object's version is known, with the conditions of its
@@ -20,9 +21,9 @@ checked before a byte of its body is used:
 - a 200 (the server ignored ``Range``) is accepted only from byte 0 and only when the whole
   object fits the request; otherwise the error says what to do.
 
-Timeouts: ``policy.connect_timeout`` to connect, ``policy.read_timeout`` of silence while
+Timeouts: ``policy.io.connect_timeout`` to connect, ``policy.io.read_timeout`` of silence while
 waiting for the answer or its next bytes (aiohttp's ``sock_connect`` / ``sock_read``); the
-caller bounds the whole request by ``policy.request_timeout``. A timeout is not retried.
+caller bounds the whole request by ``policy.io.request_timeout``. A timeout is not retried.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from urllib.parse import urljoin, urlsplit
 
 from ..errors import DataError, JnrrdError, ObjectNotFoundError, RemoteError, SecurityError
 from ..policy import Policy
+from .aio import HttpClient
 from .bodies import Answer, LongBody, Retry, ShortBody, Sink, read_at_most, read_exact
 from .validators import Validator
 
@@ -60,16 +62,16 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-async def http_get(fs: Any, url: str, start: int, stop: int, *, policy: Policy,
+async def http_get(client: HttpClient, url: str, start: int, stop: int, *, policy: Policy,
                    expect: Validator | None = None, sink: Sink | None = None,
                    head: bool = False) -> Answer:
-    """Bytes ``start:stop`` of ``url`` (fewer at the object's end), checked as the module
-    says. ``head``: only the answer's metadata is wanted (the body is not read; a 200's
-    size is its ``Content-Length``)."""
+    """Bytes ``start:stop`` of ``url`` (fewer at the object's end) on ``client``'s session,
+    checked as the module says. ``head``: only the answer's metadata is wanted (the body is
+    not read; a 200's size is its ``Content-Length``)."""
     import aiohttp
 
-    session = await fs.set_session()
-    kw = dict(fs.kwargs)
+    session = await client.session()
+    kw = dict(client.request_kwargs)
     headers = dict(kw.pop("headers", None) or {})
     for name in ("allow_redirects", "timeout", "auto_decompress"):
         kw.pop(name, None)
@@ -77,14 +79,14 @@ async def http_get(fs: Any, url: str, start: int, stop: int, *, policy: Policy,
     headers["Accept-Encoding"] = "identity"  # byte offsets of the object, not of a gzip
     if expect is not None:
         headers.update(expect.conditions())
-    timeout = aiohttp.ClientTimeout(total=None, sock_connect=policy.connect_timeout,
-                                    sock_read=policy.read_timeout)
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=policy.io.connect_timeout,
+                                    sock_read=policy.io.read_timeout)
     target = url
     try:
         for _ in range(MAX_REDIRECTS + 1):
             # auto_decompress=False: an encoded answer is refused, never decoded (decoding a
             # hostile gzip body in the client would cost memory and, once, crashed it)
-            async with session.get(fs.encode_url(target), headers=headers, timeout=timeout,
+            async with session.get(client.url(target), headers=headers, timeout=timeout,
                                    allow_redirects=False, auto_decompress=False, **kw) as r:
                 if r.status in _REDIRECTS:
                     target = _redirect(r, url, target, policy)
@@ -109,10 +111,10 @@ def _failure(exc: Exception, url: str, start: int, stop: int, policy: Policy) ->
     connect = getattr(aiohttp, "ConnectionTimeoutError", ())
     if isinstance(exc, connect) or (isinstance(exc, aiohttp.ClientConnectorError)
                                     and isinstance(exc.os_error, TimeoutError)):
-        return RemoteError(f"{where}: no connection within {policy.connect_timeout:g} s "
+        return RemoteError(f"{where}: no connection within {policy.io.connect_timeout:g} s "
                            "(connect_timeout)")
     if isinstance(exc, TimeoutError):
-        return RemoteError(f"{where}: the server sent nothing for {policy.read_timeout:g} s "
+        return RemoteError(f"{where}: the server sent nothing for {policy.io.read_timeout:g} s "
                            "(read_timeout)")
     if isinstance(exc, (TypeError, ValueError, aiohttp.InvalidURL)):
         return RemoteError(f"{where}: {describe(exc)}")

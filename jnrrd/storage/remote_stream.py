@@ -28,17 +28,17 @@ _GROWTH = 4
 
 
 class RemoteStream(io.RawIOBase):
-    """Read-only, seekable view of a :class:`RemoteReader` (closed with it)."""
+    """Read-only, seekable view of the object ``key`` of ``store``, held by the store while
+    the stream is open (``reader``: its already opened :class:`RemoteReader`); every byte
+    beyond the first block comes through the store's ``get_ranges``."""
 
-    def __init__(self, reader: RemoteReader) -> None:
+    def __init__(self, store: RemoteStore, key: str, reader: RemoteReader | None = None,
+                 *, field: str = "data_file") -> None:
         super().__init__()
-        self.reader = reader
-        self.name = reader.url
+        self.store, self.key = store, key
+        self.reader: RemoteReader = store.hold(key, reader, field=field)
+        self.name = self.reader.url
         self._pos = 0
-
-    def range_reader(self) -> RemoteReader:
-        """The reader behind this stream (tile sources read their byte ranges from it)."""
-        return self.reader
 
     # -- io.RawIOBase -----------------------------------------------------------------------
     def readable(self) -> bool:
@@ -110,14 +110,15 @@ class RemoteStream(io.RawIOBase):
             out[:got] = head[start:]
         piece = max(_DIRECT, -(-(stop - start - got) // 16))
         ranges = [(a, min(a + piece, stop)) for a in range(start + got, stop, piece)]
-        for (a, b2), part in zip(ranges, self.reader.fetch_many(ranges), strict=True):
+        parts = self.store.get_ranges(self.key, ranges, wait=False)
+        for (a, b2), part in zip(ranges, parts, strict=True):
             out[a - start : b2 - start] = part.result()
         self._pos = stop
         return stop - start
 
     def close(self) -> None:
         if not self.closed:
-            self.reader.close()
+            self.store.release(self.key)
         super().close()
 
     # -- the head ---------------------------------------------------------------------------
@@ -130,8 +131,11 @@ class RemoteStream(io.RawIOBase):
             return
         step = max(held * _GROWTH, held + (64 << 10))
         # a line searched for ends somewhere before ``stop``: grow towards it in steps
-        want = min(stop, step) if grow else max(stop, min(_MAX_HEAD, step))
-        reader.grow_head(want)
+        want = min(reader.file_size,
+                   min(stop, step) if grow else max(stop, min(_MAX_HEAD, step)))
+        if want > held:
+            more = self.store.get_ranges(self.key, [(held, want)])[0]
+            reader.head = bytes(reader.head) + bytes(more)
 
     def _take(self, stop: int) -> bytes:
         data = bytes(self.reader.head[self._pos : stop])
@@ -140,11 +144,12 @@ class RemoteStream(io.RawIOBase):
 
 
 def opener_of(store: RemoteStore) -> Callable[[str, str], RemoteStream]:
-    """A policy ``opener`` for the URLs :meth:`RemoteStore.path` names (detached data)."""
+    """A policy ``opener`` for the URLs :meth:`RemoteStore.path` names (detached data): each
+    held by ``store`` under its path while its stream is open."""
 
     def open_url(url: str, mode: str = "rb") -> RemoteStream:
         if mode != "rb":
             raise UnsupportedError(f"{url}: remote data files are read-only here")
-        return RemoteStream(RemoteReader(store.fetcher, url, store.url(url)))
+        return RemoteStream(store, url, RemoteReader(store.fetcher, url, store.url(url)))
 
     return open_url

@@ -96,7 +96,7 @@ def _resolve_url(url: str, policy: Policy, storage_options: dict[str, Any] | Non
     fs, path = filesystem(url, storage_options)
     root, key = split_url(path, name_url=url)
     store = RemoteStore(fs, root, policy, source=url)
-    stream = RemoteStream(RemoteReader(store.fetcher, path, url))
+    stream = RemoteStream(store, key, RemoteReader(store.fetcher, path, url))
     return Opened(cast(IO[bytes], stream), store, key, None, url, True)
 
 

@@ -276,7 +276,8 @@ def _levels(header: Mapping[str, Any], p: str, pre: str, ndim: int, shape0: tupl
     scales = [expand_scale(s, ndim, axes, field=p + "level_scales", prefix=pre)
               for s in (scales_v or [1])]
     if any(s != 1 for s in scales[0]):
-        raise HeaderError(f"{pre}{p}level_scales: level 0 must have scale 1, found {scales_v[0]!r}")
+        first = (scales_v or [1])[0]
+        raise HeaderError(f"{pre}{p}level_scales: level 0 must have scale 1, found {first!r}")
     lts = header.get(p + "level_tile_sizes")
     if lts is not None:
         tiles = level_tile_sizes(lts, n, tile, p, pre)

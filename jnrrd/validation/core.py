@@ -179,8 +179,7 @@ def _remote_sizes(store: Any, urls: list[str]) -> list[int | None]:
     from .._threads import ordered_map
 
     def size(url: str) -> int | None:
-        path = store.fs._strip_protocol(url) if "://" in url and not store.fetcher.http \
-            else url
+        path = store.strip(url) if "://" in url and not store.fetcher.http else url
         try:
             info = store.fetcher.info(path, url=url)
         except FileNotFoundError:
@@ -189,5 +188,5 @@ def _remote_sizes(store: Any, urls: list[str]) -> list[int | None]:
             return None
         return int(info["size"])
 
-    workers = max(1, min(len(urls), store.policy.request_concurrency, 16))
+    workers = max(1, min(len(urls), store.policy.io.request_concurrency, 16))
     return list(ordered_map(size, urls, workers=workers, name="jnrrd-validate"))

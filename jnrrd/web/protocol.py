@@ -25,9 +25,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["ALLOWED_METHODS", "MAX_HEADER_BYTES", "MAX_TARGET", "Refusal", "check_cors",
-           "check_request", "cors_headers", "etag_matches", "http_date", "if_range_allows",
-           "loopback_hosts", "not_modified", "parse_range", "preflight_headers", "request_path"]
+from ..errors import AddressError
+
+__all__ = ["ALLOWED_METHODS", "MAX_HEADER_BYTES", "MAX_TARGET", "REQUEST_LOG_SIZE", "Refusal",
+           "address_error", "check_cors", "check_request", "cors_headers", "etag_matches",
+           "http_date", "if_range_allows", "is_wildcard", "loopback_hosts", "not_modified",
+           "parse_range", "preflight_headers", "redact", "request_path", "url_host",
+           "without_query"]
 
 #: the longest request target accepted (chunk keys are far shorter)
 MAX_TARGET = 2048
@@ -37,11 +41,32 @@ ALLOWED_METHODS = ("GET", "HEAD", "OPTIONS")
 #: headers that must not repeat
 _SINGLE = ("host", "range", "if-range", "if-none-match", "if-modified-since", "origin")
 _PRINTABLE = re.compile(r"[\x21-\x7e]+")
-_RANGE = re.compile(r"bytes=([0-9]{0,19})-([0-9]{0,19})")
+#: a range's numbers: any end past the body is clamped (RFC 9110 §14.1.1); more digits than
+#: this is a malformed range (ignored)
+_RANGE = re.compile(r"bytes=([0-9]{0,64})-([0-9]{0,64})")
 _ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?|https?://\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?")
 #: request headers a cross-origin page may send (the preflight's answer)
 _CORS_REQUEST_HEADERS = "Range, If-None-Match, If-Modified-Since, If-Range"
 _CORS_EXPOSE = "Content-Range, Content-Length, Accept-Ranges, ETag, Last-Modified"
+
+
+#: the answered requests :attr:`~jnrrd.web.WebServer.requests` keeps by default (the newest)
+REQUEST_LOG_SIZE = 10_000
+#: a URL: scheme, credentials, the rest up to the query, the query and fragment
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)([^\s/?#@]*@)?([^\s?#]*)([?#]\S*)?")
+
+
+def redact(text: str) -> str:
+    """``text`` with every URL's credentials (``user:password@``) removed and its query and
+    fragment (a signed URL's signature, a token) replaced by ``?…``: what the server shows
+    its clients (names, error messages) never carries them."""
+    return _URL.sub(lambda m: m.group(1) + m.group(3) + ("?…" if m.group(4) else ""), text)
+
+
+def without_query(text: str) -> str:
+    """``text`` with every URL's credentials, query and fragment removed (a file name)."""
+    return _URL.sub(lambda m: m.group(1) + m.group(3), text)
+
 
 
 class Refusal(Exception):
@@ -168,14 +193,14 @@ def http_date(timestamp: float) -> str:
     return email.utils.formatdate(timestamp, usegmt=True)
 
 
-def check_cors(origins: Sequence[str]) -> tuple[str, ...]:
-    """The ``--cors`` values checked: ``*`` or ``scheme://host[:port]`` origins
-    (``ValueError`` otherwise)."""
+def check_cors(origins: Sequence[str], name: str = "cors") -> tuple[str, ...]:
+    """The ``cors`` values checked: ``*`` or ``scheme://host[:port]`` origins
+    (``ValueError`` otherwise, naming the option as ``name``)."""
     out = []
     for o in origins:
         o = o.strip().rstrip("/")
         if o != "*" and not _ORIGIN.fullmatch(o):
-            raise ValueError(f"--cors {o!r}: expected '*' or an origin such as "
+            raise ValueError(f"{name} {o!r}: expected '*' or an origin such as "
                              "https://neuroglancer-demo.appspot.com")
         out.append(o)
     return tuple(out)
@@ -193,14 +218,13 @@ def _allowed(origin: str | None, allowed: Sequence[str]) -> str | None:
 def cors_headers(headers: Mapping[str, str] | Any, allowed: Sequence[str]
                  ) -> list[tuple[str, str]]:
     """The CORS response headers of a simple request (none when the origin is not allowed)."""
+    # with named origins, every answer depends on Origin (a shared cache keeps them apart)
+    vary = [("Vary", "Origin")] if allowed and "*" not in allowed else []
     value = _allowed(headers.get("origin"), allowed)
     if value is None:
-        return []
-    out = [("Access-Control-Allow-Origin", value),
-           ("Access-Control-Expose-Headers", _CORS_EXPOSE)]
-    if value != "*":
-        out.append(("Vary", "Origin"))
-    return out
+        return vary
+    return [("Access-Control-Allow-Origin", value),
+            ("Access-Control-Expose-Headers", _CORS_EXPOSE), *vary]
 
 
 def preflight_headers(headers: Any, allowed: Sequence[str]) -> list[tuple[str, str]]:
@@ -208,11 +232,48 @@ def preflight_headers(headers: Any, allowed: Sequence[str]) -> list[tuple[str, s
     Chrome's private network access check included (a public page reading a loopback
     server asks for it)."""
     out = cors_headers(headers, allowed)
-    if not out:
-        return []
+    if not any(k == "Access-Control-Allow-Origin" for k, _ in out):
+        return out
     out += [("Access-Control-Allow-Methods", ", ".join(ALLOWED_METHODS)),
             ("Access-Control-Allow-Headers", _CORS_REQUEST_HEADERS),
             ("Access-Control-Max-Age", "600")]
     if (headers.get("access-control-request-private-network") or "").lower() == "true":
         out.append(("Access-Control-Allow-Private-Network", "true"))
     return out
+
+
+def is_wildcard(host: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+
+
+def url_host(host: str) -> str:
+    """The host part of a URL that reaches a server listening on ``host``: a wildcard
+    address (``0.0.0.0``, ``::``) becomes this machine's loopback address, an IPv6 address
+    gets its brackets."""
+    if is_wildcard(host):
+        return "[::1]" if ":" in host else "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
+
+
+def address_error(e: OSError, host: str, port: int) -> AddressError:
+    """A bind failure in words (``[Errno 98]`` means nothing to most users)."""
+    import errno
+    import socket
+
+    where = f"{url_host(host)}:{port}"
+    if e.errno in (errno.EADDRINUSE, getattr(errno, "WSAEADDRINUSE", -1)):
+        return AddressError(f"cannot listen on {where}: port {port} is already in use "
+                            "(choose another port, or port 0 (--port 0) for a free one)")
+    if e.errno in (errno.EACCES, getattr(errno, "WSAEACCES", -1)):
+        return AddressError(f"cannot listen on {where}: port {port} needs privileges here "
+                            "(choose a port above 1023, or port 0 (--port 0) for a free one)")
+    if isinstance(e, socket.gaierror) or e.errno in (
+            errno.EADDRNOTAVAIL, getattr(errno, "WSAEADDRNOTAVAIL", -1)):
+        return AddressError(f"cannot listen on host {host!r}: not an address of this machine "
+                            "(127.0.0.1 for this machine only, 0.0.0.0 for all its addresses)")
+    return AddressError(f"cannot listen on {where}: {e.strerror or e}")

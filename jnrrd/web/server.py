@@ -28,14 +28,16 @@ from .. import _platform
 from .._threads import start_daemon
 from ..errors import JnrrdError, RemoteError
 from . import protocol as hp
+from .protocol import REQUEST_LOG_SIZE
 from .store import ZarrStore
 
-__all__ = ["IDLE_TIMEOUT", "MAX_CONNECTIONS", "Request", "WebServer"]
+__all__ = ["IDLE_TIMEOUT", "MAX_CONNECTIONS", "REQUEST_LOG_SIZE", "Request", "WebServer"]
 
 MAX_CONNECTIONS = 64
 IDLE_TIMEOUT = 30.0
-#: requests kept in :attr:`WebServer.requests`
-_LOG_SIZE = 100_000
+#: a refused request's body is read (and dropped) up to this size, so that closing the
+#: connection does not reset it before the client has read the answer
+_DRAIN_BYTES = 65536
 _SSE_KEEPALIVE = 15.0
 
 
@@ -71,13 +73,28 @@ class _Handler(BaseHTTPRequestHandler):
     #: errors on a request line without a version still get a status line (no HTTP/0.9)
     default_request_version = "HTTP/1.0"
 
+    #: the request target as sent (``self.path`` has a leading ``//`` collapsed)
+    target = ""
+
     def parse_request(self) -> bool:
         if not super().parse_request():
             return False
-        if len(self.requestline.split()) != 3:  # "GET /path": an HTTP/0.9 request
+        words = self.requestline.split()
+        if len(words) != 3:  # "GET /path": an HTTP/0.9 request
             self.send_error(400, "Bad request line: expected METHOD TARGET HTTP/1.x")
             return False
+        self.target = words[1]
         return True
+
+    def version_string(self) -> str:
+        return self.server_version
+
+    def __getattr__(self, name: str) -> Any:
+        # every method but GET, HEAD and OPTIONS (TRACE, PROPFIND, ...) is a 405, not the
+        # standard library's 501 page
+        if name.startswith("do_"):
+            return self._read_only
+        raise AttributeError(name)
 
     def setup(self) -> None:
         super().setup()
@@ -137,7 +154,8 @@ class WebServer:
     """A running read-only server of one :class:`ZarrStore` (see the module docstring).
 
     ``url`` is the store's root URL, ``viewer_url`` the neuroglancer page (``None`` without a
-    viewer). ``requests`` lists the answered requests; ``on_request`` is called with each
+    viewer). ``requests`` lists the answered requests (the last ``keep_requests``, 0 for
+    none); ``on_request`` is called with each
     :class:`Request` and ``on_error`` with each failure message (default: nothing).
     :meth:`close` stops it (also on leaving a ``with`` block).
     """
@@ -145,7 +163,8 @@ class WebServer:
     def __init__(self, store: ZarrStore, *, host: str = "127.0.0.1", port: int = 0,
                  cors: Sequence[str] = (), viewer: Any = None, last_modified: float,
                  token: str, on_request: Callable[[Request], None] | None = None,
-                 on_error: Callable[[str], None] | None = None) -> None:
+                 on_error: Callable[[str], None] | None = None,
+                 keep_requests: int = REQUEST_LOG_SIZE) -> None:
         self.store = store
         self.cors = hp.check_cors(cors)
         self.viewer = viewer
@@ -153,20 +172,25 @@ class WebServer:
         self._token = token
         self.on_request = on_request
         self.on_error = on_error
-        self._log: collections.deque[Request] = collections.deque(maxlen=_LOG_SIZE)
+        self._log: collections.deque[Request] = collections.deque(maxlen=max(0, keep_requests))
         self._lock = threading.Lock()
         self._sockets: set[Any] = set()
         self._stop = threading.Event()
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         server_class = type("_Bound", (_HTTPServer,), {"address_family": family})
-        self._httpd = server_class((host, port), _Handler)  # binds now: errors raise here
+        try:
+            self._httpd = server_class((host, port), _Handler)  # binds now
+        except OSError as e:
+            raise hp.address_error(e, host, port) from None
         self._httpd.owner = self
         self.host = host
         self.port = int(self._httpd.server_address[1])
         self.loopback = _is_loopback(host)
         self._hosts = hp.loopback_hosts(self.port) if self.loopback else None
-        shown = f"[{host}]" if ":" in host else host
-        self.url = f"http://{shown}:{self.port}/"
+        #: listening on every address of this machine (``0.0.0.0``, ``::``): the URL then
+        #: names 127.0.0.1 (or ``[::1]``), which works from here
+        self.all_addresses = hp.is_wildcard(host)
+        self.url = f"http://{hp.url_host(host)}:{self.port}/"
         self.viewer_url = self.url + viewer.entry if viewer is not None else None
         self._thread = start_daemon(self._httpd.serve_forever, 0.1, name="jnrrd-web-server")
 
@@ -223,7 +247,8 @@ class WebServer:
     # -- the log --------------------------------------------------------------------------
     @property
     def requests(self) -> list[Request]:
-        """The answered requests, oldest first (the last 100 000)."""
+        """The answered requests, oldest first (the last ``keep_requests``, by default
+        :data:`REQUEST_LOG_SIZE`)."""
         with self._lock:
             return list(self._log)
 
@@ -243,7 +268,7 @@ class WebServer:
         """Answer one parsed request on handler ``h``."""
         rng = h.headers.get("range")
         try:
-            path = hp.request_path(h.path)
+            path = hp.request_path(h.target)
             hp.check_request(h.headers, hosts=self._hosts)
             if method not in hp.ALLOWED_METHODS:
                 raise hp.Refusal(405, "read-only server: GET, HEAD and OPTIONS only")
@@ -256,15 +281,24 @@ class WebServer:
             ans = _text(r.status, r.reason, extra)
             h.close_connection = True
         except (JnrrdError, OSError) as e:
-            ans = self._failure(h.path, e)
+            ans = self._failure(h.target, e)
         except Exception as e:  # a bug: still an answer, and a report, never a dropped line
-            ans = self._failure(h.path, e, internal=True)
+            ans = self._failure(h.target, e, internal=True)
         self._send(h, method, ans, rng)
+        if h.close_connection:
+            _drain(h)
 
     def _route(self, h: _Handler, method: str, path: str) -> _Answer:
         if method == "OPTIONS":
             pre = hp.preflight_headers(h.headers, self.cors)
             return _Answer(204, b"", [("Allow", ", ".join(hp.ALLOWED_METHODS)), *pre])
+        if path == "/":
+            body = self._index_page()
+            return _Answer(200, body, [("Content-Type", "text/html; charset=utf-8"),
+                                       ("Content-Security-Policy", "default-src 'none'"),
+                                       ("ETag", _etag(body)), *self._validators()])
+        if path == "/favicon.ico":  # browsers ask for it: no icon, and no error to log
+            return _Answer(204, b"", [("Cache-Control", "max-age=86400")])
         if self.viewer is not None:
             target = self.viewer.redirect(path)
             if target is not None:
@@ -293,13 +327,31 @@ class WebServer:
         return _Answer(200, data, [("Content-Type", "application/octet-stream"),
                                    ("ETag", etag), *self._validators()], stored)
 
+    def _index_page(self) -> bytes:
+        """The root's page: what this is, and where to go (the printed URL is the root)."""
+        import html
+
+        name = html.escape(self.store.name)
+        levels = ", ".join(f'<a href="{a.level}/zarr.json">{a.level}</a>'
+                           for a in self.store.arrays)
+        view = ('<p>The neuroglancer viewer: <a href="view">view</a>.</p>\n'
+                if self.viewer is not None else "")
+        return (
+            f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{name} (jnrrd)"
+            f"</title></head><body>\n<h1>{name}</h1>\n<p>A read-only Zarr v3 group with "
+            f'OME-Zarr 0.5 metadata, served by jnrrd: <a href="zarr.json">zarr.json</a>; '
+            f"the levels' arrays: {levels}.</p>\n{view}<p>Read it with a Zarr reader, e.g. "
+            "<code>zarr.open_group(url, mode=\"r\")</code> with this page's URL.</p>\n"
+            "</body></html>\n").encode()
+
     def _validators(self) -> list[tuple[str, str]]:
         return [("Last-Modified", hp.http_date(self.last_modified)),
                 ("Cache-Control", "no-cache")]
 
     def _failure(self, target: str, e: BaseException, internal: bool = False) -> _Answer:
         status = 502 if isinstance(e, RemoteError) else 500
-        message = " ".join(str(e).split()) or type(e).__name__
+        # a URL's query (a signed URL's signature, a token) and credentials stay here
+        message = hp.redact(" ".join(str(e).split())) or type(e).__name__
         if internal:
             message = f"internal error ({type(e).__name__}: {message})"
         if self.on_error is not None:
@@ -328,19 +380,20 @@ class WebServer:
                 headers.append(("Content-Range", f"bytes {start}-{stop - 1}/{len(ans.body)}"))
         if method != "OPTIONS":
             headers += hp.cors_headers(h.headers, self.cors)
+        send = method != "HEAD" and status not in (204, 304) and bool(body)
+        # recorded before the answer goes out: a client holding its answer finds it in the log
+        self._record(Request(method[:16], h.target[:hp.MAX_TARGET], status,
+                             len(body) if send else 0, rng,
+                             ans.stored and status in (200, 206)))
         h.send_response(status)
         for k, v in headers:
             h.send_header(k, v)
         h.send_header("X-Content-Type-Options", "nosniff")
-        if status != 304:
+        if status not in (204, 304):
             h.send_header("Content-Length", str(len(body)))
         if h.close_connection:
             h.send_header("Connection", "close")
         h.end_headers()
-        send = method == "GET" and status not in (204, 304) and bool(body)
-        # recorded before the body goes out: a client holding its answer finds it in the log
-        self._record(Request(method, h.path[:hp.MAX_TARGET], status, len(body) if send else 0,
-                             rng, ans.stored and status in (200, 206)))
         if send:
             try:
                 h.wfile.write(body)
@@ -363,6 +416,31 @@ class WebServer:
                 h.wfile.write(b": keep-alive\n\n")
         except OSError:
             pass
+
+
+def _drain(h: _Handler) -> None:
+    """Read what is left of a refused request's body (at most :data:`_DRAIN_BYTES`, for at
+    most a second) before the connection closes: closing a socket with unread bytes resets
+    it, and the client could lose the answer."""
+    import time
+
+    try:
+        length = int(h.headers.get("content-length") or 0)
+    except ValueError:
+        length = 0
+    if h.headers.get("transfer-encoding") is not None:
+        length = _DRAIN_BYTES
+    length = min(max(length, 0), _DRAIN_BYTES)
+    deadline = time.monotonic() + 1.0
+    try:
+        while length > 0 and time.monotonic() < deadline:
+            h.connection.settimeout(max(0.01, deadline - time.monotonic()))
+            data = h.rfile.read1(min(length, 16384))
+            if not data:
+                break
+            length -= len(data)
+    except OSError:
+        pass
 
 
 def _text(status: int, text: str, extra: list[tuple[str, str]] | None = None) -> _Answer:

@@ -106,10 +106,14 @@ class ZarrStore:
         if vol.index_order != "F":
             raise ValueError("ZarrStore needs a volume opened with index_order='F'")
         self.vol = vol
+        #: the volume's name in the metadata and pages
+        self.name = name or "volume"
+        stored_name = str(getattr(vol.core, "type_name", np.dtype(vol.dtype).name))
         dtype = np.dtype(vol.dtype if dtype is None else dtype)
         if dtype.name not in _TYPES:
+            shown = stored_name if dtype == vol.dtype else dtype.name
             raise UnsupportedError(
-                f"{where(vol.name, 'type')}{dtype.name!r} has no Zarr v3 data type the web "
+                f"{where(vol.name, 'type')}{shown!r} has no Zarr v3 data type the web "
                 f"viewers read ({', '.join(sorted(_TYPES))})")
         self.dtype = dtype
         tiling = vol.tiling
@@ -260,6 +264,20 @@ class ZarrStore:
                         for h, c, s in zip(head, arr.chunk[:n], arr.shape[:n], strict=True))
             out[dst] = block[tuple(slice(0, d.stop - d.start) for d in dst)]
         return out
+
+
+    def centre_chunk(self, level: int = 0) -> np.ndarray | None:
+        """The voxels of ``level``'s chunk at the volume's centre (decoded through the chunk
+        cache; ``None`` when it is absent): a sample with the full resolution's variation,
+        which an averaged coarse level smooths away."""
+        arr = self.arrays[level]
+        coords = tuple((s // 2) // c for s, c in zip(arr.shape, arr.chunk, strict=True))
+        data = self.chunk(arr, coords)[0]
+        if data is None:
+            return None
+        block = self._chains[level].decode(data)
+        return block[tuple(slice(0, min(c, s - k * c)) for c, s, k in
+                           zip(arr.chunk, arr.shape, coords, strict=True))]
 
 
 class _Cache:

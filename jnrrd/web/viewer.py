@@ -58,6 +58,8 @@ _SI = {
     "second": (1.0, "s"), "minute": (60.0, "s"), "hour": (3600.0, "s"),
 }
 _SHADER = "#uicontrol invlerp normalized\nvoid main() {\n  emitGrayscale(normalized());\n}\n"
+_RGB_SHADER = ("#uicontrol invlerp normalized\nvoid main() {\n  emitRGB(vec3(normalized("
+               "getDataValue(0)), normalized(getDataValue(1)), normalized(getDataValue(2))));\n}\n")
 
 
 def dimension_names(names: Sequence[str]) -> list[str]:
@@ -87,7 +89,8 @@ def client_dir() -> Path:
             return path
     raise MissingDependencyError(
         "jnrrd view needs neuroglancer's web client, which the neuroglancer package ships: "
-        "pip install neuroglancer (jnrrd's extra jnrrd[viewer])")
+        "pip install neuroglancer (jnrrd's viewer extra; in a source checkout: "
+        "pip install -e \".[viewer]\")")
 
 
 class Viewer:
@@ -110,8 +113,11 @@ class Viewer:
         return path == f"/events/{TOKEN}"
 
     def redirect(self, path: str) -> str | None:
-        """The relative ``Location`` for a short path (``/view``), else ``None``."""
-        return self.entry if path == "/view" else None
+        """The relative ``Location`` for a short path (``/view``, the page's path without
+        its last slash), else ``None``."""
+        if path == "/view":
+            return self.entry
+        return f"{TOKEN}/" if path == "/" + self.entry.rstrip("/") else None
 
     def get(self, path: str) -> tuple[str, bytes, str] | None:
         """``(content type, body, cache-control)`` of a viewer path, else ``None``."""
@@ -154,7 +160,10 @@ def launcher_script(state: dict[str, Any], extent: Sequence[float]) -> str:
         f"  const state = {text};\n"
         f"  const extent = {json.dumps([float(e) for e in extent])};\n"
         "  const store = new URL('../../', window.location.href).href;\n"
-        "  for (const layer of state.layers) layer.source = 'zarr3://' + store;\n"
+        "  for (const layer of state.layers) {\n"
+        "    if (typeof layer.source === 'string') layer.source = 'zarr3://' + store;\n"
+        "    else layer.source.url = 'zarr3://' + store;\n"
+        "  }\n"
         # the panels' size: the window less neuroglancer's two bars, split by the layout
         f"  const w = Math.max(64, window.innerWidth / {across});\n"
         f"  const h = Math.max(64, (window.innerHeight - {_BARS}) / {down});\n"
@@ -179,43 +188,108 @@ def viewer_state(store: Any, *, name: str, layout: str = "4panel"
     scale0 = first[0]["scale"][::-1]
     trans0 = first[1]["translation"][::-1] if len(first) > 1 else [0.0] * len(axes)
     shape0 = store.arrays[0].shape
+    colour = colour_axis(store)
+    units: list[list[Any]] = []
     dims: dict[str, list[Any]] = {}
     position = []
     for d, axis in enumerate(axes):
         factor, unit = _SI.get(axis.get("unit") or "", (1.0, ""))
         step = scale0[d] if scale0[d] else 1.0
-        dims[axis["name"]] = [step * factor, unit]
+        units.append([step * factor, unit])
+        if d == colour:  # a channel dimension of the layer, not a global one
+            continue
+        dims[axis["name"]] = units[d]
         # the centre of the middle voxel (neuroglancer's voxel i spans [i, i + 1))
         position.append(trans0[d] / step + shape0[d] // 2 + 0.5)
-    shown = range(min(3, len(shape0)))
-    steps = [dims[axes[d]["name"]][0] for d in shown]
-    extent = [shape0[d] * steps[d] / min(steps) for d in shown]
-    if len(shape0) < 3 and layout not in ("xy", "3d"):
-        layout = "xy"
-    lo, hi = contrast_window(store)
+    domain = [d for d in range(len(axes)) if d != colour]
+    shown = domain[:3]
+    steps = [units[d][0] for d in shown]
+    extent = [shape0[d] * steps[i] / min(steps) for i, d in enumerate(shown)]
+    if len(shown) < 3:
+        if layout == "4panel":
+            layout = "xy"
+        elif layout not in ("xy", "3d", "xy-3d"):
+            raise ValueError(f"layout {layout!r}: the volume has {len(shown)} displayed axes; "
+                             "a 2-D image shows in xy, 3d or xy-3d")
     state = {
         "dimensions": dims,
         "position": position,
         "crossSectionScale": 1.0,
-        "projectionScale": 2.0 * max(extent),
-        "layers": [{"type": "image", "source": "", "name": name, "shader": _SHADER,
-                    "shaderControls": {"normalized": {"range": [lo, hi]}}}],
+        # the 3-D view's height in canonical voxels: the volume's diagonal, with a margin
+        "projectionScale": float(f"{_MARGIN * math.hypot(*extent):.4g}"),
+        "layers": [_layer(store, name, layout, colour, [a["name"] for a in axes], units)],
         "selectedLayer": {"layer": name},
         "layout": layout,
     }
     return state, extent
 
 
-def contrast_window(store: Any) -> tuple[float, float]:
-    """The 0.5 and 99.5 percentiles of the coarsest level's middle plane (across the first
-    two axes), the window the layer opens with."""
+def colour_axis(store: Any) -> int | None:
+    """The header axis of an RGB or RGBA colour axis (kinds ``RGB-color``, ``RGBA-color``,
+    3 or 4 values), shown in colour; ``None`` without one."""
+    from ..tiling.kinds import axis_kinds
+
+    shape = store.arrays[0].shape
+    kinds = axis_kinds(store.vol.header, len(shape))
+    found = [d for d, k in enumerate(kinds)
+             if k in ("rgb_color", "rgba_color") and shape[d] in (3, 4)]
+    return found[0] if len(found) == 1 and len(shape) >= 3 else None
+
+
+def is_labels(store: Any) -> bool:
+    """Whether the volume is a label map (``jnrrd.clinical.labels.is_label_map``) that
+    neuroglancer shows as a segmentation (an integer type)."""
+    from ..clinical.labels import is_label_map
+
+    return store.dtype.kind in "ui" and is_label_map(store.vol.header, store.vol.dtype)
+
+
+def _layer(store: Any, name: str, layout: str, colour: int | None, names: list[str],
+           units: list[list[Any]]) -> dict[str, Any]:
+    """The layer: a segmentation for a label map, an image otherwise (in colour across an
+    RGB axis; volume rendered in the ``3d`` layout, where there are no planes)."""
     import numpy as np
 
-    plane = np.asarray(store.middle_plane(), dtype=np.float64)
-    plane = plane[np.isfinite(plane)]
-    if plane.size == 0:
+    if is_labels(store):
+        return {"type": "segmentation", "source": "", "name": name}
+    lo, hi = contrast_window(store)
+    layer: dict[str, Any] = {"type": "image", "source": "", "name": name, "shader": _SHADER,
+                             "shaderControls": {"normalized": {"range": [lo, hi]}}}
+    if colour is not None:
+        # the colour axis as the layer's channel dimension (a name ending in "^"): the
+        # shader reads its values; the source's dimensions are listed in its (C) order
+        out = {(n + "^" if d == colour else n): units[d] if d != colour else [1, ""]
+               for d, n in reversed(list(enumerate(names)))}
+        layer["source"] = {"url": "", "transform": {"outputDimensions": out}}
+        layer["shader"] = _RGB_SHADER
+        if store.dtype.kind in "ui":  # colours over the type's range, not a window
+            layer["shaderControls"] = {"normalized": {"range": [0, int(np.iinfo(
+                store.dtype).max)]}}
+    if layout == "3d":
+        layer["volumeRendering"] = "on"
+    return layer
+
+
+def contrast_window(store: Any) -> tuple[float, float]:
+    """The window the layer opens with: from the lower to the upper of the 0.5th and 99.5th
+    percentiles of two samples, the coarsest level's middle plane (across the first two axes:
+    the whole volume's range) and level 0's chunk at the centre (the full resolution's
+    variation, which averaging into coarser levels narrows: noise would saturate)."""
+    import numpy as np
+
+    lows, highs = [], []
+    for sample in (store.middle_plane(), store.centre_chunk(0)):
+        if sample is None:
+            continue
+        values = np.asarray(sample, dtype=np.float64).ravel()
+        values = values[np.isfinite(values)]
+        if values.size:
+            lo_, hi_ = np.percentile(values, [0.5, 99.5])
+            lows.append(float(lo_))
+            highs.append(float(hi_))
+    if not lows:
         return 0.0, 1.0
-    lo, hi = (float(v) for v in np.percentile(plane, [0.5, 99.5]))
+    lo, hi = min(lows), max(highs)
     if not hi > lo:
         hi = lo + 1.0
     return _round(lo), _round(hi)
