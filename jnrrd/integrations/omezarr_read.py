@@ -38,7 +38,7 @@ from .zarr_read import check_levels, open_group
 __all__ = ["FOrderArray", "OmeZarrSource"]
 
 _KIND = {"space": "space", "time": "time", "channel": "list"}
-_MAX_AXES = 16  # JNRRD's (digest 1.6)
+_MAX_AXES = 16  # JNRRD's (docs/format.md#core-fields)
 #: NGFF ``multiscales[].type`` values (ome-zarr-py, skimage names) → a jnrrd method
 _METHOD = {"mean": "average", "local_mean": "average", "average": "average"}
 #: fields of the ``jnrrd`` attribute the writer computes or that located the source's bytes

@@ -110,7 +110,8 @@ def write_nrrd(path: Any, data: Any, header: Mapping[str, Any] | None = None, *,
 
 def _write_files(store: Any, key: str, path: str, out: dict[str, Any], core: CoreFields,
                  chunks: Any, enc: str, detached: bool) -> None:
-    """The header (and data) through the target's write store, atomically (§1.2)."""
+    """The header (and data) through the target's write store, atomically
+    (docs/format.md#atomic-writes)."""
     previous = store.owned(key)  # what the header this write replaces references
     if not detached:
         with store.stage(key) as f:

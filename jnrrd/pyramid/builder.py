@@ -231,7 +231,7 @@ class PyramidBuilder:
         return out
 
     def quality(self) -> list[dict[str, float | None]]:
-        """Per level (in ``scales`` order): ``{"rmse", "psnr"}`` (CONVENTIONS §1.2)."""
+        """Per level (in ``scales`` order): ``{"rmse", "psnr"}`` (docs/format.md#level-quality)."""
         accumulators = [lv.quality for lv in self._levels if lv.quality is not None]
         if len(accumulators) < len(self._levels):
             raise HeaderError(f"{where(None, 'quality')}the builder was made with quality=False")

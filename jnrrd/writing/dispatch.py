@@ -195,7 +195,7 @@ def _file_header(data: Any, header: Mapping[str, Any] | None, index_order: str
     if not src.shape:
         raise UnsupportedError("cannot write a 0-dimensional array; reshape it to (1,)")
     if 0 in src.shape or len(src.shape) > 16:
-        # digest 1.6: every size ≥ 1 and dimension 1..16 (the reader refuses anything else)
+        # docs/format.md#core-fields: sizes ≥ 1, dimension 1..16 (the reader refuses anything else)
         raise UnsupportedError(f"cannot write shape {tuple(data.shape)}: JNRRD needs 1 to 16 "
                                "axes, each of size ≥ 1")
     if "space" in out:
