@@ -20,16 +20,17 @@ _EDITING = ("stale_after", "durable", "dirty_bytes")
 def open(source: Any, *, mode: str = "r", index_order: str = "F", missing: str = "error",
          cache_bytes: int | None = None, threads: int | None = None,
          storage_options: dict[str, Any] | None = None, policy: Policy | None = None,
-         io: IOSettings | None = None, **options: Any) -> Volume:
+         io: IOSettings | None = None, **policy_options: Any) -> Volume:
     """Open a JNRRD file lazily: slicing the returned :class:`~jnrrd.Volume` reads only what
     it needs (:func:`jnrrd.api.open`: ``source``, ``missing``, ``cache_bytes``, ``threads``,
-    ``policy``, ``io`` and the policy keywords ``**options``; docs/api.md).
+    ``policy``, ``io`` and the policy keywords ``**policy_options``; docs/api.md).
 
     ``mode="r+"`` opens a tiled file (a path or a writable URL) for writing as well: the
     volume takes ``vol[...] = array``, ``append``, ``resize``, ``commit`` and ``abort``, one
-    writer at a time (``LockError``); ``**options`` may then also hold ``stale_after``,
+    writer at a time (``LockError``); ``**policy_options`` may then also hold ``stale_after``,
     ``durable`` and ``dirty_bytes`` (docs/editing.md).
     """
+    options = dict(policy_options)
     if mode not in ("r", "r+"):
         raise ValueError(f"mode must be 'r' (read) or 'r+' (read and write), got {mode!r}")
     editing = {k: options.pop(k) for k in _EDITING if k in options} if mode == "r+" else {}

@@ -25,7 +25,7 @@ from ..storage.atomic import durability
 from ..storage.journal import file_identity, journal_path, read_journal, remove_journal
 from ..storage.local import LocalStore
 from ..storage.locks import STALE_AFTER, acquire, lock_name
-from ..storage.names import fresh_token, stale_patterns, stem
+from ..storage.names import fresh_token, stem
 from ..storage.remote import is_remote, local_path
 from ..storage.resolve import resolve
 from ..storage.targets import target_store
@@ -233,8 +233,9 @@ def create(path: Any, shape: Any, dtype: Any, header: Any = None, *, tile: Any =
             else:
                 base = f"{stem(key)}.{fresh_token()}.tiles"
                 wstore.reserve(base)
+                previous = wstore.owned(key)  # what the header being replaced references
                 put_whole(wstore, key, build(plan, [None] * n, [], meta, base, None))
-                wstore.tidy(key, keep=[base], patterns=stale_patterns(key))
+                wstore.tidy(key, keep=[base], owned=previous)
         return _open_locked(target, path, wstore, key, lock, Policy(), storage_options,
                             index_order, durable, dirty_bytes,
                             stats=(plan.tile_stats, plan.checksum))

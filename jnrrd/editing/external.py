@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import DataError, HeaderError, where
 from ..header import Header
 from ..policy import Policy
-from ..storage.names import TOKEN_RE, fresh_token, stale_patterns, stem
+from ..storage.names import TOKEN_RE, fresh_token, stem
 from ..tiling.levels import Level
 from ..tiling.locate import check_pattern, expand_pattern
 from ..writing.plan import default_pattern
@@ -40,8 +40,8 @@ _EDIT_DIR = re.compile(rf"edit-{TOKEN_RE}")
 def owned_dir(key: str, base_dir: str | None) -> bool:
     """Whether ``base_dir`` is a tile directory this library made for the header ``key``
     (``<stem>.<token>.tiles`` beside it): only there are files ever removed."""
-    return isinstance(base_dir, str) and any(
-        re.fullmatch(p, base_dir) for p in stale_patterns(key) if p.endswith(r"\.tiles"))
+    return isinstance(base_dir, str) and re.fullmatch(
+        rf"{re.escape(stem(key))}\.{TOKEN_RE}\.tiles", base_dir) is not None
 
 
 class External:
@@ -212,12 +212,13 @@ class External:
             head = render_external(header, prefix, moved, self.names, new_dir)
             self.header = check_rendered(head, policy, name)
             lock.refresh()
+            previous = self.wstore.owned(self.key)  # what the header being replaced references
             put_whole(self.wstore, self.key, head)
         except BaseException:
             self.wstore.discard(new_dir)
             raise
         self.abort()
-        self.wstore.tidy(self.key, keep=[new_dir], patterns=stale_patterns(self.key))
+        self.wstore.tidy(self.key, keep=[new_dir], owned=previous)
         self.base_dir, self.pattern, self.owned, self._store = new_dir, self.names, True, None
         return moved
 
