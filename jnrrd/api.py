@@ -1,4 +1,4 @@
-"""The public read/open/write functions (CONVENTIONS §3)."""
+"""The public read/open/write functions (docs/api.md)."""
 
 from __future__ import annotations
 

@@ -128,7 +128,8 @@ def digest(root: Path) -> str:
     """sha256 over the sorted relative paths and contents of every file under ``root``.
 
     Multi-file datasets name their generation with a random 8-hex token (``a.1f2e3d4c.tiles``,
-    CONVENTIONS §1.2): each token found in a path is replaced by ``TOKEN`` in paths and bytes.
+    docs/format.md#atomic-writes): each token found in a path is replaced by ``TOKEN`` in paths and
+    bytes.
     """
     files = sorted(p for p in root.rglob("*") if p.is_file())
     rels = [p.relative_to(root).as_posix() for p in files]

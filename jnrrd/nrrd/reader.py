@@ -2,9 +2,10 @@
 
 The header is read line by line with bounded ``readline`` calls (caps from the policy), so
 non-seekable streams work and a hostile header cannot exhaust memory. Fields are translated to
-JNRRD names and values (digest 1.7-1.11); what the JNRRD core cannot say (key/value pairs,
-comments) goes into the declared ``nrrd`` extension (docs/nrrd.md). The translated header is
-then checked by :func:`jnrrd.header.core_fields`, like any JNRRD header.
+JNRRD names and values (docs/format.md#core-fields, #types, #encodings-and-endianness,
+#where-the-data-is); what the JNRRD core cannot say (key/value pairs, comments) goes into the
+declared ``nrrd`` extension (docs/nrrd.md). The translated header is then checked by
+:func:`jnrrd.header.core_fields`, like any JNRRD header.
 """
 
 from __future__ import annotations

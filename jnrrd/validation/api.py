@@ -1,10 +1,11 @@
 """``jnrrd.validation.validate`` (also ``jnrrd.validate``): every problem of a header or file.
 
-A header is checked in layers, each collecting all it finds (CONVENTIONS §3, Validation):
+A header is checked in layers, each collecting all it finds (docs/api.md#validation):
 
-1. the wire format (magic, line rules, duplicate core fields: digest 1.1-1.4);
+1. the wire format (magic, line rules, duplicate core fields: docs/format.md#the-header);
 2. the bundled JSON Schemas, core fields and each declared extension with its prefix
-   stripped (digest 1.4, 2.10); an extension without a bundled schema is a note;
+   stripped (docs/format.md#extension-prefixes, docs/validation.md#what-is-checked); an extension
+   without a bundled schema is a note;
 3. cross-field rules a schema cannot state (:mod:`jnrrd.validation.core`,
    :mod:`jnrrd.validation.tiling`): lengths against ``dimension`` and the space dimension,
    tile tables against the tile count of each stored level, codecs against
@@ -58,7 +59,7 @@ def validate(
     io: IOSettings | None = None,
     **policy_options: Unpack[PolicyOptions],
 ) -> list[Problem]:
-    """Check a JNRRD file or header and return every problem found (CONVENTIONS §3).
+    """Check a JNRRD file or header and return every problem found (docs/api.md#validation).
 
     ``source_or_header`` is a path, an fsspec URL (``s3://``, ``https://``, ...;
     ``storage_options`` go to fsspec unchanged: detached data and tile files are checked
@@ -220,7 +221,8 @@ def _field_and_text(text: str, keys: Any) -> tuple[str, str]:
 
 
 def _duplicates(entries: list[Any], pol: Policy, report: Report) -> bool:
-    """Repeated core fields (digest 1.4): errors, or warnings under allow_duplicates.
+    """Repeated core fields (docs/format.md#duplicates-and-unknown-fields): errors, or warnings
+    under allow_duplicates.
 
     Returns whether any were found (the header builder's own warnings about them are then
     dropped as repeats).
@@ -387,7 +389,7 @@ def run_validate(files: list[str], *, as_json: bool, deep: bool,
                  out: TextIO = sys.stdout,
                  progress: Callable[[int, int], None] | None = None,
                  storage_options: dict[str, Any] | None = None) -> int:
-    """The ``jnrrd validate`` command (CONVENTIONS §4): 0 when every file is valid, else 1.
+    """The ``jnrrd validate`` command (docs/cli.md#validate): 0 when every file is valid, else 1.
 
     Prints one line per problem (``FILE: severity: field: message``; many problems of one
     table, such as every tile of a truncated file, as one summary line) and ``FILE: valid``

@@ -1,10 +1,11 @@
-"""Deep checks: read and decode every stored tile (CONVENTIONS §4 ``validate --deep``).
+"""Deep checks: read and decode every stored tile (docs/cli.md#validate ``validate --deep``).
 
 Each tile's stored bytes are located exactly as the reader would (offset and size tables,
-or the external file), their prefixed checksum is verified (CONVENTIONS §1.2), and they are
-decoded through the tile's codec chain to the exact stored extent. A bad tile is reported
-with its global index, level, grid coordinates and the reason; the other tiles are still
-checked. Tiles are decoded on a small thread pool (the compressors release the GIL).
+or the external file), their prefixed checksum is verified
+(docs/format.md#tile-statistics-and-checksums), and they are decoded through the tile's codec chain
+to the exact stored extent. A bad tile is reported with its global index, level, grid coordinates
+and the reason; the other tiles are still checked. Tiles are decoded on a small thread pool (the
+compressors release the GIL).
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ class _Tiles:
         present = offsets >= 0
         if self.raw:
             return raw_tile_sizes(t, self.stored_dtype.itemsize, offsets)
-        # The readable range runs to the next larger distinct offset or EOF (digest 2.7).
+        # The readable range runs to the next larger distinct offset or EOF
+        # (docs/format.md#size-table).
         end = self.file_size if self.file_size is not None else int(offsets.max()) + 1
         return sizes_to_next(offsets, present, end)
 
@@ -108,7 +110,7 @@ class _Tiles:
         off, size = int(self.offsets[index]), int(self.sizes[index])
         if off < 0:
             return None, None
-        # Python integers: an offset or size near 2**63 never reaches pread (digest §5).
+        # Python integers: an offset or size near 2**63 never reaches pread (docs/security.md#caps).
         end = self.file_size if self.file_size is not None else off + size
         have = max(0, min(size, end - off))
         data = pread(self.f.fileno(), have, off) if have and _has_fileno(self.f) else (

@@ -1,4 +1,4 @@
-"""``Problem`` and the ``Report`` that collects them (CONVENTIONS §3, Validation)."""
+"""``Problem`` and the ``Report`` that collects them (docs/api.md#validation)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ class Problem:
     expected: Any = None
 
     def to_json(self) -> dict[str, Any]:
-        """The problem as a JSON object (CONVENTIONS §4 ``--json``, without ``file``)."""
+        """The problem as a JSON object (docs/cli.md#validate ``--json``, without ``file``)."""
         return {
             "severity": self.severity,
             "field": self.field,

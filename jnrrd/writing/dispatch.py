@@ -62,7 +62,7 @@ def write(target: Any, data: Any, header: Mapping[str, Any] | None = None, *,
     to JNRRD fields as the NRRD reader maps them (docs/nrrd.md).
 
     Everything the format can say can be asked through ``header`` fields; the keywords are
-    shortcuts (CONVENTIONS §3): ``tile=(64, 64, 64)`` or ``{axis: size}``,
+    shortcuts (docs/api.md#writing): ``tile=(64, 64, 64)`` or ``{axis: size}``,
     ``compression="zstd"``, ``codecs=[...]``, ``levels=4`` or a list of scales,
     ``downsample="average"``, ``detached=True``. Further options: ``decision``, ``sparse``,
     ``tile_stats``, ``checksum``, ``quality``, ``progress``, ``align`` (e.g. 4096),
@@ -195,7 +195,7 @@ def _file_header(data: Any, header: Mapping[str, Any] | None, index_order: str
     if not src.shape:
         raise UnsupportedError("cannot write a 0-dimensional array; reshape it to (1,)")
     if 0 in src.shape or len(src.shape) > 16:
-        # digest 1.6: every size ≥ 1 and dimension 1..16 (the reader refuses anything else)
+        # docs/format.md#core-fields: sizes ≥ 1, dimension 1..16 (the reader refuses anything else)
         raise UnsupportedError(f"cannot write shape {tuple(data.shape)}: JNRRD needs 1 to 16 "
                                "axes, each of size ≥ 1")
     if "space" in out:
@@ -247,7 +247,8 @@ def _type_name(out: Header, dtype: np.dtype) -> str:
 
 
 def _long_space(out: Header) -> Any:
-    """``space`` in its long underscore form (digest 1.7: the writer normalises it)."""
+    """``space`` in its long underscore form (docs/format.md#core-fields: the writer normalises
+    it)."""
     from ..header.fields import core_fields
 
     probe = Header({k: out[k] for k in ("type", "dimension", "sizes", "space",

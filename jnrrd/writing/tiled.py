@@ -4,10 +4,10 @@ The source (a NumPy array, a ``np.memmap`` or any array-like with ``shape``/``dt
 ``__getitem__``) is read one slab of tiles at a time along the slowest tiled axis. Tiles are
 encoded on the shared thread pool and handed to a sink (:mod:`jnrrd.writing.sinks`), which
 stores them through the target's write store (:mod:`jnrrd.storage.writes`): internal tiles go
-into one staged object, the header written last with the fixed-point offsets of digest 2.7,
-then committed; external tiles are put under a fresh prefix, synced, and the header committed
-last. Pyramid levels are built in the same pass (:class:`jnrrd.pyramid.PyramidBuilder`) when
-the last axis is tiled.
+into one staged object, the header written last with the fixed-point offsets of
+docs/format.md#tile-offsets, then committed; external tiles are put under a fresh prefix, synced,
+and the header committed last. Pyramid levels are built in the same pass
+(:class:`jnrrd.pyramid.PyramidBuilder`) when the last axis is tiled.
 """
 
 from __future__ import annotations

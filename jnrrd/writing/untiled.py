@@ -79,7 +79,8 @@ def write_untiled(target: Any, src: FileOrder, out: Header, type_name: str,
             _write_stream(staged, head, chunks)
         store.tidy(key, owned=previous)
         return
-    # Detached: a fresh data file, then the header, then the old files go (CONVENTIONS §1.2).
+    # Detached: a fresh data file, then the header, then the old files go
+    # (docs/format.md#atomic-writes).
     name = f"{stem(key)}.{fresh_token()}.data.{_EXT[enc].replace('.', '')}"
     out["data_file"] = name
     head = render_header(out)
