@@ -131,6 +131,14 @@ class Staged(Protocol):
         """Close its files (after :meth:`commit` or before :meth:`abort`)."""
         ...
 
+    def __enter__(self) -> Staged:
+        """The object itself: the block writes it."""
+        ...
+
+    def __exit__(self, kind: Any, value: Any, tb: Any) -> None:
+        """Commit when the block succeeded, else abort; close either way."""
+        ...
+
 
 @runtime_checkable
 class WriteStore(Protocol):

@@ -91,7 +91,7 @@ class Report:
     def __init__(self) -> None:
         self.problems: list[Problem] = []
         self._per_field: Counter[str] = Counter()
-        self._dropped: Counter[tuple[str, str]] = Counter()
+        self._dropped: Counter[tuple[Severity, str]] = Counter()
         self._seen: set[tuple[str, str, str]] = set()
 
     def add(self, severity: Severity, field: str, message: str, found: Any = None,

@@ -201,7 +201,8 @@ class _Checker(TableChecks, FileChecks):
                       "mixed (such axes are never downsampled, docs/format.md#domain-axes)", k, 1)
         tiles = self._level_tiles(n, tile)
         stored = self._stored_levels(n)
-        if not ok or tiles is None or stored is None or overlap is None or core is None:
+        if (not ok or tiles is None or stored is None or overlap is None or core is None
+                or axes is None):
             return  # without sound core fields the tile counts are unknown
         levels, first, total = [], 0, 0
         itemsize = core.itemsize
@@ -247,7 +248,7 @@ class _Checker(TableChecks, FileChecks):
             out.append(tuple(ints))
         if out[0] != tile:
             self.r.error(self.key("level_tile_sizes", 0), f"entry 0 must equal {self.p}sizes",
-                         list(out[0]), list(tile))
+                         list(out[0]), None if tile is None else list(tile))
             return None
         return out
 

@@ -13,7 +13,7 @@ from ..codecs import chain_is_self_delimiting, is_raw_chain
 from ..header.fields import CoreFields
 from ..tiling.levels import raw_stored_sizes
 from ..tiling.locate import past_the_end
-from .report import MAX_PER_FIELD
+from .report import MAX_PER_FIELD, Severity
 from .tiling_base import TilingChecks, describe_tile
 
 __all__ = ["TableChecks"]
@@ -24,8 +24,10 @@ class TableChecks(TilingChecks):
     def _table_lengths(self) -> None:
         n = self.nstored
         internal = self.get("storage") == "internal"
-        for name, severity in (("offset_table", "error"), ("size_table", "error"),
-                               ("metadata", "error"), ("compression_levels", "warning")):
+        checks: tuple[tuple[str, Severity], ...] = (
+            ("offset_table", "error"), ("size_table", "error"), ("metadata", "error"),
+            ("compression_levels", "warning"))
+        for name, severity in checks:
             v = self.get(name)
             if not isinstance(v, list) or (name.endswith("table") and not internal):
                 continue

@@ -214,6 +214,7 @@ def _checked_plan(path: str, src: FileOrder, out: Header, prefix: str, type_name
                              downsample=downsample, index_order=index_order, options=options)
     check_final_header(probe_header(plan, build, path), path)
     if plan.storage == "external":
+        assert plan.pattern is not None  # an external plan always names its tiles
         check_tile_names(plan.pattern, plan, path)
     if type_name != "block":
         check_codec_chain(plan, np.dtype("u2") if type_name == "bfloat16"

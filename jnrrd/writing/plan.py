@@ -301,7 +301,7 @@ def _build_header(out: Header, p: str, comp: str | None, explicit: bool, plan: T
     if any(plan.overlap):
         h[p + "overlap"] = list(plan.overlap)
     if not explicit:
-        h[p + "compression"] = CANONICAL_COMPRESSION.get(comp, comp or "raw")
+        h[p + "compression"] = CANONICAL_COMPRESSION.get(comp, comp) if comp else "raw"
     else:
         # both asked for: they must agree (docs/format.md#compression-shorthand)
         if comp is not None:
