@@ -75,6 +75,7 @@ def age_all(d: Path, seconds: float = 3600) -> None:
         age(p, seconds)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_cleanup_removes_stale_leftovers_of_a_crashed_write(tmp_path, kind):
     path = tmp_path / KINDS[kind][0]

@@ -72,6 +72,7 @@ def test_convert_http_source(http_server, tmp_path, target):
             assert len(vol.levels) == 2 and vol.tiling.levels[0].grid.tile[0] == 16
 
 
+@pytest.mark.slow
 def test_convert_s3_external_source_with_options(s3, tmp_path):
     a, url = _s3_volume(s3, tmp_path, tile=16, compression="zstd", storage="external")
     out = tmp_path / "out.jnrrd"

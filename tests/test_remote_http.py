@@ -280,6 +280,7 @@ def many(tmp_path_factory):
         yield server
 
 
+@pytest.mark.slow
 def test_open_of_a_million_tile_header_is_bounded(many):
     many.clear_faults()
     many.reset()
@@ -414,6 +415,7 @@ READ_FAULTS = [(name, fault) for name in ("contiguous.jnrrd", "untiled.jnrrd", "
                and not (name != "contiguous.jnrrd" and FAULTS[fault][0] == "stall")]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize(("name", "fault"), READ_FAULTS)
 def test_fault_during_a_read_is_an_error_naming_the_url_and_range(web, name, fault):

@@ -83,6 +83,7 @@ def s3site(s3, bucket):
 
 # -- every kind, by URL as by path --------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", KINDS)
 def test_read_by_url_equals_local_read(s3site, name):
     url, options, root, server = s3site
@@ -95,6 +96,7 @@ def test_read_by_url_equals_local_read(s3site, name):
     assert server.counts["GET"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", KINDS)
 def test_open_selections_equal_local_reads(s3site, name):
     url, options, root, _ = s3site
@@ -260,6 +262,7 @@ def objects(s3) -> list[str]:
     return sorted(p.split("/", 1)[1] for p in fs.find(s3.bucket))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", KINDS)
 def test_write_by_url_then_read_equals_the_local_file(s3, tmp_path, name):
     a = data_of(name)
@@ -300,6 +303,7 @@ def test_upload_refused_mid_way_leaves_the_previous_dataset(s3, skip):
                                   new)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["contiguous.jnrrd", "untiled.jnrrd", "detached.nhdr"])
 def test_refused_single_object_upload_changes_nothing(s3, name):
     a = data_of(name)

@@ -74,6 +74,7 @@ ESCAPES = ["%2e%2e/elsewhere/det.raw", ".%2e/elsewhere/det.raw", "%2E%2E/elsewhe
            "..%5Celsewhere%5Cdet.raw", "%2e%2e;x/elsewhere/det.raw"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", ESCAPES)
 def test_percent_encoded_data_file_cannot_leave_the_headers_directory(key):
     site = {"ok/t1/h.jnrrd": _header(data_file=key), "ok/elsewhere/det.raw": SECRET}
@@ -176,6 +177,7 @@ CONFINE_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("key", "opts", "want"), CONFINE_CASES)
 def test_confine_key_reads_every_way_the_server_may(key, opts, want):
     from jnrrd.storage.keys import confine_key
