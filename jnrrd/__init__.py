@@ -21,6 +21,7 @@ from .errors import (
     HeaderError,
     JnrrdError,
     JnrrdWarning,
+    LockError,
     MissingDependencyError,
     RemoteError,
     SecurityError,
@@ -31,12 +32,14 @@ from .errors import (
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from ._config import config
-    from .api import open, read, read_header
+    from .api import read, read_header
     from .clinical.sitk import from_sitk, to_sitk
     from .conversion import convert
+    from .editing.entry import compact, create
     from .engine.volume import LevelView, Volume
     from .header import Header
     from .integrations.zarr_refs import kerchunk_refs
+    from .opening import open
     from .policy import IOSettings, Policy
     from .storage.leftovers import cleanup
     from .validate import Problem, validate
@@ -48,10 +51,11 @@ __version__ = "0.1.0"
 
 #: public name -> the module that defines it (imported on first use)
 _LAZY = {
-    "open": "api", "read": "api", "read_header": "api",
+    "open": "opening", "read": "api", "read_header": "api",
     "from_sitk": "clinical.sitk", "to_sitk": "clinical.sitk",
     "config": "_config",
     "convert": "conversion",
+    "compact": "editing.entry", "create": "editing.entry",
     "LevelView": "engine.volume", "Volume": "engine.volume",
     "Header": "header",
     "kerchunk_refs": "integrations.zarr_refs",
@@ -74,6 +78,7 @@ __all__ = [
     "JnrrdError",
     "JnrrdWarning",
     "LevelView",
+    "LockError",
     "MissingDependencyError",
     "Policy",
     "Problem",
@@ -86,8 +91,10 @@ __all__ = [
     "WorldRegion",
     "__version__",
     "cleanup",
+    "compact",
     "config",
     "convert",
+    "create",
     "from_sitk",
     "kerchunk_refs",
     "open",

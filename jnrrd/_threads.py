@@ -4,7 +4,8 @@
   more when ``threads`` asks for more) runs tile tasks: :class:`Running`,
   :func:`run_parallel`, each using :func:`thread_count` threads at once (the ``threads``
   setting in force, docs/api.md "Configuration"); a one-thread helper serves
-  :func:`fork_join`. Both are created on first use, and again in a child after ``fork()``;
+  :func:`fork_join` and :func:`background`. Both are created on first use, and again in a
+  child after ``fork()``;
 - :func:`ordered_map`: a private pool of a given size mapping a function in order (deep
   validation, the frame-parallel zstd decoder);
 - :class:`OrderedQueue`: callables run in order on one background thread (a tiled write
@@ -26,8 +27,9 @@ from typing import Any
 from ._config import current
 from ._platform import available_cpus, register_at_fork
 
-__all__ = ["IO_THREADS", "OrderedQueue", "Running", "default_threads",
-           "fork_join", "thread_count", "io_submit", "ordered_map", "run_parallel", "start_daemon",
+__all__ = ["IO_THREADS", "OrderedQueue", "Running", "background", "default_threads",
+           "fork_join", "io_submit", "ordered_map", "run_parallel", "start_daemon",
+           "thread_count",
            "zstd_frame_map"]
 
 #: threads of the I/O pool: requests in flight to a remote store without an event loop
@@ -207,6 +209,14 @@ def fork_join(first: Callable[[], Any], second: Callable[[], Any]) -> tuple[Any,
     if future.cancel():
         return a, second()
     return a, future.result()
+
+
+def background(fn: Callable[[], Any]) -> Future[Any]:
+    """``fn()`` offered to the one helper thread; the caller cancels or waits for the future
+    (an editable volume encodes a changed tile ahead of its commit this way). While ``fn``
+    runs, a ``fork_join`` half offered to the helper runs on its caller's thread: keep ``fn``
+    to the length of the caller's own block."""
+    return _helper().submit(fn)
 
 
 def ordered_map(fn: Callable[[Any], Any], items: Iterable[Any], *, workers: int, name: str,

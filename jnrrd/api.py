@@ -56,7 +56,7 @@ def read_header(source: Any, *, storage_options: dict[str, Any] | None = None,
     pol = settings_for("jnrrd.read_header()", policy=policy, io=io, options=policy_options)
     check_not_a_folder(source)
     with opened(source, pol, storage_options) as src:
-        f = src.stream
+        f = src.stream = _consistent(src, pol)
         if _is_nrrd(f):
             from .nrrd.reader import read_nrrd_header
 
@@ -111,6 +111,7 @@ def _open(source: Any, index_order: str, missing: str,
         if cache_bytes is None:
             cache_bytes = default_cache_bytes(remote=True)
     try:
+        src.stream = _consistent(src, pol)
         # the version of the file this stream reads (fstat: even if the path was replaced)
         version = (src.stream.reader.version if src.remote
                    else file_version(src.stream.fileno()) if by_path else None)
@@ -132,6 +133,17 @@ def _open(source: Any, index_order: str, missing: str,
         vol.reopen = Reopen.of(source, index_order, missing, base, version=version,
                                storage_options=storage_options)
     return vol
+
+
+def _consistent(src: Opened, pol: Policy) -> IO[bytes]:
+    """The source's stream, its header checked against an in-place commit in progress or
+    interrupted (``jnrrd.editing.consistent``; local files only: objects are replaced
+    whole)."""
+    if src.remote or src.path is None or not src.owned:
+        return src.stream
+    from .editing.consistent import consistent_stream
+
+    return consistent_stream(src.stream, src.path, pol.max_header_bytes)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -191,6 +191,7 @@ def convert(source: Any, target: Any, *, storage_options: Mapping[str, Any] | No
     if (isinstance(source, (str, os.PathLike)) and isinstance(target, (str, os.PathLike))
             and os.path.abspath(source) == os.path.abspath(target)):
         raise ValueError(f"{target}: the source and the target are the same file")
+    from .storage.targets import local_target
     from .writing.dispatch import write
 
     # OME-Zarr and NIfTI targets are written from header-order data; index_order only maps
@@ -198,8 +199,9 @@ def convert(source: Any, target: Any, *, storage_options: Mapping[str, Any] | No
     order = "F" if out in ("ome-zarr", "nifti") else index_order
     reader = {k: v for k, v in (("series", series), ("resample", resample)) if v}
     io = config(threads=threads) if threads is not None else contextlib.nullcontext()
-    with io, open_source(source, index_order=order, storage_options=storage_options,
-                         **reader) as src:
+    with io, local_target(target), open_source(source, index_order=order,
+                                                storage_options=storage_options,
+                                                **reader) as src:
         write_converted(src, target, out, write=write, index_order=index_order,
                         progress=progress, storage_options=storage_options, **write_options)
 

@@ -83,7 +83,8 @@ def validate(
         name = describe_source(source_or_header) or None
         with opened(source_or_header, pol, storage_options) as src:
             again = (src.name, storage_options) if src.remote else None
-            _check_file(src.stream, src.store, pol, report, deep, progress, again)
+            _check_file(_committed(src, pol, report), src.store, pol, report, deep, progress,
+                        again)
     problems = report.finish()
     if strict:
         errors = [p for p in problems if p.severity == "error"]
@@ -95,6 +96,20 @@ def validate(
                 problems,
             )
     return problems
+
+
+def _committed(src: Any, pol: Policy, report: Report) -> IO[bytes]:
+    """The stream of a local file with its header checked against an in-place commit in
+    progress or interrupted (docs/editing.md); a damaged one is reported and read as is."""
+    if src.remote or src.path is None or not src.owned:
+        return src.stream
+    from .editing.consistent import consistent_stream
+
+    try:
+        src.stream = consistent_stream(src.stream, src.path, pol.max_header_bytes)
+    except JnrrdError as exc:
+        report.error("", str(exc))
+    return src.stream
 
 
 def _file_size(f: IO[bytes]) -> int | None:

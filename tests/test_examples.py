@@ -38,6 +38,10 @@ CASES = [
                                       "oindex (3, 8, 10): identical to NumPy",
                                       "pickled level 1 re-opened", "preview 371x128 written"],
                  id="ecosystem"),
+    # 55 frames, a commit every 10: the last commit (5 frames) comes at the end of the block
+    pytest.param("acquisition.py", ["--frames", "55", "--every", "10"],
+                 ["writer: 55 frames", "last 55 frames; every frame whole, levels consistent",
+                  "valid: True"], id="acquisition"),
     pytest.param("dicom_series.py", [], ["DICOM series: 96 files",
                                          "4 levels [(160, 160, 96), (80, 80, 48)",
                                          "50 mm box at 2 mm: level 1 (voxels [1.6, 1.6, 2.0] mm)",

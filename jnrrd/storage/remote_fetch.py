@@ -24,6 +24,7 @@ several connections carry it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import re
 import threading
@@ -128,13 +129,16 @@ class Fetcher:
         """The object's metadata: ``size`` (``None`` when the server does not say), ``type``,
         and ``validator`` over HTTP (one ranged ``GET`` of its first byte, checked as any
         request: redirects, timeouts, status); the filesystem's ``info`` elsewhere (size,
-        ETag, ...). Errors name the URL."""
+        ETag, ...), asked of the store, never of a listing the filesystem cached: another
+        process may have replaced the object since. Errors name the URL."""
         if self.http:
             assert self.loop is not None
             coro = self._attempts(path, 0, 1, url, False, None, head=True)
             answer = self.wait(asyncio.run_coroutine_threadsafe(coro, self.loop), url, 0, 1)
             return {"name": path, "size": answer.total, "type": "file",
                     "validator": answer.validator}
+        with contextlib.suppress(Exception):
+            self.fs.invalidate_cache(path)
         try:
             future = io_submit(self.fs.info, path)
             return future.result(timeout=self.policy.io.request_timeout + 5.0)

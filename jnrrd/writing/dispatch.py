@@ -18,6 +18,7 @@ from ..storage.atomic import durability, reported_as
 from ..storage.leftovers import write_guard
 from ..storage.remote import is_remote, local_path
 from ..storage.remote_writes import check_writable
+from ..storage.targets import local_target
 from .checks import (
     check_arguments,
     check_codec_chain,
@@ -25,14 +26,15 @@ from .checks import (
     check_tile_names,
     probe_header,
 )
+from .layout import TilePlan
 from .options import WriteOptions
-from .plan import plan_tiled
+from .plan import BuildHeader, plan_tiled
 from .source import FileOrder, tile_dtype
 from .targets import file_format_of, jnrrd_spelled, write_nrrd_target
 from .tiled import write_tiled
 from .untiled import write_untiled
 
-__all__ = ["write"]
+__all__ = ["tiled_plan", "write"]
 
 _COMPUTED = ("offset_table", "size_table", "level_offsets", "metadata", "compression_levels",
              "level_quality", "base_dir", "files")
@@ -92,7 +94,7 @@ def write(target: Any, data: Any, header: Mapping[str, Any] | None = None, *,
     file_format = file_format_of(target, format, opts)
     guard = contextlib.nullcontext() if remote else write_guard(target)
     io = config(threads=threads) if threads is not None else contextlib.nullcontext()
-    with io, durability(durable), reported_as(target), guard:
+    with io, local_target(target), durability(durable), reported_as(target), guard:
         _write(target, data, header, index_order=index_order, encoding=encoding, tile=tile,
                compression=compression, codecs=codecs, levels=levels, downsample=downsample,
                detached=detached, file_format=file_format,
@@ -126,21 +128,7 @@ def _write(target: Any, data: Any, header: Mapping[str, Any] | None, *, index_or
         # e.g. a Dask array after boolean indexing: its chunk sizes are unknown (NaN)
         raise UnsupportedError(f"the array's shape {tuple(data.shape)} is not known; compute "
                                "it first (for Dask: x.compute_chunk_sizes())")
-    src = FileOrder(data, index_order)
-    out = Header(header or {})
-    out.pop("jnrrd", None)
-    type_name = _type_name(out, src.dtype)
-    out["type"] = type_name
-    out["dimension"] = len(src.shape)
-    out["sizes"] = list(src.shape)
-    if not src.shape:
-        raise UnsupportedError("cannot write a 0-dimensional array; reshape it to (1,)")
-    if 0 in src.shape or len(src.shape) > 16:
-        # digest 1.6: every size ≥ 1 and dimension 1..16 (the reader refuses anything else)
-        raise UnsupportedError(f"cannot write shape {tuple(data.shape)}: JNRRD needs 1 to 16 "
-                               "axes, each of size ≥ 1")
-    if "space" in out:
-        out["space"] = _long_space(out)
+    src, out, type_name = _file_header(data, header, index_order)
     prefix = out.prefix_for(TILE_URI) or "tile"
     tile_keys = [k for k in out if k.startswith(prefix + ":")]
     enabled = out.get(prefix + ":enabled")
@@ -156,17 +144,10 @@ def _write(target: Any, data: Any, header: Mapping[str, Any] | None, *, index_or
         if not isinstance(target, (str, os.PathLike)):
             raise UnsupportedError("tiled writes need a target path (they are written "
                                    "atomically)")
-        plan, build = plan_tiled(src, out, prefix, type_name, encoding=encoding, tile=tile,
-                                 compression=compression, codecs=codecs, levels=levels,
-                                 downsample=downsample, index_order=index_order,
-                                 options=options)
-        path = os.fspath(target)
-        check_final_header(probe_header(plan, build, path), path)
-        if plan.storage == "external":
-            check_tile_names(plan.pattern, plan, path)
-        if type_name != "block":
-            check_codec_chain(plan, np.dtype("u2") if type_name == "bfloat16"
-                              else tile_dtype(plan, src))
+        plan, build = _checked_plan(os.fspath(target), src, out, prefix, type_name,
+                                    encoding=encoding, tile=tile, compression=compression,
+                                    codecs=codecs, levels=levels, downsample=downsample,
+                                    index_order=index_order, options=options)
         if _is_dask(data):
             from ..integrations.dask_write import write_dask
 
@@ -179,6 +160,65 @@ def _write(target: Any, data: Any, header: Mapping[str, Any] | None, *, index_or
         out.pop(k)
     _drop_declaration(out, prefix)
     write_untiled(target, src, out, type_name, encoding, detached, options, storage_options)
+
+
+def tiled_plan(target: str, data: Any, header: Mapping[str, Any] | None, *,
+               index_order: str = "F", tile: Any = None, compression: str | None = None,
+               codecs: Sequence[Any] | None = None, levels: Any = None,
+               downsample: str | None = None, **options: Any) -> tuple[TilePlan, BuildHeader]:
+    """The tiled layout :func:`write` would give ``data`` (any array-like: only its shape
+    and dtype are used) at ``target``, with all of its checks, writing nothing
+    (``jnrrd.create`` lays an empty volume out with it)."""
+    unknown = set(options) - set(_OPTIONS)
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s): {sorted(unknown)}")
+    check_arguments(header, len(data.shape), encoding=None, tile=tile, compression=compression,
+                    codecs=codecs, downsample=downsample, detached=False, options=options)
+    header = jnrrd_spelled(header, data, index_order, target)
+    src, out, type_name = _file_header(data, header, index_order)
+    prefix = out.prefix_for(TILE_URI) or "tile"
+    return _checked_plan(target, src, out, prefix, type_name, encoding=None, tile=tile,
+                         compression=compression, codecs=codecs, levels=levels,
+                         downsample=downsample, index_order=index_order, options=options)
+
+
+def _file_header(data: Any, header: Mapping[str, Any] | None, index_order: str
+                 ) -> tuple[FileOrder, Header, str]:
+    """``data`` in file order, the header's core fields for it, and its type name."""
+    src = FileOrder(data, index_order)
+    out = Header(header or {})
+    out.pop("jnrrd", None)
+    type_name = _type_name(out, src.dtype)
+    out["type"] = type_name
+    out["dimension"] = len(src.shape)
+    out["sizes"] = list(src.shape)
+    if not src.shape:
+        raise UnsupportedError("cannot write a 0-dimensional array; reshape it to (1,)")
+    if 0 in src.shape or len(src.shape) > 16:
+        # digest 1.6: every size ≥ 1 and dimension 1..16 (the reader refuses anything else)
+        raise UnsupportedError(f"cannot write shape {tuple(data.shape)}: JNRRD needs 1 to 16 "
+                               "axes, each of size ≥ 1")
+    if "space" in out:
+        out["space"] = _long_space(out)
+    return src, out, type_name
+
+
+def _checked_plan(path: str, src: FileOrder, out: Header, prefix: str, type_name: str, *,
+                  encoding: str | None, tile: Any, compression: str | None,
+                  codecs: Sequence[Any] | None, levels: Any, downsample: str | None,
+                  index_order: str, options: Mapping[str, Any]
+                  ) -> tuple[TilePlan, BuildHeader]:
+    """The tiled plan and header builder, checked as the reader would check the file."""
+    plan, build = plan_tiled(src, out, prefix, type_name, encoding=encoding, tile=tile,
+                             compression=compression, codecs=codecs, levels=levels,
+                             downsample=downsample, index_order=index_order, options=options)
+    check_final_header(probe_header(plan, build, path), path)
+    if plan.storage == "external":
+        check_tile_names(plan.pattern, plan, path)
+    if type_name != "block":
+        check_codec_chain(plan, np.dtype("u2") if type_name == "bfloat16"
+                          else tile_dtype(plan, src))
+    return plan, build
 
 
 def _drop_declaration(out: Header, prefix: str) -> None:

@@ -39,7 +39,7 @@ from .layout import TilePlan
 from .source import FileOrder
 from .untiled import _ENC_ALIASES, _endian
 
-__all__ = ["BuildHeader", "plan_tiled"]
+__all__ = ["BuildHeader", "default_pattern", "plan_tiled"]
 
 
 def _caller_axes(value: Any, ndim: int, index_order: str, what: str) -> list[Any]:
@@ -94,7 +94,7 @@ def plan_tiled(src: FileOrder, out: Header, prefix: str, type_name: str, *,
     pattern = out.get(p + "pattern") if pattern is None else pattern
     check_layout_request(p, scales, storage, options, out)
     if storage == "external" and pattern is None:
-        pattern = _default_pattern(len(axes), len(scales))
+        pattern = default_pattern(len(axes), len(scales))
     plan = TilePlan(
         prefix=prefix, type_name=type_name, endian=endian, shape=src.shape, axes=axes,
         tile=sizes, overlap=overlap, edge=edge, padding_value=pad_v, storage=storage,
@@ -246,7 +246,7 @@ def _chain(out: Header, p: str, type_name: str, chain_dtype: np.dtype, encoding:
     return chain, endian, comp, True
 
 
-def _default_pattern(ntiled: int, nlevels: int) -> str:
+def default_pattern(ntiled: int, nlevels: int) -> str:
     """External tile names: ``{z}_{y}_{x}.tile`` (``{i}`` past 5 tiled axes), ``{l}/`` first
     for pyramids."""
     names = "xyzct"

@@ -11,7 +11,7 @@ import numpy as np
 from ..codecs.levels import check_level
 from ..errors import HeaderError, UnsupportedError, where
 from ..header import Header, render_header
-from ..storage.names import fresh_token, stale_patterns, stem
+from ..storage.names import fresh_token, stem
 from ..storage.targets import target_store
 from ..storage.writes import StagedFile
 from .checks import check_final_header
@@ -71,12 +71,13 @@ def write_untiled(target: Any, src: FileOrder, out: Header, type_name: str,
         return
     path = os.fspath(target)
     store, key = target_store(path, storage_options=storage_options)
+    previous = store.owned(key)  # what the header this write replaces references
     if not detached:
         head = render_header(out)
         check_final_header(head, path)
         with store.stage(key) as staged:
             _write_stream(staged, head, chunks)
-        store.tidy(key, patterns=stale_patterns(key))
+        store.tidy(key, owned=previous)
         return
     # Detached: a fresh data file, then the header, then the old files go (CONVENTIONS §1.2).
     name = f"{stem(key)}.{fresh_token()}.data.{_EXT[enc].replace('.', '')}"
@@ -92,7 +93,7 @@ def write_untiled(target: Any, src: FileOrder, out: Header, type_name: str,
     except BaseException:
         store.delete(name)
         raise
-    store.tidy(key, keep=[name], patterns=stale_patterns(key))
+    store.tidy(key, keep=[name], owned=previous)
 
 
 def _write_stream(f: IO[bytes] | StagedFile, head: bytes, chunks: Any) -> None:
