@@ -37,10 +37,12 @@ each opens by default).
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -228,12 +230,12 @@ def s3_case(bench, edge: int, count: int = COUNT) -> Case:
                 subject=f"jnrrd cache {CACHE >> 20} MiB")
 
 
-def case_builders(count: int = COUNT) -> dict[str, Callable[[object], Case]]:
+def case_builders(count: int = COUNT) -> dict[str, Callable[[Any], Case]]:
     """Every patch case name with the function that builds it."""
-    out: dict[str, Callable[[object], Case]] = {}
+    out: dict[str, Callable[[Any], Case]] = {}
     for edge in EDGES:
-        out[f"patches/{edge}/local"] = lambda b, e=edge: local_case(b, e, count)
-        out[f"patches/{edge}/s3"] = lambda b, e=edge: s3_case(b, e, count)
+        out[f"patches/{edge}/local"] = functools.partial(local_case, edge=edge, count=count)
+        out[f"patches/{edge}/s3"] = functools.partial(s3_case, edge=edge, count=count)
     return out
 
 
