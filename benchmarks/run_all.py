@@ -6,6 +6,7 @@
 Cases (``--only`` takes names or shell patterns, e.g. ``read/*``): write/{raw,zstd,lz4},
 read/{raw,zstd,lz4}, region/{raw,zstd,lz4}, regions32/{raw,zstd,lz4}, header/1e6-tiles,
 untiled-read/{raw,zstd,gzip}, untiled-region/raw, gzip-tiles/read, gzip-write/{time,size},
+gzip-nrrd-write/{time,size} (``gzip_write.py``, against SimpleITK),
 pyramid/{average,mode}, memory/read-zstd,
 viewer/{scroll-zoom,cached-slice-x,cached-slice-y,cached-slice-z} (``viewer.py``),
 remote/{open,full,region,regions50,level2}/{0,20}ms, remote/header-1e6/{requests,bytes},
@@ -39,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _harness as h
 import _volume
 import gzip_cases
+import gzip_write
 import patches
 import peers
 import remote
@@ -354,6 +356,7 @@ def case_builders(systems: tuple[str, ...] = ALL_SYSTEMS) -> dict[str, Callable[
     for name in ("untiled-read/raw", "untiled-read/zstd", "untiled-region/raw"):
         out[name] = lambda b, name=name: untiled_case(b, name)
     out.update(gzip_cases.BUILDERS)  # untiled-read/gzip, gzip-tiles/read, gzip-write/*
+    out.update(gzip_write.BUILDERS)  # gzip-nrrd-write/{time,size} against SimpleITK
     for method in ("average", "mode"):
         out[f"pyramid/{method}"] = (lambda b, m=method: Case(
             f"pyramid/{m}", b.pyramid(m), b.arr.nbytes, _targets(f"pyramid/{m}"), reads=False))

@@ -21,6 +21,7 @@ from .errors import (
     HeaderError,
     JnrrdError,
     JnrrdWarning,
+    LockError,
     MissingDependencyError,
     RemoteError,
     SecurityError,
@@ -30,12 +31,16 @@ from .errors import (
 )
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
-    from .api import open, read, read_header
+    from ._config import config
+    from .api import read, read_header
     from .clinical.sitk import from_sitk, to_sitk
     from .conversion import convert
+    from .editing.entry import compact, create
     from .engine.volume import LevelView, Volume
     from .header import Header
     from .integrations.zarr_refs import kerchunk_refs
+    from .opening import open
+    from .policy import IOSettings, Policy
     from .storage.leftovers import cleanup
     from .validate import Problem, validate
     from .web import serve
@@ -46,12 +51,15 @@ __version__ = "0.1.0"
 
 #: public name -> the module that defines it (imported on first use)
 _LAZY = {
-    "open": "api", "read": "api", "read_header": "api",
+    "open": "opening", "read": "api", "read_header": "api",
     "from_sitk": "clinical.sitk", "to_sitk": "clinical.sitk",
+    "config": "_config",
     "convert": "conversion",
+    "compact": "editing.entry", "create": "editing.entry",
     "LevelView": "engine.volume", "Volume": "engine.volume",
     "Header": "header",
     "kerchunk_refs": "integrations.zarr_refs",
+    "IOSettings": "policy", "Policy": "policy",
     "cleanup": "storage.leftovers",
     "Problem": "validate", "validate": "validate",
     "serve": "web",
@@ -66,10 +74,13 @@ __all__ = [
     "FormatError",
     "Header",
     "HeaderError",
+    "IOSettings",
     "JnrrdError",
     "JnrrdWarning",
     "LevelView",
+    "LockError",
     "MissingDependencyError",
+    "Policy",
     "Problem",
     "RemoteError",
     "SecurityError",
@@ -80,7 +91,10 @@ __all__ = [
     "WorldRegion",
     "__version__",
     "cleanup",
+    "compact",
+    "config",
     "convert",
+    "create",
     "from_sitk",
     "kerchunk_refs",
     "open",

@@ -20,6 +20,8 @@ here                      where the system has it          elsewhere
 :func:`register_at_fork`  ``os.register_at_fork``          nothing (no ``fork()``)
 :func:`lock_shared`       ``flock(LOCK_SH)``               Windows: ``msvcrt.locking`` of
 :func:`lock_taken`        ``flock(LOCK_EX | LOCK_NB)``     the first byte (per handle too)
+:func:`lock_exclusive`    ``flock(LOCK_EX | LOCK_NB)``     (as above; ``ENOLCK`` without)
+:func:`process_exists`    ``kill(pid, 0)`` (POSIX)         ``None``: unknown (Windows)
 :func:`available_cpus`    affinity, cgroup CPU quota       ``os.cpu_count()``, else 1
 :func:`physical_memory`   ``sysconf`` pages × page size    ``None``
 :data:`REPLACE_WHILE_OPEN`  POSIX: replace a file while    Windows: close it first
@@ -36,6 +38,7 @@ are made as on that system, so the whole test suite runs through the fallbacks
 from __future__ import annotations
 
 import ctypes
+import errno
 import math
 import mmap
 import os
@@ -55,10 +58,9 @@ except ImportError:  # POSIX
 
 __all__ = ["FILE_LOCKS", "REPLACE_WHILE_OPEN", "SIMULATE_ENV", "SYSTEM", "available_cpus",
            "cgroup_cpu_limit", "copy_file_range", "drop_cached", "fdatasync", "fsync_dir",
-           "lock_shared", "lock_taken", "map_readonly", "physical_memory", "pread", "pread_into",
-           "pwrite",
-           "register_at_fork", "release_pages", "reserve_anonymous", "simulate",
-           "start_writeback"]
+           "lock_exclusive", "lock_shared", "lock_taken", "map_readonly", "physical_memory",
+           "pread", "pread_into", "process_exists", "pwrite", "register_at_fork",
+           "release_pages", "reserve_anonymous", "simulate", "start_writeback"]
 
 SIMULATE_ENV = "JNRRD_SIMULATE_PLATFORM"
 
@@ -186,15 +188,26 @@ def pread(fd: int, size: int, offset: int) -> bytes:
             os.lseek(fd, pos, os.SEEK_SET)
 
 
+#: the step of :func:`pread_into`'s fallback: what it holds besides the caller's buffer
+_PREAD_STEP = 256 << 10
+
+
 def pread_into(fd: int, view: memoryview, offset: int) -> int:
     """Fill ``view`` (bytes) from ``offset`` of ``fd``; the bytes read (fewer only at the end
-    of the file): ``os.preadv`` straight into it, else :func:`pread` and a copy."""
+    of the file): ``os.preadv`` straight into it, else :func:`pread` and a copy, in steps of
+    256 KiB (a large read is never staged whole: it costs its buffer and one step)."""
     fn = _os("preadv")
     n, got = len(view), 0
     if fn is None:
-        data = pread(fd, n, offset)
-        view[: len(data)] = data
-        return len(data)
+        while got < n:
+            data = pread(fd, min(_PREAD_STEP, n - got), offset + got)
+            k = len(data)
+            view[got : got + k] = data
+            del data  # one step held at a time
+            got += k
+            if not k:
+                break
+        return got
     while got < n:
         k = fn(fd, [view[got:]], offset + got)
         if k <= 0:
@@ -365,6 +378,39 @@ def lock_taken(fd: int) -> bool:
     except OSError:
         return True
     return False
+
+
+def lock_exclusive(fd: int) -> None:
+    """Take an exclusive lock on ``fd``'s file without waiting, held until it is closed:
+    ``flock(LOCK_EX | LOCK_NB)``; Windows: ``msvcrt.locking`` of the first byte. Raises
+    ``BlockingIOError`` when another open file holds it, ``OSError`` with ``ENOLCK`` (or
+    ``EOPNOTSUPP``) when the file system has no such locks or the system none at all."""
+    if _fcntl is not None:
+        _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
+        return
+    if _msvcrt is None:
+        raise OSError(errno.ENOLCK, "no advisory file locks on this system")
+    os.lseek(fd, 0, os.SEEK_SET)
+    try:
+        _msvcrt.locking(fd, _msvcrt.LK_NBLCK, 1)
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EDEADLK):
+            raise BlockingIOError(exc.errno, "locked") from None
+        raise
+
+
+def process_exists(pid: int) -> bool | None:
+    """Whether process ``pid`` exists on this machine (POSIX: signal 0, which checks without
+    sending), or None where that cannot be asked safely (Windows: ``os.kill`` would end it)."""
+    if SYSTEM == "windows" or os.name != "posix":
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists, owned by another user
+        return True
+    return True
 
 
 def physical_memory() -> int | None:

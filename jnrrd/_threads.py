@@ -1,8 +1,11 @@
 """The only place the package starts threads; everything else submits work here.
 
-- the shared pool (one thread per CPU the process may use, :func:`default_threads`) runs
-  tile tasks: :class:`Running`, :func:`run_parallel`; a one-thread helper serves
-  :func:`fork_join`. Both are created on first use, and again in a child after ``fork()``;
+- the shared pool (one thread per CPU the process may use, :func:`default_threads`, or
+  more when ``threads`` asks for more) runs tile tasks: :class:`Running`,
+  :func:`run_parallel`, each using :func:`thread_count` threads at once (the ``threads``
+  setting in force, docs/api.md "Configuration"); a one-thread helper serves
+  :func:`fork_join` and :func:`background`. Both are created on first use, and again in a
+  child after ``fork()``;
 - :func:`ordered_map`: a private pool of a given size mapping a function in order (deep
   validation, the frame-parallel zstd decoder);
 - :class:`OrderedQueue`: callables run in order on one background thread (a tiled write
@@ -16,14 +19,17 @@
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
+from ._config import current
 from ._platform import available_cpus, register_at_fork
 
-__all__ = ["IO_THREADS", "OrderedQueue", "Running", "default_threads",
+__all__ = ["IO_THREADS", "OrderedQueue", "Running", "background", "default_threads",
            "fork_join", "io_submit", "ordered_map", "run_parallel", "start_daemon",
+           "thread_count",
            "zstd_frame_map"]
 
 #: threads of the I/O pool: requests in flight to a remote store without an event loop
@@ -34,14 +40,16 @@ _HELPER: ThreadPoolExecutor | None = None
 _IO: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 _THREADS: int | None = None
+_POOL_SIZE = 0
 
 
 def _after_fork_in_child() -> None:
     """A forked child inherits the pool objects but none of their threads: work submitted to
     them would wait forever (and a lock held by another parent thread at the fork stays
     held). Start afresh; the child builds its own pools on first use."""
-    global _POOL, _HELPER, _IO, _POOL_LOCK, _THREADS
+    global _POOL, _HELPER, _IO, _POOL_LOCK, _THREADS, _POOL_SIZE
     _POOL = None
+    _POOL_SIZE = 0
     _THREADS = None  # (a child may be given other CPUs)
     _HELPER = None
     _IO = None
@@ -61,13 +69,25 @@ def default_threads() -> int:
     return _THREADS
 
 
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
+def thread_count(threads: int | None = None) -> int:
+    """The threads a task list may use at once: ``threads`` when given, else the
+    ``threads`` setting in force here (``jnrrd.config``), else :func:`default_threads`."""
+    n = threads if threads is not None else current().io.threads
+    return n if n is not None else default_threads()
+
+
+def _pool(threads: int = 0) -> ThreadPoolExecutor:
+    """The shared pool, with at least ``threads`` threads (a larger pool replaces a smaller
+    one; the old one finishes what it was given)."""
+    global _POOL, _POOL_SIZE
     with _POOL_LOCK:
-        if _POOL is None:
-            # at least two threads: work submitted from a pool thread still finds one free
-            _POOL = ThreadPoolExecutor(max_workers=max(2, default_threads()),
-                                       thread_name_prefix="jnrrd")
+        # at least two threads: work submitted from a pool thread still finds one free
+        size = max(2, default_threads(), threads)
+        if _POOL is None or size > _POOL_SIZE:
+            old, _POOL, _POOL_SIZE = _POOL, ThreadPoolExecutor(
+                max_workers=size, thread_name_prefix="jnrrd"), size
+            if old is not None:
+                old.shutdown(wait=False)
         pool = _POOL
     return pool
 
@@ -83,12 +103,32 @@ def io_submit(fn: Callable[..., Any], *args: Any) -> Future[Any]:
 
 
 class Running:
-    """Closures started on the shared pool; :meth:`wait` joins them (the first failure cancels
-    what has not started and is raised once everything else has stopped)."""
+    """Closures started on the shared pool, :func:`thread_count` of them at once (``threads``
+    when given); :meth:`wait` joins them (the first failure stops what has not started and is
+    raised once everything else has stopped)."""
 
-    def __init__(self, tasks: Sequence[Callable[[], None]]) -> None:
-        self._inline = list(tasks) if len(tasks) <= 1 else []
-        self._futures = [] if self._inline else [_pool().submit(t) for t in tasks]
+    def __init__(self, tasks: Sequence[Callable[[], None]], *,
+                 threads: int | None = None) -> None:
+        n = min(thread_count(threads), len(tasks))
+        self._inline = list(tasks) if n <= 1 else []
+        self._lock = threading.Lock()
+        self._todo = [] if self._inline else list(reversed(tasks))
+        self._failed = False
+        pool = _pool(n) if n > 1 else None
+        self._futures = [pool.submit(self._drain) for _ in range(n)] if pool else []
+
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                if self._failed or not self._todo:
+                    return
+                task = self._todo.pop()
+            try:
+                task()
+            except BaseException:
+                with self._lock:
+                    self._failed = True
+                raise
 
     def wait(self, *, raise_errors: bool = True) -> None:
         for t in self._inline:
@@ -96,25 +136,21 @@ class Running:
         self._inline = []
         if not self._futures:
             return
-        _, pending = wait(self._futures, return_when=FIRST_EXCEPTION)
-        if pending:
-            for f in pending:
-                f.cancel()
-            wait(pending)
         futures, self._futures = self._futures, []
+        wait(futures)
         if raise_errors:
             for f in futures:
-                if not f.cancelled():
-                    f.result()
+                f.result()
 
 
-def run_parallel(tasks: Sequence[Callable[[], None]], *, helpers: int | None = None) -> None:
+def run_parallel(tasks: Sequence[Callable[[], None]], *, helpers: int | None = None,
+                 threads: int | None = None) -> None:
     """Run small closures on the shared pool and in the calling thread.
 
-    The calling thread and up to ``helpers`` pool threads (default: the pool's size minus
-    one, i.e. one thread per core with the caller) take tasks from one shared list until it
-    is empty: a task costs no hand-off of its own (so by default as many threads work as
-    the process may use CPUs). On the first failure no further task
+    The calling thread and up to ``helpers`` pool threads (default: :func:`thread_count`
+    minus one: ``threads`` when given, else the setting in force) take tasks from one
+    shared list until it is empty: a task costs no hand-off of its own (so by default as
+    many threads work as the process may use CPUs). On the first failure no further task
     starts; the running ones finish, then that failure is raised.
     """
     if len(tasks) <= 1:
@@ -139,8 +175,8 @@ def run_parallel(tasks: Sequence[Callable[[], None]], *, helpers: int | None = N
                     errors.append(exc)
                 return
 
-    pool = _pool()
-    n = default_threads() - 1 if helpers is None else helpers
+    n = thread_count(threads) - 1 if helpers is None else helpers
+    pool = _pool(n)
     futures = [pool.submit(drain) for _ in range(max(0, min(n, len(tasks) - 1)))]
     drain()
     wait(futures)
@@ -175,17 +211,41 @@ def fork_join(first: Callable[[], Any], second: Callable[[], Any]) -> tuple[Any,
     return a, future.result()
 
 
-def ordered_map(fn: Callable[[Any], Any], items: Iterable[Any], *, workers: int, name: str
-                ) -> Iterator[Any]:
+def background(fn: Callable[[], Any]) -> Future[Any]:
+    """``fn()`` offered to the one helper thread; the caller cancels or waits for the future
+    (an editable volume encodes a changed tile ahead of its commit this way). While ``fn``
+    runs, a ``fork_join`` half offered to the helper runs on its caller's thread: keep ``fn``
+    to the length of the caller's own block."""
+    return _helper().submit(fn)
+
+
+def ordered_map(fn: Callable[[Any], Any], items: Iterable[Any], *, workers: int, name: str,
+                ahead: int | None = None) -> Iterator[Any]:
     """``fn`` over ``items`` on a fresh pool of ``workers`` threads named ``name``; results in
-    the order of ``items`` as they come (the first failure in that order is raised)."""
+    the order of ``items`` as they come (the first failure in that order is raised).
+    ``ahead``: at most this many items taken from ``items`` and not yet yielded (a streamed
+    write's memory bound); ``None`` takes them all at once."""
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name) as pool:
-        yield from pool.map(fn, items)
+        if ahead is None:
+            yield from pool.map(fn, items)
+            return
+        pending: deque[Future[Any]] = deque()
+        try:
+            for item in items:
+                pending.append(pool.submit(fn, item))
+                if len(pending) >= max(1, ahead):
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for f in pending:
+                f.cancel()
 
 
 def zstd_frame_map(fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
-    """The frame-parallel zstd decoder's map: two threads (decoding releases the GIL)."""
-    return ordered_map(fn, items, workers=2, name="jnrrd-zstd")
+    """The frame-parallel zstd decoder's map: two threads (decoding releases the GIL), one
+    when the ``threads`` setting in force is 1."""
+    return ordered_map(fn, items, workers=min(2, thread_count()), name="jnrrd-zstd")
 
 
 class OrderedQueue:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import IO, Any
+from typing import IO, Any, Unpack
 
 import numpy as np
 
+from ._config import settings_for
 from .codecs import chain_is_self_delimiting, is_raw_chain
-from .engine.cache import check_cache_bytes, default_cache_bytes
+from .engine.cache import default_cache_bytes
 from .engine.sources import ExternalSource, InternalSource, held_object, untiled_data
 from .engine.untiled import data_paths
 from .engine.volume import Volume
@@ -17,7 +18,7 @@ from .errors import DataError, UnsupportedError, where
 from .header import CoreFields, Header, core_fields, parse_header
 from .header.foreign import check_not_a_folder
 from .header.geometry_fields import canonical_space
-from .policy import Policy
+from .policy import POLICY_FIELDS, IOSettings, Policy, PolicyOptions
 from .storage.local import file_version
 from .storage.remote import is_remote, local_path
 from .storage.remote_stream import opener_of
@@ -46,12 +47,16 @@ def _is_nrrd(f: IO[bytes]) -> bool:
 
 
 def read_header(source: Any, *, storage_options: dict[str, Any] | None = None,
-                **policy: Any) -> Header:
-    """Read only the header of a JNRRD (or classic NRRD) file (a path, URL or stream)."""
-    pol = Policy.from_kwargs(**policy)
+                policy: Policy | None = None, io: IOSettings | None = None,
+                **policy_options: Unpack[PolicyOptions]) -> Header:
+    """Read only the header of a JNRRD (or classic NRRD) file (a path, URL or stream).
+
+    ``policy``/``io`` and the policy keywords: as for :func:`open`.
+    """
+    pol = settings_for("jnrrd.read_header()", policy=policy, io=io, options=policy_options)
     check_not_a_folder(source)
     with opened(source, pol, storage_options) as src:
-        f = src.stream
+        f = src.stream = _consistent(src, pol)
         if _is_nrrd(f):
             from .nrrd.reader import read_nrrd_header
 
@@ -65,8 +70,9 @@ def read_header(source: Any, *, storage_options: dict[str, Any] | None = None,
 
 def open(
     source: Any, *, index_order: str = "F", missing: str = "error",
-    cache_bytes: int | None = None, storage_options: dict[str, Any] | None = None,
-    **policy: Any
+    cache_bytes: int | None = None, threads: int | None = None,
+    storage_options: dict[str, Any] | None = None, policy: Policy | None = None,
+    io: IOSettings | None = None, **policy_options: Unpack[PolicyOptions]
 ) -> Volume:
     """Open a JNRRD file lazily: slicing the returned :class:`Volume` reads only what it needs.
 
@@ -74,14 +80,28 @@ def open(
     go to fsspec unchanged) or a binary file object (left open). ``missing="fill"`` reads
     absent external tile files as padding. ``cache_bytes``: the budget of the volume's cache
     of decoded tiles, shared by all its levels (0: off; ``None``: the default for the storage
-    kind, 0 for a local file, 256 MiB for a URL; docs/api.md).
+    kind, 0 for a local file, 256 MiB for a URL; docs/api.md). ``threads``: tiles decoded at
+    once by each read (``None``: the ``jnrrd.config`` setting, else the CPUs the process may
+    use). ``policy`` (a :class:`jnrrd.Policy`) and the policy keywords (its fields by name:
+    caps and path rules, docs/security.md) say what the reader may do; ``io`` (a
+    :class:`jnrrd.IOSettings`) how it does its I/O. Settings not given come from
+    :data:`jnrrd.config` as it is now; the volume keeps them (docs/api.md, "Configuration").
     """
-    cache_bytes = check_cache_bytes(cache_bytes)
+    pol = settings_for("jnrrd.open()", policy=policy, io=io, options=policy_options,
+                       cache_bytes=cache_bytes, threads=threads)
+    return _open(source, index_order, missing, storage_options, pol)
+
+
+def _open(source: Any, index_order: str, missing: str,
+          storage_options: dict[str, Any] | None, pol: Policy,
+          cache_bytes: int | None = None) -> Volume:
+    """:func:`open` with its settings resolved (``cache_bytes``: overrides ``pol.io``'s)."""
+    if cache_bytes is None:
+        cache_bytes = pol.io.cache_bytes
     if index_order not in ("F", "C"):
         raise ValueError(f"index_order must be 'F' or 'C', got {index_order!r}")
     if missing not in ("error", "fill"):
         raise ValueError(f"missing must be 'error' or 'fill', got {missing!r}")
-    pol = Policy.from_kwargs(**policy)
     check_not_a_folder(source)  # a DICOM series or a Zarr store: say so, and how to convert
     src = resolve(source, pol, storage_options)
     by_path = isinstance(source, (str, os.PathLike))
@@ -91,6 +111,7 @@ def open(
         if cache_bytes is None:
             cache_bytes = default_cache_bytes(remote=True)
     try:
+        src.stream = _consistent(src, pol)
         # the version of the file this stream reads (fstat: even if the path was replaced)
         version = (src.stream.reader.version if src.remote
                    else file_version(src.stream.fileno()) if by_path else None)
@@ -110,8 +131,19 @@ def open(
         raise
     if by_path:
         vol.reopen = Reopen.of(source, index_order, missing, base, version=version,
-                               cache_bytes=cache_bytes, storage_options=storage_options)
+                               storage_options=storage_options)
     return vol
+
+
+def _consistent(src: Opened, pol: Policy) -> IO[bytes]:
+    """The source's stream, its header checked against an in-place commit in progress or
+    interrupted (``jnrrd.editing.consistent``; local files only: objects are replaced
+    whole)."""
+    if src.remote or src.path is None or not src.owned:
+        return src.stream
+    from .editing.consistent import consistent_stream
+
+    return consistent_stream(src.stream, src.path, pol.max_header_bytes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,38 +159,44 @@ class Reopen:
     path: str  # absolute, or a URL
     index_order: str
     missing: str
-    policy: tuple[tuple[str, Any], ...]  # every Policy field but "extra", by name
+    policy: tuple[tuple[str, Any], ...]  # every Policy keyword, by name
     #: the file's version token when it was opened (``storage.local.file_version``, or a
     #: remote object's ETag/generation and size); not part of equality or hash. Unpickling a
     #: volume (and every Dask task) compares it with the re-opened file's.
     version: Any = dataclasses.field(default=None, compare=False)
     #: ``open(..., cache_bytes=)`` as given (``None``: the default); a re-opened volume gets
-    #: a cache of its own with the same budget
+    #: a cache of its own with the same budget (also in :attr:`io`)
     cache_bytes: int | None = None
     #: a URL's ``storage_options`` (passed to fsspec again); not part of equality or hash,
     #: :attr:`options_key` stands for them there
     storage_options: dict[str, Any] | None = dataclasses.field(default=None, compare=False)
     options_key: str = ""
+    #: the I/O settings it was opened with (threads, cache, remote requests)
+    io: IOSettings = IOSettings()
 
     @classmethod
     def of(cls, source: str | os.PathLike[str], index_order: str, missing: str,
-           policy: Policy, *, version: Any = None, cache_bytes: int | None = None,
+           policy: Policy, *, version: Any = None,
            storage_options: dict[str, Any] | None = None) -> Reopen:
-        """The re-opener of a path or URL ``source`` opened with these arguments."""
-        items = tuple((f.name, getattr(policy, f.name)) for f in dataclasses.fields(Policy)
-                      if f.name != "extra")
+        """The re-opener of a path or URL ``source`` opened with the settings ``policy``
+        (with its ``io``)."""
+        items = tuple((name, getattr(policy, name)) for name in POLICY_FIELDS)
         path = os.fspath(source)
         if not is_remote(local_path(path)):
             path = os.path.abspath(local_path(path))
         options = dict(storage_options) if storage_options else None
-        return cls(path, index_order, missing, items, version, cache_bytes, options,
-                   repr(sorted(options.items(), key=lambda kv: kv[0])) if options else "")
+        return cls(path, index_order, missing, items, version, policy.io.cache_bytes, options,
+                   repr(sorted(options.items(), key=lambda kv: kv[0])) if options else "",
+                   policy.io)
+
+    def settings(self) -> Policy:
+        """The policy (with its I/O settings) the file was opened with."""
+        return Policy.from_kwargs(**dict(self.policy)).with_io(self.io)
 
     def __call__(self) -> Volume:
         """A new :class:`Volume` of the same file, opened with the same arguments."""
-        return open(self.path, index_order=self.index_order, missing=self.missing,
-                    cache_bytes=self.cache_bytes, storage_options=self.storage_options,
-                    **dict(self.policy))
+        return _open(self.path, self.index_order, self.missing, self.storage_options,
+                     self.settings())
 
 
 def check_header(header: Header, *, policy: Policy, source: Any = None
@@ -235,19 +273,23 @@ def _volume(header: Header, core: Any, tiling: Tiling | None, src: Opened,
 
 def read(source: Any, *, level: int = 0, index_order: str = "F", missing: str = "error",
          storage_options: dict[str, Any] | None = None, out: np.ndarray | None = None,
-         **policy: Any) -> tuple[np.ndarray, Header]:
+         threads: int | None = None, policy: Policy | None = None,
+         io: IOSettings | None = None, **policy_options: Unpack[PolicyOptions]
+         ) -> tuple[np.ndarray, Header]:
     """Read a whole volume (or pyramid level) from a path, URL or stream: returns
     ``(data, header)``.
 
     With ``index_order="F"`` (default) ``data.shape == tuple(header["sizes"])`` (level 0);
     ``"C"`` gives the reversed shape, C-contiguous. ``out``: a writeable array of that shape
     and the volume's dtype, filled and returned as ``data`` (the caller reuses its memory;
-    ``JnrrdError`` for another shape or dtype).
+    ``JnrrdError`` for another shape or dtype). ``threads``, ``policy``, ``io`` and the
+    policy keywords: as for :func:`open`.
     """
+    pol = settings_for("jnrrd.read()", policy=policy, io=io, options=policy_options,
+                       threads=threads)
     # a whole remote level 0 is read once: no decoded-tile cache to fill on the way
     once = level == 0 and is_remote(local_path(source))
-    vol = open(source, index_order=index_order, missing=missing, cache_bytes=0 if once else None,
-               storage_options=storage_options, **policy)
+    vol = _open(source, index_order, missing, storage_options, pol, 0 if once else None)
     try:
         if not 0 <= level < len(vol.levels):
             raise IndexError(f"level {level} does not exist ({len(vol.levels)} levels)")

@@ -10,15 +10,18 @@ volume. The ``jnrrd convert`` command is a thin layer over :func:`write_converte
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 
+from ._config import config
 from .errors import UnsupportedError
 from .progress import Bar, Reporting, mib_progress
+from .writing.options import ConvertOptions
 
 __all__ = ["FORMATS", "LAYOUT_OPTIONS", "Source", "convert", "open_source", "source_format",
            "target_format", "write_converted"]
@@ -158,8 +161,8 @@ def _caller_order(defaults: dict[str, Any], index_order: str) -> dict[str, Any]:
 
 def convert(source: Any, target: Any, *, storage_options: Mapping[str, Any] | None = None,
             format: str | None = None, index_order: str = "F", progress: Any = None,
-            series: str | None = None, resample: bool = False,
-            **write_options: Any) -> None:
+            series: str | None = None, resample: bool = False, threads: int | None = None,
+            **write_options: Unpack[ConvertOptions]) -> None:
     """Convert ``source`` to ``target``; the target's suffix (any case) or ``format`` picks
     the output format: ``.jnrrd``, ``.nrrd``/``.nhdr``, ``.npy``, ``.ome.zarr``/``.zarr``,
     ``.nii``/``.nii.gz``.
@@ -178,6 +181,8 @@ def convert(source: Any, target: Any, *, storage_options: Mapping[str, Any] | No
     to fsspec for URLs. ``index_order`` maps ``.npy`` axes (and per-axis options) onto header
     axes, as in :func:`jnrrd.write`.
     ``progress``: ``True`` draws a bar on a terminal, or a callable ``(done, total)``.
+    ``threads``: tiles decoded and encoded at once (``None``: the ``jnrrd.config`` setting,
+    else the CPUs the process may use).
     """
     out = target_format(target, format)
     if series is not None and not isinstance(series, str):
@@ -186,14 +191,17 @@ def convert(source: Any, target: Any, *, storage_options: Mapping[str, Any] | No
     if (isinstance(source, (str, os.PathLike)) and isinstance(target, (str, os.PathLike))
             and os.path.abspath(source) == os.path.abspath(target)):
         raise ValueError(f"{target}: the source and the target are the same file")
+    from .storage.targets import local_target
     from .writing.dispatch import write
 
     # OME-Zarr and NIfTI targets are written from header-order data; index_order only maps
     # options
     order = "F" if out in ("ome-zarr", "nifti") else index_order
     reader = {k: v for k, v in (("series", series), ("resample", resample)) if v}
-    with open_source(source, index_order=order, storage_options=storage_options,
-                     **reader) as src:
+    io = config(threads=threads) if threads is not None else contextlib.nullcontext()
+    with io, local_target(target), open_source(source, index_order=order,
+                                                storage_options=storage_options,
+                                                **reader) as src:
         write_converted(src, target, out, write=write, index_order=index_order,
                         progress=progress, storage_options=storage_options, **write_options)
 

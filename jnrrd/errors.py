@@ -14,6 +14,7 @@ these. Leaves also inherit the matching builtin, so ``except PermissionError`` o
         │   └── UnknownCodecError      (also LookupError) no codec of that name
         ├── MissingDependencyError (also ImportError) a feature needs an optional package
         ├── UnsupportedError       valid, but not supported here (or over a resource cap)
+        ├── LockError              another writer holds the volume (jnrrd.open(..., mode="r+"))
         ├── RemoteError            (also OSError) a remote store failed: status, body, timeout
         │   ├── ObjectNotFoundError    (also FileNotFoundError) no such remote object
         │   └── AccessDeniedError      (also PermissionError) the store refused access
@@ -42,6 +43,7 @@ __all__ = [
     "HeaderError",
     "JnrrdError",
     "JnrrdWarning",
+    "LockError",
     "MissingDependencyError",
     "ObjectNotFoundError",
     "RemoteError",
@@ -88,6 +90,11 @@ class MissingDependencyError(JnrrdError, ImportError):
 
 class UnsupportedError(JnrrdError):
     """Valid, but not supported by this library, or over one of the configured caps."""
+
+
+class LockError(JnrrdError):
+    """Another writer holds the volume: a second ``jnrrd.open(..., mode="r+")`` or
+    ``jnrrd.create`` of a held target, or a lock that was broken as stale while held."""
 
 
 class RemoteError(JnrrdError, OSError):

@@ -24,12 +24,13 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Mapping
-from typing import IO, Any, TextIO
+from typing import IO, Any, TextIO, Unpack
 
+from ._config import settings_for
 from .errors import FormatError, JnrrdError, ValidationError, VersionError, describe_source
 from .header.model import CORE_FIELDS, TILE_FIELDS, TILE_URI_PREFIX, build_header, find_prefix
 from .header.wire import MAX_NESTING, nesting_depth, read_entries
-from .policy import Policy
+from .policy import IOSettings, Policy, PolicyOptions
 from .storage import Store
 from .storage.remote import is_remote, local_path
 from .storage.resolve import opened
@@ -52,7 +53,10 @@ def validate(
     strict: bool = False,
     progress: Callable[[int, int], None] | None = None,
     storage_options: dict[str, Any] | None = None,
-    **policy: Any,
+    threads: int | None = None,
+    policy: Policy | None = None,
+    io: IOSettings | None = None,
+    **policy_options: Unpack[PolicyOptions],
 ) -> list[Problem]:
     """Check a JNRRD file or header and return every problem found (CONVENTIONS §3).
 
@@ -61,11 +65,13 @@ def validate(
     next to the header's URL), a binary file object (read from its start, not closed)
     or a header mapping (a :class:`~jnrrd.Header`; file-dependent checks are then skipped).
     ``deep=True`` also reads and decodes every stored tile (checksums, sizes), calling
-    ``progress(done, total)`` as tiles are checked. ``**policy`` are the reader's policy
-    keywords (caps, path rules). With ``strict=True`` a ``ValidationError`` carrying the
+    ``progress(done, total)`` as tiles are checked, on up to ``threads`` threads.
+    ``policy``/``io`` and the policy keywords (caps, path rules): as for
+    :func:`jnrrd.open`. With ``strict=True`` a ``ValidationError`` carrying the
     problems is raised when any problem is an error. Unreadable paths raise ``OSError``.
     """
-    pol = Policy.from_kwargs(**policy)
+    pol = settings_for("jnrrd.validate()", policy=policy, io=io, options=policy_options,
+                       threads=threads)
     report = Report()
     name: Any = None
     if isinstance(source_or_header, Mapping):
@@ -77,7 +83,8 @@ def validate(
         name = describe_source(source_or_header) or None
         with opened(source_or_header, pol, storage_options) as src:
             again = (src.name, storage_options) if src.remote else None
-            _check_file(src.stream, src.store, pol, report, deep, progress, again)
+            _check_file(_committed(src, pol, report), src.store, pol, report, deep, progress,
+                        again)
     problems = report.finish()
     if strict:
         errors = [p for p in problems if p.severity == "error"]
@@ -89,6 +96,20 @@ def validate(
                 problems,
             )
     return problems
+
+
+def _committed(src: Any, pol: Policy, report: Report) -> IO[bytes]:
+    """The stream of a local file with its header checked against an in-place commit in
+    progress or interrupted (docs/editing.md); a damaged one is reported and read as is."""
+    if src.remote or src.path is None or not src.owned:
+        return src.stream
+    from .editing.consistent import consistent_stream
+
+    try:
+        src.stream = consistent_stream(src.stream, src.path, pol.max_header_bytes)
+    except JnrrdError as exc:
+        report.error("", str(exc))
+    return src.stream
 
 
 def _file_size(f: IO[bytes]) -> int | None:
@@ -355,18 +376,11 @@ def _deep_untiled(f: IO[bytes], pol: Policy, report: Report,
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
         try:
-            read(source, **options, **_policy_kwargs(pol))
+            read(source, **options, policy=pol, io=pol.io)
         except JnrrdError as exc:
             report.error("", f"the data section cannot be read: {_unnamed(str(exc), f)}")
     if progress is not None:
         progress(1, 1)
-
-
-def _policy_kwargs(pol: Policy) -> dict[str, Any]:
-    import dataclasses
-
-    return {fld.name: getattr(pol, fld.name) for fld in dataclasses.fields(pol)
-            if fld.name != "extra"}
 
 
 def run_validate(files: list[str], *, as_json: bool, deep: bool,

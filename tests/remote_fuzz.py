@@ -36,8 +36,8 @@ import jnrrd
 from jnrrd import cli
 
 #: client settings of the entry points that take reader keywords: a hostile server fails fast
-FAST = {"request_timeout": 0.4, "read_timeout": 0.2, "connect_timeout": 0.5,
-        "request_retries": 1}
+FAST = {"io": jnrrd.IOSettings(request_timeout=0.4, read_timeout=0.2, connect_timeout=0.5,
+                               request_retries=1)}
 #: server-side bounds: entry points without reader keywords run with the default settings,
 #: and must still end fast (a trickle is cut here, a delay is at most 0.25 s: more than FAST's
 #: read_timeout, so the reader's own timeouts are met too); an endless body

@@ -161,6 +161,7 @@ GZIP_CASES = {"internal-chunked-gzip", "internal-contiguous-gzip", "nhdr-detache
               "nrrd-pynrrd-header", "untiled-detached-gzip", "untiled-gzip"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_output_bytes_unchanged(name: str, tmp_path: Path) -> None:
     from jnrrd.codecs import gzip_fast

@@ -193,6 +193,7 @@ def bomb(name: str) -> bytes:
     return _CACHE[name]
 
 
+@pytest.mark.slow
 def test_bombs_really_expand():
     """The crafted bombs are what they claim (checked with the plain stdlib decoders)."""
     assert len(zstandard.ZstdDecompressor().decompressobj().decompress(bomb("zstd"))) \
@@ -315,6 +316,7 @@ def test_header_line_cap_stops_an_endless_line():
     assert raw.sent < 8 * MiB and peak < 24 * MiB and elapsed < TIME_BOUND
 
 
+@pytest.mark.slow
 def test_header_total_cap_stops_endless_lines():
     """Many short lines: HeaderError at max_header_bytes, the stream read no further."""
     body = b"".join(b'{"a:k%d": 0}\n' % k for k in range(200_000))
@@ -452,6 +454,7 @@ def test_claims_over_the_default_cap_are_refused(tmp_path, kind):
     assert elapsed < TIME_BOUND and peak < SMALL_PEAK
 
 
+@pytest.mark.slow
 def test_many_data_files_resolve_in_bounded_time(tmp_path):
     """Regression: 10^5 data file names (the default max_files) used to take ~0.3 ms each to
     resolve (two full realpath walks per name): half a minute for a 200-byte header. The

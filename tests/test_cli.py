@@ -235,6 +235,7 @@ def test_help_and_version(cli: Callable[..., Result]) -> None:
 
 
 # -- validate ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_validate_exit_codes_and_json(tmp_path: Path, pyramid: Path) -> None:
     bad = tmp_path / "bad.jnrrd"
     bad.write_bytes(b'{"jnrrd": "0004"}\n{"type": "uint8"}\n{"dimension": 2}\n{"sizes": [2]}\n'
@@ -276,6 +277,7 @@ def test_validate_missing_file_is_invalid(tmp_path: Path, cli: Callable[..., Res
 
 
 # -- convert -----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_convert_npy_to_tiled_pyramid_and_back(tmp_path: Path, volume: np.ndarray) -> None:
     np.save(tmp_path / "v.npy", volume)
     proc = run("convert", "v.npy", "v.jnrrd", "--tile", "16,8,8", "--compression", "gzip",
@@ -420,6 +422,7 @@ def test_convert_missing_and_corrupt_input(tmp_path: Path, cli: Callable[..., Re
                        1, "jnrrd: error: ")
 
 
+@pytest.mark.slow
 def test_convert_nrrd_round_trip(tmp_path: Path, pyramid: Path, volume: np.ndarray) -> None:
     import nrrd as pynrrd
 
@@ -458,6 +461,7 @@ def _run_on_terminal(args: list[str], cwd: Path) -> tuple[int, str]:
     return proc.wait(timeout=60), b"".join(chunks).decode(errors="replace")
 
 
+@pytest.mark.slow
 def test_progress_bar_on_a_terminal_only(tmp_path: Path, volume: np.ndarray) -> None:
     np.save(tmp_path / "v.npy", volume)
     code, drawn = _run_on_terminal(["convert", "v.npy", "a.jnrrd", "--tile", "8"], tmp_path)
@@ -468,6 +472,7 @@ def test_progress_bar_on_a_terminal_only(tmp_path: Path, volume: np.ndarray) -> 
     assert code == 0 and drawn == ""
 
 
+@pytest.mark.slow
 def test_entry_point_reports_bad_input_without_traceback(tmp_path: Path) -> None:
     """The real entry point: missing file and corrupt header exit 1, unknown option exits 2."""
     assert_clean_error(run("info", str(tmp_path / "missing.jnrrd")), 1, "missing.jnrrd",

@@ -25,6 +25,7 @@ def npy(tmp_path: Path) -> Path:
 
 
 # -- bad option values exit 2 ------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize(("args", "needle"), [
     (["--tile", "4,4"], "tile"),
     (["--codecs", '[{"name": "blosc"}]'], "--codecs: unknown codec"),
@@ -39,6 +40,7 @@ def test_bad_option_values_exit_2(tmp_path: Path, npy: Path, args: list[str],
 
 
 # -- no temporary names in messages ------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [["missing/o.nhdr"], ["missing/o.jnrrd", "--tile", "4"],
                                   ["adir.jnrrd", "--tile", "4"]],
                          ids=["nhdr", "tiled", "directory"])
@@ -64,6 +66,7 @@ def test_atomic_write_errors_name_the_target(tmp_path: Path) -> None:
 
 
 # -- progress -----------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("out", ["o.nrrd", "o.npy", "flat.jnrrd"])
 def test_progress_for_untiled_outputs(tmp_path: Path, npy: Path, out: str) -> None:
     """NRRD, .npy and untiled JNRRD outputs draw a bar too (MiB of the input read)."""
@@ -103,6 +106,7 @@ def truncated(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("deep", [False, True])
 def test_truncated_tiled_file_is_one_summarized_error(truncated: Path, deep: bool) -> None:
     """The 64 tiles of 8^3 lose their second half: one line names the first three and the
@@ -132,6 +136,7 @@ def test_validate_deep_draws_progress(tmp_path: Path) -> None:
 
 
 # -- info ---------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_info_shows_measurement_frame_and_key_values(tmp_path: Path) -> None:
     path = tmp_path / "dwi.nrrd"
     path.write_bytes(

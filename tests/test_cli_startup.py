@@ -55,9 +55,9 @@ def test_convert_loads_only_what_it_uses(tmp_path):
 
 
 def test_lazy_names_are_the_same_objects():
-    from jnrrd.api import open as api_open
+    from jnrrd.opening import open as public_open  # mode "r" (jnrrd.api) and "r+"
     from jnrrd.validate import validate
 
-    assert jnrrd.open is api_open and jnrrd.validate is validate  # the function, not the module
+    assert jnrrd.open is public_open and jnrrd.validate is validate  # the function, not the module
     assert set(jnrrd.__all__) <= set(dir(jnrrd))
     from jnrrd import Volume, convert, to_sitk  # noqa: F401

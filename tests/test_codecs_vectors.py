@@ -120,6 +120,7 @@ BYTES_FILES = ("gzip.json", "zstd.json", "crc32c.json", "numcodecs.bz2.json",
                "numcodecs.lz4.json", "pad.json", "offset.json", "optional.json")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", cases(*BYTES_FILES))
 def test_bytes_codec_vector(case: dict[str, Any]) -> None:
     if kind(case) == "error":
@@ -179,6 +180,7 @@ def _fill_of(case: dict[str, Any], dtype: np.dtype) -> Any:
     return fill(case["fill_value"], dtype) if "fill_value" in case else None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", cases("scale_offset.json", "cast_value.json"))
 def test_array_codec_vector(case: dict[str, Any]) -> None:
     if kind(case) == "error":

@@ -106,6 +106,7 @@ def test_short_is_error(name: str, exact: bool) -> None:
         decompress(name, packed, len(PAYLOAD) + 1, exact=exact)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_bomb_is_capped(name: str) -> None:
     # 64 MiB of zeros in a few KiB; decoding with a small expected size must stop early.
@@ -201,6 +202,7 @@ def test_bad_arguments(call) -> None:
 # ---- streaming into a buffer ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("skip", [0, 1, 4097])
 @pytest.mark.parametrize("chunk_size", [7, 4096, 1 << 20])

@@ -268,6 +268,7 @@ def test_virtual_level_at_extreme_scale_costs_what_the_axis_costs(tmp_path, meth
     np.testing.assert_allclose(level, downsample(SQUARE, (2**12, 2**12), method), rtol=1e-3)
 
 
+@pytest.mark.slow
 def test_virtual_gaussian_wider_than_a_long_axis_is_not_quadratic(tmp_path):
     """A 100 KB volume (10^5 voxels) at scale 2^20: the folded kernel is a dense 10^5 × 10^5
     filter, applied by FFT (about 40 s directly)."""
@@ -299,6 +300,7 @@ def many_tiles_header(n: int) -> bytes:
                          ("tile:storage", "external"), ("tile:pattern", "t/{x}.bin")])
 
 
+@pytest.mark.slow
 def test_many_missing_external_tiles_fail_at_the_first_one(tmp_path):
     """Regression: a 288-byte header declaring 10^7 missing tiles listed every tile task
     before reading any (38 s, then MemoryError at 2.9 GB). Tasks are now listed in bounded

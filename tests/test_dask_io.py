@@ -74,6 +74,7 @@ def test_import_jnrrd_does_not_import_dask_or_xarray():
 # --- reading ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("order", ["F", "C"])
 @pytest.mark.parametrize(("tile", "opts"), [
     pytest.param((16, 16, 8), {}, id="internal"),
@@ -254,6 +255,7 @@ def _imported_modules(module: str) -> set[str]:
 
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("storage", ["internal", "external"])
 @pytest.mark.parametrize("method", METHODS)
 def test_write_dask_equals_numpy_writer(tmp_path, method, storage):
@@ -269,6 +271,7 @@ def test_write_dask_equals_numpy_writer(tmp_path, method, storage):
         assert p.read_bytes() == q.read_bytes()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "shape", "dtype", "kw"), [
     pytest.param("overlap-pad", (37, 30, 21), np.uint16,
                  {"tile": (16, 16, 8), "overlap": 3, "padding_value": 7}, id="overlap-pad"),

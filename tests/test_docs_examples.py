@@ -61,6 +61,7 @@ def _run_page(tmp_path: Path, page: str, *, skip: str = "", dicom: bool = False
     return proc
 
 
+@pytest.mark.slow
 def test_clinical_page_runs(tmp_path):
     pytest.importorskip("pydicom")
     pytest.importorskip("nibabel")
@@ -70,6 +71,7 @@ def test_clinical_page_runs(tmp_path):
     assert (tmp_path / "seg.seg.nrrd").is_file() and (tmp_path / "back.nii.gz").is_file()
 
 
+@pytest.mark.slow
 def test_ecosystem_page_runs(tmp_path):
     pytest.importorskip("zarr")
     pytest.importorskip("xarray")
@@ -78,6 +80,7 @@ def test_ecosystem_page_runs(tmp_path):
     assert (tmp_path / "seg.jnrrd").is_file()  # the napari labels example ran
 
 
+@pytest.mark.slow
 def test_dask_page_runs(tmp_path):
     pytest.importorskip("dask")
     pytest.importorskip("xarray")

@@ -38,6 +38,10 @@ CASES = [
                                       "oindex (3, 8, 10): identical to NumPy",
                                       "pickled level 1 re-opened", "preview 371x128 written"],
                  id="ecosystem"),
+    # 55 frames, a commit every 10: the last commit (5 frames) comes at the end of the block
+    pytest.param("acquisition.py", ["--frames", "55", "--every", "10"],
+                 ["writer: 55 frames", "last 55 frames; every frame whole, levels consistent",
+                  "valid: True"], id="acquisition"),
     pytest.param("dicom_series.py", [], ["DICOM series: 96 files",
                                          "4 levels [(160, 160, 96), (80, 80, 48)",
                                          "50 mm box at 2 mm: level 1 (voxels [1.6, 1.6, 2.0] mm)",
@@ -48,6 +52,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("script", "args", "needles"), CASES)
 def test_example_runs(tmp_path: Path, script: str, args: list[str], needles: list[str]
                       ) -> None:
@@ -67,6 +72,7 @@ def test_every_example_is_tested() -> None:
         assert f"`{name}" in readme, f"{name} is not described in examples/README.md"
 
 
+@pytest.mark.slow
 def test_quickstart_leaves_its_file_and_the_info_command(tmp_path: Path) -> None:
     """The README's first command ends with a file the user can inspect, and says how."""
     proc = run_example("quickstart.py", cwd=tmp_path)
@@ -84,6 +90,7 @@ def test_quickstart_leaves_its_file_and_the_info_command(tmp_path: Path) -> None
                                                     "elsewhere/quickstart.jnrrd"]
 
 
+@pytest.mark.slow
 def test_examples_write_into_out_dir_only(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = run_example("quantize.py", "--out", str(out))
@@ -92,6 +99,7 @@ def test_examples_write_into_out_dir_only(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
 
 
+@pytest.mark.slow
 def test_nrrd_to_pyramid_takes_an_input_file(tmp_path: Path) -> None:
     import numpy as np
 

@@ -60,6 +60,7 @@ def test_fuzz_member_floods(cc):
     _run(cc)
 
 
+@pytest.mark.slow
 @given(cc=fc.extreme_scale_case())
 def test_fuzz_extreme_virtual_scales(cc):
     _run(cc)

@@ -114,6 +114,7 @@ def _escapes(path: str) -> dict[str, BaseException]:
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=EXAMPLES)
 @given(data=st.data())
 def test_only_jnrrd_errors_escape_any_entry_point(seeds, data):

@@ -113,6 +113,7 @@ def _into(f, buf: bytearray) -> bytearray:
     return buf
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("case", ["one", "two-members", "same-member-twice", "zero-padding",
                                   "trailing-garbage", "truncated", "corrupt", "short"])

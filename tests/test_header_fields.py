@@ -36,6 +36,7 @@ def test_minimal() -> None:
         f.dimension = 3  # type: ignore[misc]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("overrides", "attr", "expected", "warn"),
     [
@@ -125,6 +126,7 @@ def test_valid(overrides: dict[str, Any], attr: str, expected: Any, warn: str | 
     assert getattr(fields(warn, **overrides), attr) == expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("overrides", "field"),
     [

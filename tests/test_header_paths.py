@@ -64,6 +64,7 @@ def test_invalid_paths(path: str) -> None:
     assert parse_path(path) is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("lines", "expected"),
     [

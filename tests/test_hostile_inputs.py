@@ -251,6 +251,7 @@ def test_jnrrd_sizes_beyond_64_bits(tmp_path):
 
 # -- codec entries --------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", [5, ["bytes"], "zstd", None, {"configuration": {}}],
                          ids=["int", "list", "string", "null", "no-name"])
 @pytest.mark.parametrize("alone", [False, True], ids=["after-bytes", "alone"])
@@ -350,6 +351,7 @@ def _loop(tmp_path: Path) -> str:
     return "loop1"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["long-name", "long-path", "loop", "through-file"])
 def test_data_file_the_os_refuses(tmp_path, kind):
     """ENAMETOOLONG, ELOOP and ENOTDIR escaped as bare OSErrors."""
@@ -361,6 +363,7 @@ def test_data_file_the_os_refuses(tmp_path, kind):
     refused_everywhere(path, jnrrd.DataError, match="data_file", header_ok=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["long-name", "loop", "through-file"])
 @pytest.mark.parametrize("field", ["tile:pattern", "tile:base_dir"])
 def test_external_tile_path_the_os_refuses(tmp_path, kind, field):

@@ -122,17 +122,19 @@ def test_detached_overwrite_order(tmp_path: Path, monkeypatch, new_detached: boo
 
 @pytest.mark.parametrize("detached", [False, True], ids=["attached", "detached"])
 def test_leftovers_removed_by_the_next_write(tmp_path: Path, detached: bool) -> None:
+    p = tmp_path / "v.jnrrd"
+    jnrrd.write(p, OLD * 3, detached=True)
+    previous = jnrrd.read_header(p)["data_file"]  # the data file the previous header names
     leftovers = [
         ".v.jnrrd.jnrrd-tmp-0badc0de",  # an interrupted header/attached write
-        "v.0123abcd.data.raw",  # a stale data file of an earlier detached write
-        "v.89abcdef.data.rawzst",
-        ".v.0123abcd.data.raw.jnrrd-tmp-feedf00d",  # an interrupted detached data write
+        previous,
+        f".{previous}.jnrrd-tmp-feedf00d",  # an interrupted write of that data file
     ]
+    # named like ours, but no header of v.jnrrd names them: not provably v.jnrrd's
     unrelated = ["w.0123abcd.data.raw", "v.raw", "notes.txt", ".w.jnrrd.jnrrd-tmp-0badc0de",
-                 "v.0123abcd.data.raw.bak"]
-    for n in leftovers + unrelated:
+                 "v.0123abcd.data.raw.bak", "v.0123abcd.data.raw", "v.89abcdef.data.rawzst"]
+    for n in leftovers[::2] + unrelated:
         (tmp_path / n).write_bytes(b"x")
-    p = tmp_path / "v.jnrrd"
     jnrrd.write(p, OLD, detached=detached)
     names = set(os.listdir(tmp_path))
     assert not names & set(leftovers), names & set(leftovers)

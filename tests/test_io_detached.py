@@ -244,6 +244,7 @@ def _name(name: str, layout: Path) -> str:
     return str(layout.parent / "outside.raw") if name == "OUTSIDE_ABS" else name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("field", ["data_file", "data_files", "data_file_pattern"])
 @pytest.mark.parametrize("name", HOSTILE)
 def test_hostile_paths_refused_before_opening(layout: Path, monkeypatch, name: str,

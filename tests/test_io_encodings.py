@@ -69,6 +69,7 @@ def data_section(path: Path) -> bytes:
 
 
 # -- golden bytes, writing ------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("endian, expected", [
     pytest.param("little", LE, id="little"),
     pytest.param("big", BE, id="big"),
@@ -105,6 +106,7 @@ def test_hex_lines_are_70_characters(tmp_path: Path) -> None:
 
 
 # -- golden bytes, reading hand-made files ----------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("endian, payload", [
     pytest.param("little", LE, id="little"),
     pytest.param("big", BE, id="big"),
@@ -146,6 +148,7 @@ def _zstd_streamed(b: bytes) -> bytes:
     return c.compress(b) + c.flush()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("enc, make", [
     pytest.param("gzip", lambda: gzip.compress(LE[:3]) + gzip.compress(LE[3:]),
                  id="gzip-two-members"),
@@ -222,6 +225,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("enc, make", CASES)
 def test_bad_data_is_a_data_error(tmp_path: Path, enc: str, make) -> None:
     p = write_file(tmp_path / "bad.jnrrd", header("uint8", [4096], enc), make())

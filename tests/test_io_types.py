@@ -39,6 +39,7 @@ DTYPES = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint6
           "float16", "float32", "float64", "complex64", "complex128"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("endian", ["little", "big"])
 @pytest.mark.parametrize("enc", ENCODINGS)
 @pytest.mark.parametrize("name", DTYPES)
@@ -224,6 +225,7 @@ def test_block_read_golden(tmp_path: Path) -> None:
     assert [bytes(v) for v in data] == [b"abc", b"def"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra, error, match", [
     pytest.param((), HeaderError, "block_size", id="missing-block-size"),
     pytest.param(('{"block_size": 0}',), HeaderError, "block_size", id="zero-block-size"),

@@ -196,6 +196,7 @@ def kinded_volumes(draw):
     return shape, kinds, seed
 
 
+@pytest.mark.slow
 @given(kinded_volumes(), st.sampled_from(METHODS), st.integers(1, 8), st.integers(1, 6))
 def test_random_kinds_levels_keep_non_domain_axes(tmp_path_factory, vol, method, levels, tile):
     shape, kinds, seed = vol

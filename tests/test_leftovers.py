@@ -16,6 +16,7 @@ import pytest
 import jnrrd
 from jnrrd.cli import main
 from jnrrd.storage.leftovers import write_journal
+from jnrrd.storage.ownership import claim
 
 HERE = Path(__file__).resolve().parent
 A = np.arange(12 * 10 * 8, dtype=np.uint16).reshape(12, 10, 8)
@@ -74,6 +75,7 @@ def age_all(d: Path, seconds: float = 3600) -> None:
         age(p, seconds)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_cleanup_removes_stale_leftovers_of_a_crashed_write(tmp_path, kind):
     path = tmp_path / KINDS[kind][0]
@@ -123,16 +125,18 @@ def test_a_running_write_keeps_its_files_however_old(tmp_path):
     with write_journal(str(target)):
         tmp.write_bytes(b"x")
         spool.write_bytes(b"x")
+        claim(str(tiles))  # a write claims its fresh names in its journal before making them
         tiles.mkdir()
         (tiles / "0").write_bytes(b"t")
+        claim(str(tmp_path / "run.0badf00d.data.raw"))
         data_tmp.write_bytes(b"d")
         age_all(tmp_path)
         assert jnrrd.cleanup(tmp_path, older_than=0) == []
         jnrrd.write(tmp_path / "other.jnrrd", B)  # a write in the same directory
         assert tmp.exists() and spool.exists() and tiles.exists() and data_tmp.exists()
     # The write ended without cleaning up after itself (as if its own cleanup failed): its
-    # temporary files are leftovers now; the tile directory has no journal to prove it is
-    # ours, so it stays.
+    # temporary files are leftovers now; the tile directory has no journal any more to prove
+    # it is ours, so it stays.
     removed = {os.path.basename(p) for p in jnrrd.cleanup(tmp_path, older_than=0)}
     assert removed == {tmp.name, spool.name, data_tmp.name}
     assert tiles.exists()
@@ -244,20 +248,30 @@ def test_cli_cleanup(tmp_path, capsys):
 @pytest.mark.parametrize("target", ["scan.nhdr", "scan.jnrrd"])
 def test_a_date_named_user_file_survives_a_write_to_the_same_target(tmp_path, target):
     """Tokens always hold a letter, so ``<stem>.<8 digits>.<ext>`` (a date, a frame number)
-    is never taken for a data file of an earlier write."""
+    is never taken for a data file of an earlier write; the one the previous header names
+    goes."""
     user = ["scan.20231105.raw", "scan.20231105.data.raw", "scan.00000001.tiles"]
     for n in user:
         if n.endswith(".tiles"):
             (tmp_path / n).mkdir()
         else:
             (tmp_path / n).write_bytes(b"mine")
+    jnrrd.write(tmp_path / target, A, detached=True)
     stale = tmp_path / ("scan.2023110a.raw" if target.endswith(".nhdr")
                         else "scan.2023110a.data.raw")
-    stale.write_bytes(b"an earlier write's")
-    jnrrd.write(tmp_path / target, A, detached=True)
+    _rename_data(tmp_path / target, stale.name)
+    np.testing.assert_array_equal(jnrrd.read(tmp_path / target)[0], A)
     jnrrd.write(tmp_path / target, B, detached=True)
     names = set(os.listdir(tmp_path))
     assert set(user) <= names and stale.name not in names
+
+
+def _rename_data(header: Path, new: str) -> None:
+    """Give the detached data file of ``header`` the name ``new`` (header updated)."""
+    text = header.read_bytes()
+    old = next(n for n in os.listdir(header.parent) if n.encode() in text and n != header.name)
+    os.rename(header.parent / old, header.parent / new)
+    header.write_bytes(text.replace(old.encode(), new.encode()))
 
 
 def test_fresh_tokens_always_hold_a_letter(monkeypatch):
@@ -281,14 +295,17 @@ def test_rewrites_of_an_upper_case_target_leave_one_generation(tmp_path, options
     assert int(jnrrd.read(target)[0][0, 0]) == 2
 
 
-def test_a_rewrite_sweeps_tile_directories_named_after_the_whole_upper_case_name(tmp_path):
-    # earlier versions kept the upper-case suffix in the stem: V.JNRRD.<token>.tiles
+def test_a_rewrite_removes_a_tile_directory_named_after_the_whole_upper_case_name(tmp_path):
+    # earlier versions kept the upper-case suffix in the stem: V.JNRRD.<token>.tiles; the
+    # previous header names it, so a rewrite of the same target removes it
     target = tmp_path / "V.JNRRD"
     jnrrd.write(target, np.zeros((8, 8), np.uint8), tile=4, storage="external")
+    base = jnrrd.read_header(target)["tile:base_dir"]
     old = tmp_path / "V.JNRRD.1a2b3c4d.tiles"
-    old.mkdir()
-    (old / "0_0.tile").write_bytes(b"x")
-    past = time.time() - 7200
-    os.utime(old, (past, past))
+    os.rename(tmp_path / base, old)
+    target.write_bytes(target.read_bytes().replace(base.encode(), old.name.encode()))
+    assert int(jnrrd.read(target)[0].sum()) == 0
     jnrrd.write(target, np.ones((8, 8), np.uint8), tile=4, storage="external")
     assert not old.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["V.JNRRD", jnrrd.read_header(target)["tile:base_dir"]])

@@ -104,6 +104,7 @@ def _check(tmp_path, sizes_mib: list[int], reads: int) -> None:
                                     f"NumPy {numpy >> 20} MiB")
 
 
+@pytest.mark.slow
 def test_reads_keep_no_memory(tmp_path):
     _check(tmp_path, [48, 8, 36, 64], reads=12)
 

@@ -50,6 +50,7 @@ def _directions_as_jnrrd(d: np.ndarray) -> list:
 
 
 # -- pynrrd writes, jnrrd reads --------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("ndim", [2, 3, 4])
 @pytest.mark.parametrize("encoding", ["raw", "gzip", "bzip2", "ascii"])
 @pytest.mark.parametrize(

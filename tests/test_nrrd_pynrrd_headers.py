@@ -294,6 +294,7 @@ def pynrrd_headers(draw):
     return h, shape, dtype
 
 
+@pytest.mark.slow
 @given(case=pynrrd_headers(), target=st.sampled_from(["h.jnrrd", "h.nrrd"]))
 def test_random_pynrrd_headers_map_as_the_reader_maps_them(tmp_path_factory, case, target):
     fields, shape, dtype = case

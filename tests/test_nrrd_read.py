@@ -82,6 +82,7 @@ def test_read_from_stream_and_read_header(tmp_path):
 
 
 # -- field spellings and values --------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("line", "field", "value"),
     [
@@ -163,6 +164,7 @@ def test_no_extension_without_key_values_or_comments(tmp_path):
     assert "extensions" not in h and not any(k.startswith("nrrd:") for k in h)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spelling", sorted(TYPES))
 def test_every_type_spelling(tmp_path, spelling):
     jtype = TYPES[spelling]
@@ -204,6 +206,7 @@ def _payload(encoding: str, endian: str = "little") -> bytes:
     return raw
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("encoding", ["raw", "txt", "text", "ascii", "hex", "gz", "gzip",
                                       "bz2", "bzip2"])
 @pytest.mark.parametrize("endian", ["little", "big"])
@@ -357,6 +360,7 @@ def test_data_file_escaping_directory_is_security_error(tmp_path, spec):
 
 
 # -- bad input -------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("lines", "error", "fragment"),
     [

@@ -284,12 +284,18 @@ def test_failed_write_leaves_old_file(tmp_path, name):
 
 
 def test_leftover_data_of_interrupted_write_is_removed(tmp_path):
+    # the data file the previous header names goes with the next write; a look-alike that
+    # no header of this target names is not provably its own and stays
+    # (docs/security.md, "Cleanup owns only what it can prove")
     p = tmp_path / "x.nhdr"
-    (tmp_path / "x.0123abcd.raw").write_bytes(b"stale")
+    jnrrd.write(p, A43)
+    (old,) = [n for n in os.listdir(tmp_path) if n != "x.nhdr"]
+    (tmp_path / "x.0123abcd.raw").write_bytes(b"looks like ours, is named by no header")
     (tmp_path / "x.raw").write_bytes(b"user file, not ours")
     jnrrd.write(p, A43)
     names = sorted(os.listdir(tmp_path))
-    assert "x.0123abcd.raw" not in names and "x.raw" in names and len(names) == 3
+    assert old not in names and "x.0123abcd.raw" in names and "x.raw" in names
+    assert len(names) == 4
 
 
 @pytest.mark.parametrize("suffix", [".nrrd", ".nhdr", ".jnrrd"])

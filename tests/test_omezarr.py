@@ -357,6 +357,7 @@ def test_cli_convert_both_ways(ct, tmp_path, capsys):
     assert zarr.open_group(tmp_path / "e.zarr", mode="r")["0"].chunks == (8, 8, 40)
 
 
+@pytest.mark.slow
 def test_memory_stays_bounded_by_a_few_tiles(tmp_path):
     # 64 MiB of uint32 whose 64^3 tiles (1 MiB) form one slab per tile row: the converter
     # must stream tile by tile (chunk by chunk) both ways, never hold the volume

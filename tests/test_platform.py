@@ -50,6 +50,45 @@ def test_pread_and_pwrite_leave_the_position(fd, monkeypatch, native):
     assert _platform.pread(fd, 6, 2000) == np.arange(3, dtype=np.uint16).tobytes()
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["os", "fallback"])
+def test_pread_into_fills_the_view(fd, monkeypatch, native):
+    """``os.preadv`` straight into the caller's buffer, else :func:`pread` and a copy; fewer
+    bytes only at the end of the file, the descriptor's position untouched."""
+    if not native or not hasattr(os, "preadv"):
+        _hide(monkeypatch, "preadv", "pread")
+    os.lseek(fd, 17, os.SEEK_SET)
+    buf = bytearray(b"-" * 12)
+    assert _platform.pread_into(fd, memoryview(buf)[2:10], 300) == 8
+    assert buf == b"--" + bytes(range(44, 52)) + b"--"
+    assert _platform.pread_into(fd, memoryview(buf), 1020) == 4  # short at the end
+    assert buf[:4] == bytes(range(252, 256)) and buf[4:] == bytes(range(46, 52)) + b"--"
+    assert _platform.pread_into(fd, memoryview(buf), 5000) == 0  # past the end
+    assert os.lseek(fd, 0, os.SEEK_CUR) == 17
+
+
+@pytest.mark.parametrize("hidden", [("preadv",), ("preadv", "pread")], ids=["pread", "seek"])
+def test_the_pread_into_fallback_copies_in_bounded_steps(tmp_path, monkeypatch, hidden):
+    """Without ``preadv`` a large read is not staged whole: one step (256 KiB) besides the
+    buffer (a raw read costs about its output array: tests/test_io_errors.py)."""
+    import tracemalloc
+
+    _hide(monkeypatch, *hidden)
+    data = np.arange(2 << 20, dtype=np.uint32)  # 8 MiB
+    p = tmp_path / "big.bin"
+    data.tofile(p)
+    out = np.empty_like(data)
+    fd = os.open(p, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    try:
+        tracemalloc.start()
+        got = _platform.pread_into(fd, memoryview(out).cast("B"), 0)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    finally:
+        os.close(fd)
+    assert got == data.nbytes and np.array_equal(out, data)
+    assert peak < 1 << 20, peak
+
+
 def test_the_pread_fallback_is_safe_from_threads(fd, monkeypatch):
     _hide(monkeypatch, "pread")
     errors = []
@@ -347,8 +386,8 @@ def test_this_module_is_the_only_caller(tmp_path):
     from pathlib import Path
 
     pattern = re.compile(
-        r"os\.(pread|pwrite|fdatasync|copy_file_range|posix_fadvise|sched_getaffinity|"
-        r"process_cpu_count|cpu_count|register_at_fork|sysconf|fork)\b|"
+        r"os\.(pread|preadv|pwrite|pwritev|fdatasync|copy_file_range|posix_fadvise|"
+        r"sched_getaffinity|process_cpu_count|cpu_count|register_at_fork|sysconf|fork)\b|"
         r"mmap\.(MAP_|MADV_|PROT_)|\.madvise\(|import (fcntl|msvcrt)|sys\.platform|"
         r"/proc/|/sys/fs/")
     root = Path(jnrrd.__file__).parent

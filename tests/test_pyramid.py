@@ -99,6 +99,7 @@ def test_exact_values(a, scale, method, expected):
 INT_TYPES = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", INT_TYPES, ids=lambda t: np.dtype(t).name)
 @pytest.mark.parametrize("which", ["min", "max", "max-1", "min+1"])
 def test_average_of_constant_is_the_constant(dtype, which):

@@ -83,6 +83,7 @@ def test_builder_equals_downsample(case):
     assert b.buffered_rows == 0 and all(v == 0 for v in b.buffered_state_rows.values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", METHODS)
 @settings(max_examples=10)
 @given(seed=st.integers(0, 2**32 - 1))

@@ -41,6 +41,7 @@ def close(a, b, method):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("storage", ["internal", "external"])
 def test_every_level_equals_the_method_applied_to_level_0(tmp_path, method, storage):

@@ -40,6 +40,7 @@ def path(request, tmp_path_factory, data):
     return p
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index_order", ["F", "C"])
 @pytest.mark.parametrize("layout", ["F", "C", "strided"])
 def test_read_into_equals_read(path, data, index_order, layout):
@@ -120,6 +121,7 @@ def test_nothing_of_the_results_size_is_allocated(tmp_path, kind):
     assert peak < big.nbytes // 4, peak  # (8 MiB; working memory: input pieces, a tile)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("out,error,match", [
     (np.empty((40, 30), np.uint16), jnrrd.JnrrdError, r"out: expected .*shape \(40, 30, 20\)"),
     (np.empty(SHAPE, np.int32), jnrrd.JnrrdError, "dtype uint16"),

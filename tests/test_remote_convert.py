@@ -72,6 +72,7 @@ def test_convert_http_source(http_server, tmp_path, target):
             assert len(vol.levels) == 2 and vol.tiling.levels[0].grid.tile[0] == 16
 
 
+@pytest.mark.slow
 def test_convert_s3_external_source_with_options(s3, tmp_path):
     a, url = _s3_volume(s3, tmp_path, tile=16, compression="zstd", storage="external")
     out = tmp_path / "out.jnrrd"
@@ -81,7 +82,8 @@ def test_convert_s3_external_source_with_options(s3, tmp_path):
     # the options are needed: without them the client has no endpoint here (and the
     # session's loopback guard refuses the real service at once)
     with pytest.raises((OSError, jnrrd.JnrrdError)):
-        jnrrd.convert(url, tmp_path / "again.jnrrd", request_retries=0)  # type: ignore[call-arg]
+        with jnrrd.config(request_retries=0):
+            jnrrd.convert(url, tmp_path / "again.jnrrd")
 
 
 def test_convert_s3_detached_nhdr(s3, tmp_path):

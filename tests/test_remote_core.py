@@ -233,7 +233,7 @@ def test_memory_reads_fetch_only_what_a_selection_touches(mem, tmp_path, monkeyp
                                   {"request_concurrency": True}])
 def test_remote_knobs_are_checked(knob) -> None:
     with pytest.raises(ValueError, match=next(iter(knob))):
-        jnrrd.open("memory://nothing/x.jnrrd", **knob)
+        jnrrd.open("memory://nothing/x.jnrrd", io=jnrrd.IOSettings(**knob))
 
 
 def test_parts_resolve_as_the_body_arrives_and_a_short_body_is_an_error() -> None:

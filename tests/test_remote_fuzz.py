@@ -163,6 +163,7 @@ def _assert_subsets(escaped: dict[str, set[type]]) -> None:
                if "validate" not in entry)
 
 
+@pytest.mark.slow
 def test_every_url_entry_point_lets_only_jnrrd_errors_escape(served):
     _assert_subsets(_escape_sets(served, QUICK_CLASSES, ["rotate"]))
 

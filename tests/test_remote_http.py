@@ -149,7 +149,7 @@ def test_storage_options_reach_every_request(web, name):
     url = web.url_for(name)
     try:
         with pytest.raises(OSError) as info:
-            jnrrd.open(url, request_retries=0)
+            jnrrd.open(url, io=jnrrd.IOSettings(request_retries=0))
         assert_names(info.value, url)
         assert "401" in str(info.value)
         web.reset()
@@ -280,6 +280,7 @@ def many(tmp_path_factory):
         yield server
 
 
+@pytest.mark.slow
 def test_open_of_a_million_tile_header_is_bounded(many):
     many.clear_faults()
     many.reset()
@@ -310,7 +311,7 @@ def test_fault_while_the_header_grows(many, fault):
 def test_a_header_block_retried_after_a_truncation(many):
     many.clear_faults()
     many.fail("truncate", skip=1, times=1)
-    with jnrrd.open(many.url_for("many.jnrrd"), request_retries=2) as vol:
+    with jnrrd.open(many.url_for("many.jnrrd"), io=jnrrd.IOSettings(request_retries=2)) as vol:
         np.testing.assert_array_equal(vol[-3:], np.arange(10**6 - 3, 10**6) % 251)
     assert many.faults == []
 
@@ -363,7 +364,7 @@ def test_large_untiled_read_retries_a_truncated_piece(large):
     server, a = large
     server.clear_faults()
     server.fail("truncate", skip=2, times=1)
-    got = values(jnrrd.read(server.url_for("large.jnrrd"), request_retries=2))
+    got = values(jnrrd.read(server.url_for("large.jnrrd"), io=jnrrd.IOSettings(request_retries=2)))
     np.testing.assert_array_equal(got, a)
     assert server.faults == []
 
@@ -384,7 +385,9 @@ FAULTS = {
 
 
 def fast_fail(kind: str) -> dict:
-    return {**FAST_FAIL, "request_timeout": STALL_TIMEOUT} if kind == "stall" else FAST_FAIL
+    """The reader keywords of a fast failure (``io=``)."""
+    knobs = {**FAST_FAIL, "request_timeout": STALL_TIMEOUT} if kind == "stall" else FAST_FAIL
+    return {"io": jnrrd.IOSettings(**knobs)}
 
 
 def assert_names(exc: BaseException, url: str) -> None:
@@ -412,6 +415,7 @@ READ_FAULTS = [(name, fault) for name in ("contiguous.jnrrd", "untiled.jnrrd", "
                and not (name != "contiguous.jnrrd" and FAULTS[fault][0] == "stall")]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize(("name", "fault"), READ_FAULTS)
 def test_fault_during_a_read_is_an_error_naming_the_url_and_range(web, name, fault):
@@ -428,8 +432,8 @@ def test_fault_during_a_read_is_an_error_naming_the_url_and_range(web, name, fau
 @pytest.mark.parametrize("fault", ["500", "truncated"])
 def test_transient_faults_are_retried_to_the_right_data(web, fault):
     kind, options = FAULTS[fault]
-    with jnrrd.open(web.url_for("contiguous.jnrrd"), cache_bytes=0, request_retries=2,
-                    request_timeout=5.0) as vol:
+    with jnrrd.open(web.url_for("contiguous.jnrrd"), cache_bytes=0,
+                    io=jnrrd.IOSettings(request_retries=2, request_timeout=5.0)) as vol:
         web.fail(kind, times=1, **options)
         np.testing.assert_array_equal(vol[...], data_of("contiguous.jnrrd"))
     assert web.faults == []  # the fault was met
@@ -439,8 +443,8 @@ def test_transient_faults_are_retried_to_the_right_data(web, fault):
 @pytest.mark.parametrize("knob", ["request_timeout", "read_timeout"])
 def test_a_timeout_is_not_retried(web, knob):
     """A silent server fails once, in the timeout: retrying it would multiply the wait."""
-    with jnrrd.open(web.url_for("contiguous.jnrrd"), cache_bytes=0, request_retries=2,
-                    **{knob: STALL_TIMEOUT}) as vol:
+    with jnrrd.open(web.url_for("contiguous.jnrrd"), cache_bytes=0,
+                    io=jnrrd.IOSettings(request_retries=2, **{knob: STALL_TIMEOUT})) as vol:
         stall = web.fail("stall", seconds=20)
         with pytest.raises(jnrrd.RemoteError, match=knob):
             vol[...]
@@ -449,7 +453,8 @@ def test_a_timeout_is_not_retried(web, knob):
 
 @pytest.mark.timeout(30)
 def test_403_is_not_retried(web):
-    with jnrrd.open(web.url_for("contiguous.jnrrd"), cache_bytes=0, request_retries=3) as vol:
+    with jnrrd.open(web.url_for("contiguous.jnrrd"), cache_bytes=0,
+                    io=jnrrd.IOSettings(request_retries=3)) as vol:
         web.fail("status", status=403)
         web.reset()
         with pytest.raises(jnrrd.JnrrdError, match="403"):

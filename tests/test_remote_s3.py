@@ -83,6 +83,7 @@ def s3site(s3, bucket):
 
 # -- every kind, by URL as by path --------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", KINDS)
 def test_read_by_url_equals_local_read(s3site, name):
     url, options, root, server = s3site
@@ -95,6 +96,7 @@ def test_read_by_url_equals_local_read(s3site, name):
     assert server.counts["GET"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", KINDS)
 def test_open_selections_equal_local_reads(s3site, name):
     url, options, root, _ = s3site
@@ -138,7 +140,7 @@ def test_missing_bucket_is_file_not_found_naming_the_url(s3site):
 def test_refused_get_is_a_remote_error_naming_the_url(s3site):
     url, options, _, server = s3site
     with jnrrd.open(url("site/contiguous.jnrrd"), storage_options=options, cache_bytes=0,
-                    request_retries=0) as vol:
+                    io=jnrrd.IOSettings(request_retries=0)) as vol:
         server.fail("GET", status=403)
         with pytest.raises(OSError) as info:
             vol[...]
@@ -177,7 +179,7 @@ def test_region_touching_64_tiles_takes_far_fewer_requests(s3site, bucket):
     # 16³ tiles are ~5 KB: the default gap (64 KiB) would merge the rows of the region; a
     # small gap keeps the bytes to the touched tiles, as 64³ tiles do with the default
     with jnrrd.open(url("big/big.jnrrd"), storage_options=options, cache_bytes=0,
-                    coalesce_gap=1024) as vol:
+                    io=jnrrd.IOSettings(coalesce_gap=1024)) as vol:
         touched = tile_ranges(vol, 0, 25 // SMALL_TILE, 74 // SMALL_TILE)
         assert len(touched) == 64
         server.reset()
@@ -260,6 +262,7 @@ def objects(s3) -> list[str]:
     return sorted(p.split("/", 1)[1] for p in fs.find(s3.bucket))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", KINDS)
 def test_write_by_url_then_read_equals_the_local_file(s3, tmp_path, name):
     a = data_of(name)
@@ -300,6 +303,7 @@ def test_upload_refused_mid_way_leaves_the_previous_dataset(s3, skip):
                                   new)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["contiguous.jnrrd", "untiled.jnrrd", "detached.nhdr"])
 def test_refused_single_object_upload_changes_nothing(s3, name):
     a = data_of(name)

@@ -74,6 +74,7 @@ ESCAPES = ["%2e%2e/elsewhere/det.raw", ".%2e/elsewhere/det.raw", "%2E%2E/elsewhe
            "..%5Celsewhere%5Cdet.raw", "%2e%2e;x/elsewhere/det.raw"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", ESCAPES)
 def test_percent_encoded_data_file_cannot_leave_the_headers_directory(key):
     site = {"ok/t1/h.jnrrd": _header(data_file=key), "ok/elsewhere/det.raw": SECRET}
@@ -176,6 +177,7 @@ CONFINE_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("key", "opts", "want"), CONFINE_CASES)
 def test_confine_key_reads_every_way_the_server_may(key, opts, want):
     from jnrrd.storage.keys import confine_key
@@ -302,8 +304,8 @@ def test_endless_bodies_of_later_ranges_and_whole_answers_stay_bounded(hostile, 
 def test_a_trickled_body_ends_at_the_request_timeout(hostile):
     server, a = hostile
     server.load([Behaviour(), Behaviour(body="trickle")])
-    out, seconds, peak = _peak(lambda: jnrrd.read(server.url_for("v.jnrrd"),
-                                                  request_timeout=1.0))
+    out, seconds, peak = _peak(lambda: jnrrd.read(
+        server.url_for("v.jnrrd"), io=jnrrd.IOSettings(request_timeout=1.0)))
     assert isinstance(out, jnrrd.RemoteError) and "request_timeout" in str(out), repr(out)
     assert seconds < 5 and peak < 48 << 20
 
@@ -531,7 +533,7 @@ def test_redirects_stay_on_the_same_host_unless_asked(hostile):
 
 def test_default_timeouts_are_ones_a_person_waits_for():
     p = Policy()
-    assert (p.connect_timeout, p.read_timeout, p.request_timeout) == (10.0, 30.0, 60.0)
+    assert (p.io.connect_timeout, p.io.read_timeout, p.io.request_timeout) == (10.0, 30.0, 60.0)
     assert p.follow_redirects == "same-host" and p.allow_encoded_keys is False
 
 
@@ -539,7 +541,8 @@ def test_default_timeouts_are_ones_a_person_waits_for():
 def test_a_silent_server_fails_in_the_read_timeout(hostile):
     server, a = hostile
     server.load([Behaviour(), Behaviour(delay=5.0)])
-    out, seconds, _ = _peak(lambda: jnrrd.read(server.url_for("v.jnrrd"), read_timeout=0.5))
+    out, seconds, _ = _peak(lambda: jnrrd.read(server.url_for("v.jnrrd"),
+                                               io=jnrrd.IOSettings(read_timeout=0.5)))
     assert isinstance(out, jnrrd.RemoteError) and "read_timeout" in str(out), repr(out)
     assert seconds < 4
 
@@ -548,7 +551,7 @@ def test_a_silent_server_fails_in_the_read_timeout(hostile):
 @pytest.mark.parametrize("value", [0, -1, float("inf"), "5", True])
 def test_timeouts_are_checked(knob, value):
     with pytest.raises(ValueError, match=knob):
-        Policy.from_kwargs(**{knob: value})
+        jnrrd.IOSettings(**{knob: value})
 
 
 def test_follow_redirects_is_checked():

@@ -194,8 +194,8 @@ def test_storage_options_reach_fsspec(s3, tmp_path):
     bad = {**s3.storage_options, "client_kwargs": {"endpoint_url": "http://127.0.0.1:9"},
            "endpoint_url": "http://127.0.0.1:9", "retries": 0}
     with pytest.raises(OSError):
-        jnrrd.validate(s3.url("v.jnrrd"), storage_options=bad, request_retries=0,
-                       request_timeout=5)
+        jnrrd.validate(s3.url("v.jnrrd"), storage_options=bad,
+                       io=jnrrd.IOSettings(request_retries=0, request_timeout=5))
 
 
 # -- memory:// ----------------------------------------------------------------------------------

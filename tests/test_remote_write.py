@@ -94,6 +94,7 @@ def test_memory_writes_the_objects_a_local_write_writes(kind, mem, tmp_path):
     assert header.keys() == local_header.keys()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_s3_round_trips(kind, s3, tmp_path):
     name, kw = KINDS[kind]
@@ -155,7 +156,9 @@ def test_external_tiles_are_put_concurrently_then_the_header(s3, monkeypatch):
     assert dict(s3.server.counts) == {"PUT": 27, "GET": 2}  # + the fresh prefix, the sweep
     s3.server.reset()
     jnrrd.write(url, a, storage_options=s3.storage_options, tile=(16, 16, 8))
-    assert dict(s3.server.counts) == {"PUT": 1, "GET": 2, "POST": 1}  # + the old tiles' bulk delete
+    # + the previous header (what it names is what the rewrite may remove), the listing,
+    # the old tiles' bulk delete
+    assert dict(s3.server.counts) == {"PUT": 1, "GET": 3, "POST": 1}
     s3.server.reset()
     jnrrd.write(url, a, storage_options=s3.storage_options, tile=(16, 16, 8))
     assert dict(s3.server.counts) == {"PUT": 1, "GET": 1}
@@ -312,6 +315,7 @@ def test_durable_false_and_the_protocols(mem):
     np.testing.assert_array_equal(jnrrd.read(f"memory://{root}/w.jnrrd")[0], a)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["external", "pyramid", "detached", "nhdr"])
 def test_the_server_refusing_uploads_half_way_leaves_the_previous_dataset(kind, s3):
     opts = s3.storage_options

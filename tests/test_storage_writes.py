@@ -96,6 +96,9 @@ class Recording:
         self.note("discard", prefix)
         self.inner.discard(prefix)
 
+    def owned(self, key: str) -> list[str]:
+        return self.inner.owned(key)  # reads the previous header: not logged
+
     def tidy(self, key: str, **kw) -> list[str]:
         return self.inner.tidy(key, **kw)  # the leftovers sweep: not logged
 

@@ -57,6 +57,7 @@ RANGE_CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", RANGE_CASES)
 def test_get_range_semantics(served, case):
     header, status, content_range, body = RANGE_CASES[case]
@@ -361,6 +362,7 @@ def test_fsspec_http_sees_faults(served):
     assert time.monotonic() - t0 < 10
 
 
+@pytest.mark.slow
 def test_s3fs_round_trip_through_moto(s3):
     import s3fs
 
@@ -419,6 +421,7 @@ def test_s3_faults_refuse_chosen_requests(s3):
     assert [r.status for r in s3.server.records if r.method == "PUT"] == [200, 200, 403, 200]
 
 
+@pytest.mark.slow
 def test_moto_in_a_subprocess(monkeypatch):
     pytest.importorskip("moto.server")
     s3fs = pytest.importorskip("s3fs")

@@ -68,6 +68,7 @@ def split(path: str) -> tuple[dict, int, bytes]:
     return header, end, raw
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("compression", [None, "gzip", "bzip2", "zstd", "lz4"])
 @pytest.mark.parametrize(("opts", "tiles"), CASES)
 def test_writer_produces_the_golden_tiles(tmp_path, opts, tiles, compression):

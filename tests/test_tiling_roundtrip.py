@@ -57,6 +57,7 @@ def _selection(draw, shape):
     return tuple(key)
 
 
+@pytest.mark.slow
 @given(case=tiled_case(), data=st.data())
 def test_open_slices_equal_numpy(tmp_path_factory, case, data):
     shape, tiled, tile, overlap, edge, storage, comp, dtype, order, seed = case

@@ -173,6 +173,7 @@ def test_offset_into_the_header(zstd_file: Path) -> None:
     assert "points into the header" in problems[0].message
 
 
+@pytest.mark.slow
 def test_missing_external_tile_file(tmp_path: Path) -> None:
     path = tmp_path / "v.jnrrd"
     jnrrd.write(path, VOLUME, tile=(16, 16, 16), storage="external",

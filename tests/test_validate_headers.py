@@ -284,6 +284,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("header", "expected", "fragment"), CASES)
 def test_header_cases(header: dict[str, Any], expected: list[tuple[str, str]],
                       fragment: str) -> None:

@@ -78,6 +78,7 @@ def _reference_oindex(a: np.ndarray, key: tuple) -> np.ndarray:
 oindex_keys = st.tuples(*(_axis_key(n) for n in SHAPE))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["zstd", "raw", "untiled", "virtual", "external"])
 @pytest.mark.parametrize("order", ["F", "C"])
 @settings(max_examples=40, deadline=None, suppress_health_check=[FIXTURE])

@@ -84,6 +84,7 @@ def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str
         return e.code, dict(e.headers), e.read()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CASES)
 def test_every_level_reads_back_through_zarr_python(tmp_path: Path, served: Any,
                                                     name: str) -> None:

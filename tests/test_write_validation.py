@@ -192,6 +192,7 @@ def test_write_refuses_unknown_option_values(tmp_path, kw, name):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pattern", ["C:{x}_{y}_{z}.t", "\\\\h\\s\\{x}{y}{z}", "d:/{x}{y}{z}",
                                      "/abs/{x}{y}{z}", "../{x}{y}{z}", "a/../../{x}{y}{z}",
                                      "http://h/{x}{y}{z}"])

@@ -287,6 +287,7 @@ def test_netcdf_chunks_never_exceed_the_array(tmp_path):
         np.testing.assert_array_equal(back["data"].values, _a((5, 6, 7)))
 
 
+@pytest.mark.slow
 def test_open_nrrd_and_save_netcdf_as_a_user_would(tmp_path):
     """A fresh interpreter: no engine named on open nor on save (the default netCDF engine)."""
     import subprocess

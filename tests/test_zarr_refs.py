@@ -114,6 +114,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
 def test_zarr_and_xarray_read_every_level(tmp_path, case):
     shape, dtype, kw = CASES[case]

@@ -1,5 +1,5 @@
 """The ``jnrrd`` command line (CONVENTIONS §4, §7): ``info``, ``validate``, ``convert``,
-``cleanup``, ``refs``, ``preview``, ``serve`` and ``view``.
+``cleanup``, ``compact``, ``refs``, ``preview``, ``serve`` and ``view``.
 
 Exit codes: 0 success, 1 an invalid file or a failed command, 2 a usage error (also an
 option value that parses but cannot apply: the commands raise :class:`.common.UsageError`).
@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Sequence
 
 from ..errors import JnrrdError, JnrrdWarning
-from . import cleanup, convert, info, preview, refs, serve, validate, view
+from . import cleanup, compact, convert, info, preview, refs, serve, validate, view
 from .common import UsageError, one_line, show_warning
 
 __all__ = ["main"]
@@ -32,8 +32,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.code if isinstance(e.code, int) else 2
     if args.command is None:
         parser.print_usage(sys.stderr)
-        print("jnrrd: error: a command is required (info, validate, convert, cleanup, refs, "
-              "preview, serve, view)",
+        print("jnrrd: error: a command is required (info, validate, convert, cleanup, compact, "
+              "refs, preview, serve, view)",
               file=sys.stderr)
         return 2
     with warnings.catch_warnings():
@@ -73,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     validate.register(sub)
     convert.register(sub)
     cleanup.register(sub)
+    compact.register(sub)
     refs.register(sub)
     preview.register(sub)
     serve.register(sub)

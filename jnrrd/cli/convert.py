@@ -64,6 +64,10 @@ def register(sub: Any) -> None:
     conv.add_argument("--encoding", choices=_ENCODINGS,
                       help="untiled data encoding, e.g. gzip for a compressed NRRD (default: "
                            "the input's; zstd and lz4 are JNRRD only)")
+    conv.add_argument("--compression-level", type=int, metavar="N",
+                      help="compression level of the data (--encoding) or the tiles "
+                           "(--compression): gzip 0-9 (default 1 for a data section, 6 for "
+                           "tiles), bzip2 1-9, zstd -131072..22 (default 3), lz4 -65536..16")
     conv.add_argument("--tile", type=tile_list, metavar="N[,N...]",
                       help="tile sizes, one per axis, e.g. 64,64,64 ('none' leaves an axis "
                            "untiled: none,64,64); one number tiles every domain axis (not "
@@ -161,6 +165,9 @@ def _check_options(args: argparse.Namespace, dst_kind: str, asked: list[str]) ->
             raise UsageError(f"--compression {args.compression}: OME-Zarr output takes zstd "
                              "or gzip")
         return
+    if args.compression_level is not None and dst_kind in (NPY, NIFTI):
+        raise UsageError(f"--compression-level: {args.output} is not compressed by jnrrd "
+                         "(a .npy or NIfTI output takes no level)")
     if args.shards is not None:
         raise UsageError("--shards: only for an OME-Zarr output")
     if dst_kind == NIFTI and (asked or args.encoding is not None):
@@ -190,6 +197,8 @@ def _check_options(args: argparse.Namespace, dst_kind: str, asked: list[str]) ->
 def _write_keywords(args: argparse.Namespace, dst_kind: str) -> dict[str, Any]:
     """The ``write_converted`` keywords the command line asks for."""
     kw: dict[str, Any] = {}
+    if args.compression_level is not None:
+        kw["compression_level"] = args.compression_level
     if args.tile is not None:
         tile = args.tile[0] if len(args.tile) == 1 else tuple(args.tile)
         kw["chunks" if dst_kind == OME_ZARR else "tile"] = tile

@@ -56,6 +56,11 @@ def run(args: argparse.Namespace) -> int:
             return 0
         for line in _info_lines(args.file, vol, levels):
             print(line)
+        from ..editing.info import dead_line
+
+        dead = dead_line(args.file, vol)  # bytes no header names (docs/editing.md)
+        if dead is not None:
+            print(dead)
         print(_preview_line(args.file))
     return 0
 

@@ -55,7 +55,8 @@ def write_output(write: Callable[..., None], path: str, data: Any, header: Any, 
         # the writer's messages name the output first ("out.jnrrd: tile:pattern: ...")
         msg = str(e)
         field = msg[len(path) + 2:] if msg.startswith(f"{path}: ") else msg
-        if field.startswith("write():") or tiling_asked and field.startswith("tile:"):
+        if field.startswith(("write():", "compression_level:")) or (
+                tiling_asked and field.startswith("tile:")):
             raise UsageError(msg) from None
         raise
     except (ValueError, TypeError) as e:

@@ -9,7 +9,14 @@ package never imports the header, tiling or volume modules: codecs see only a
 
 from __future__ import annotations
 
-from ._base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, Codec, TileSpec
+from ._base import (
+    DEFAULT_LIMIT,
+    ArrayArrayCodec,
+    ArrayBytesCodec,
+    BytesBytesCodec,
+    Codec,
+    TileSpec,
+)
 from .array_array import ScaleOffset, Transpose
 from .array_bytes import Bytes
 from .bytes_bytes import (
@@ -61,6 +68,7 @@ register_builtin_codecs(BUILTIN_CODECS)
 __all__ = [
     "BUILTIN_CODECS",
     "DECISIONS",
+    "DEFAULT_LIMIT",
     "ENTRY_POINT_GROUP",
     "ROUNDING_MODES",
     "ArrayArrayCodec",

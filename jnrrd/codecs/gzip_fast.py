@@ -36,7 +36,7 @@ try:  # a core dependency, but zlib stands in where it could not be installed
 except ImportError:  # pragma: no cover - exercised by monkeypatching ``available``
     _deflate = None
 
-__all__ = ["available", "engine", "gzip_compress", "inflate_into"]
+__all__ = ["available", "deflate_raw", "engine", "gzip_compress", "inflate_into"]
 
 _MAGIC = b"\x1f\x8b"
 _SUCCESS, _INSUFFICIENT_SPACE = 0, 3
@@ -142,3 +142,12 @@ def gzip_compress(data: Any, level: int) -> bytes | None:
     if not available or _deflate is None or level == 0:
         return None
     return bytes(_deflate.gzip_compress(data, min(level + LEVEL_OFFSET, 12)))
+
+
+def deflate_raw(data: Any, level: int) -> bytearray | None:
+    """A raw DEFLATE stream (RFC 1951, its last block final) at libdeflate ``level`` 1-12, or
+    None without libdeflate (the last part of a parallel gzip write:
+    :mod:`jnrrd.codecs.gzip_stream`)."""
+    if not available or _deflate is None:
+        return None
+    return _deflate.deflate_compress(data, level)

@@ -393,7 +393,7 @@ def _tiled_block(vol: Any, level: Any, sets: list[np.ndarray]) -> np.ndarray:
             for t in tasks:
                 t()
         else:
-            run_parallel(tasks)
+            run_parallel(tasks, threads=vol._policy.io.threads)
     return out
 
 

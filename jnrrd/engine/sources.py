@@ -316,7 +316,7 @@ class ExternalSource(TileSource):
             # a remote store: one metadata request per tile, many in flight
             from .._threads import ordered_map
 
-            workers = max(1, min(16, self._policy.request_concurrency))
+            workers = max(1, min(16, self._policy.io.request_concurrency))
             return sum(ordered_map(self._size_or_zero, list(keys), workers=workers,
                                    name="jnrrd-sizes"))
         total = 0

@@ -29,6 +29,7 @@ from .cache import CacheInfo, TileCache, check_cache_bytes, default_cache_bytes
 from .indexing import OIndex, finish_basic, has_array_index, numpy_getitem, planes_read, read_into
 from .locations import TileLocation, checked_coords, tile_locations
 from .pickling import reduce_view
+from .readonly import ReadOnly
 from .sources import ExternalSource, InternalSource
 from .tiles import TileDecoder
 
@@ -42,7 +43,7 @@ _TASK_BATCH = 4096
 _REMOTE_BATCH = 1024
 
 
-class LevelView:
+class LevelView(ReadOnly):
     """One resolution level with the lazy array interface (``shape``, ``dtype``, slicing)."""
 
     def __init__(self, volume: Volume, level: Level) -> None:
@@ -319,8 +320,7 @@ class Volume(WorldQueries, LevelView):
         return (f"<jnrrd.Volume {name or '<stream>'} {kind} shape={self.shape} "
                 f"dtype={self.dtype} levels={len(self.levels)}>")
 
-    def read_tile(self, coords: Sequence[int], level: int = 0, *,
-                  core: bool = False) -> np.ndarray:
+    def read_tile(self, coords: Sequence[int], level: int = 0, *, core: bool = False) -> np.ndarray:
         """The decoded stored tile at tile-grid ``coords`` of level ``level`` (CONVENTIONS §3):
         ``vol.read_tile(c, k)`` is ``vol.levels[k].read_tile(c)``; ``core=True`` gives only the
         tile's core region. ``IndexError`` for a level that does not exist,
@@ -406,7 +406,7 @@ class Volume(WorldQueries, LevelView):
                 for t in tasks:
                     t()
             else:
-                run_parallel(tasks)
+                run_parallel(tasks, threads=self._policy.io.threads)
 
     def _decoded(self, level: Level, coords: tuple[int, ...], planes: int | None = None,
                  fetched: Any = None) -> np.ndarray | None:

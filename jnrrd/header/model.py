@@ -90,6 +90,8 @@ TILE_FIELDS: tuple[str, ...] = (
     "metadata",
     "data_pattern",
     "zarr_compatible",
+    "header_room",
+    "header_checksum",
 )
 TILE_URI_PREFIX = "https://jnrrd.org/extensions/tile/"
 TILE_URI = TILE_URI_PREFIX + "v1.0.0"

@@ -28,7 +28,7 @@ import numpy as np
 from ..engine.tiles import TileEncoder
 from ..errors import UnsupportedError, where
 from ..storage import WriteStore
-from ..storage.names import MARK, fresh_token, stale_patterns
+from ..storage.names import MARK, fresh_token
 from ..storage.remote_writes import RemoteWriteStore
 from ..storage.targets import target_store
 from ..storage.writes import LocalWriteStore
@@ -269,6 +269,7 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
     work.progress = None  # runs on workers: no client callbacks in the graph
     store, key = target_store(path, storage_options=storage_options)
     store.tidy(key)
+    previous = store.owned(key)  # what the header this write replaces references
     sink = ExternalSink(plan, store, key, token) if plan.storage == "external" else None
     out_dir, tables = _tile_tables(plan, sink, key, token)
     spool = _spool_store(store) if sink is None else store
@@ -309,7 +310,7 @@ def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes]
         else:
             _drop_spool(spool, store, out_dir)
     keep = [sink.dir_name] if sink is not None else []
-    store.tidy(key, keep=keep, patterns=stale_patterns(key))
+    store.tidy(key, keep=keep, owned=previous)
 
 
 def _level_arrays(x: Any, plan: TilePlan, dtype: np.dtype) -> dict[int, Any]:

@@ -20,9 +20,7 @@ downsampled another way).
 
 from __future__ import annotations
 
-import errno
 import math
-import os
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -31,13 +29,16 @@ import numpy as np
 
 from ..dtypes import type_name_for
 from ..errors import FormatError, JnrrdWarning, UnsupportedError
+from ..policy import Policy
 from ..pyramid.methods import METHODS
 from .ngff import nrrd_unit
-from .omezarr import HEADER_ATTRIBUTE, regions, require_zarr
+from .omezarr import HEADER_ATTRIBUTE, regions
+from .zarr_read import check_levels, open_group
 
 __all__ = ["FOrderArray", "OmeZarrSource"]
 
 _KIND = {"space": "space", "time": "time", "channel": "list"}
+_MAX_AXES = 16  # JNRRD's (digest 1.6)
 #: NGFF ``multiscales[].type`` values (ome-zarr-py, skimage names) → a jnrrd method
 _METHOD = {"mean": "average", "local_mean": "average", "average": "average"}
 #: fields of the ``jnrrd`` attribute the writer computes or that located the source's bytes
@@ -85,41 +86,32 @@ class OmeZarrSource:
     ``defaults`` (``jnrrd.write`` keywords that reproduce the layout) and ``from_attribute``
     (the header came from the ``jnrrd`` attribute)."""
 
-    def __init__(self, source: Any, *, storage_options: Mapping[str, Any] | None = None
-                 ) -> None:
-        zarr = require_zarr()
-        self.name = os.fspath(source) if isinstance(source, os.PathLike) else source
-        if isinstance(self.name, str) and "://" not in self.name and not os.path.exists(
-                self.name):
-            raise FileNotFoundError(errno.ENOENT, "No such file or directory", self.name)
-        try:
-            # a URL through fsspec with its options (zarr >= 3.2 refuses options with
-            # memory:// and file:// strings, which it otherwise also hands to fsspec)
-            url = isinstance(source, str) and "://" in source
-            group = zarr.open_group(zarr.storage.FsspecStore.from_url(
-                source, storage_options=dict(storage_options or {}), read_only=True)
-                if url else source, mode="r")
-        except (FileNotFoundError, KeyError, ValueError, TypeError) as e:
-            raise FormatError(f"{self.name}: not a Zarr group ({e})") from None
-        attrs = group.attrs.asdict()
+    def __init__(self, source: Any, *, storage_options: Mapping[str, Any] | None = None,
+                 policy: Policy | None = None) -> None:
+        pol = policy or Policy()
+        group = open_group(source, storage_options=storage_options, policy=pol)
+        self.name = group.name
+        attrs = group.attrs
         ms = _multiscales(attrs, self.name)
         order = _export_order(attrs, ms)
         names, types, units = _axes(ms, self.name, order)
+        datasets = ms.get("datasets")
+        if not isinstance(datasets, list) or not datasets:
+            raise FormatError(f"{self.name}: multiscales lists no datasets")
+        check_levels(len(datasets), pol, self.name)  # before any array is opened
         arrays, transforms = [], []
-        for ds in ms.get("datasets") or []:
-            try:
-                arr = group[str(ds["path"])]
-            except KeyError:
-                raise FormatError(f"{self.name}: multiscales dataset {ds['path']!r} is not "
-                                  "in the group") from None
+        for ds in datasets:
+            if not isinstance(ds, dict):
+                raise FormatError(f"{self.name}: multiscales datasets: {ds!r:.60} is not an "
+                                  "object")
+            arr = group.array(ds.get("path"))
+            arr.check_occupancy()
             if len(arr.shape) != len(names):
                 raise FormatError(f"{self.name}/{ds['path']}: {len(arr.shape)} axes, the "
                                   f"multiscales axes list {len(names)}")
             arrays.append(arr)
-            transforms.append(_transform(ds, ms, len(names), order))
-        if not arrays:
-            raise FormatError(f"{self.name}: multiscales lists no datasets")
-        self.paths = [str(ds["path"]) for ds in ms["datasets"]]
+            transforms.append(_transform(ds, ms, len(names), order, self.name))
+        self.paths = [str(ds["path"]) for ds in datasets]
         level0 = FOrderArray(arrays[0], order)
         _check_dtype(level0.dtype, self.name)
         attr = _restorable(attrs.get(HEADER_ATTRIBUTE), level0, self.name)
@@ -186,10 +178,17 @@ def _axes(ms: Mapping[str, Any], name: Any, order: list[int] | None = None
     axes = ms.get("axes")
     if not isinstance(axes, list) or not axes:
         raise FormatError(f"{name}: multiscales: no 'axes' list")
+    if len(axes) > _MAX_AXES:
+        raise UnsupportedError(f"{name}: multiscales: {len(axes)} axes; a JNRRD file holds 1 "
+                               f"to {_MAX_AXES}")
     out: tuple[list[str], list[Any], list[Any]] = ([], [], [])
     for a in _header_order(list(axes), order):
-        a = {"name": a} if isinstance(a, str) else dict(a)
-        n = str(a.get("name", ""))
+        a = {"name": a} if isinstance(a, str) else a
+        if not isinstance(a, dict) or not all(isinstance(a.get(k), (str, type(None)))
+                                              for k in ("name", "type", "unit")):
+            raise FormatError(f"{name}: multiscales axes: {a!r:.60} is not an axis object "
+                              "(name, type and unit strings)")
+        n = str(a.get("name") or "")
         t = a.get("type") or ("space" if n in ("x", "y", "z") else None)
         out[0].append(n)
         out[1].append(t)
@@ -198,23 +197,54 @@ def _axes(ms: Mapping[str, Any], name: Any, order: list[int] | None = None
 
 
 def _transform(ds: Mapping[str, Any], ms: Mapping[str, Any], n: int,
-               order: list[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+               order: list[int] | None = None, name: Any = None
+               ) -> tuple[np.ndarray, np.ndarray]:
     """``(scale, translation)`` of one dataset in header order: its transformations, then
-    the multiscales-wide ones (NGFF order)."""
+    the multiscales-wide ones (NGFF order). Every scale must be a finite number > 0 and
+    every translation finite (``FormatError`` otherwise), and so must their products."""
     scale, trans = np.ones(n), np.zeros(n)
-    for t in [*(ds.get("coordinateTransformations") or []),
-              *(ms.get("coordinateTransformations") or [])]:
-        if t.get("type") == "scale" and "scale" in t:
-            s = np.asarray(t["scale"], dtype=np.float64)
-            scale, trans = scale * s, trans * s
-        elif t.get("type") == "translation" and "translation" in t:
-            trans = trans + np.asarray(t["translation"], dtype=np.float64)
-        elif t.get("type") == "affine" and "affine" in t:  # RFC-5: voxel sizes, origin
-            m = np.asarray(t["affine"], dtype=np.float64)
-            if m.shape == (n, n + 1):
-                scale, trans = np.linalg.norm(m[:, :n], axis=0), m[:, n]
+    ts = [*_list(ds.get("coordinateTransformations"), name),
+          *_list(ms.get("coordinateTransformations"), name)]
+    with np.errstate(all="ignore"):  # an overflow is reported below, as a FormatError
+        for t in ts:
+            kind = t.get("type")
+            if kind == "scale" and "scale" in t:
+                s = _numbers(t["scale"], (n,), f"{name}: scale")
+                scale, trans = scale * s, trans * s
+            elif kind == "translation" and "translation" in t:
+                trans = trans + _numbers(t["translation"], (n,), f"{name}: translation")
+            elif kind == "affine" and "affine" in t:  # RFC-5: voxel sizes, origin
+                m = _numbers(t["affine"], (n, n + 1), f"{name}: affine")
+                scale, trans = np.hypot.reduce(m[:, :n], axis=0), m[:, n]
+    if not (np.all(np.isfinite(scale)) and np.all(scale > 0) and np.all(np.isfinite(trans))):
+        raise FormatError(f"{name}: coordinateTransformations give scale "
+                          f"{scale.tolist()} and translation {trans.tolist()}: scales must be "
+                          "finite numbers > 0 and translations finite")
     return (np.asarray(_header_order(list(scale), order)),
             np.asarray(_header_order(list(trans), order)))
+
+
+def _list(value: Any, name: Any) -> list[dict[str, Any]]:
+    """A ``coordinateTransformations`` list (absent: empty) of objects."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) > 64 or not all(
+            isinstance(t, dict) for t in value):
+        raise FormatError(f"{name}: coordinateTransformations: {value!r:.60} is not a list "
+                          "of transformation objects")
+    return value
+
+
+def _numbers(value: Any, shape: tuple[int, ...], field: str) -> np.ndarray:
+    """``value`` as a float64 array of ``shape`` (``FormatError`` for anything else)."""
+    try:
+        out = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        out = None
+    if out is None or out.shape != shape:
+        raise FormatError(f"{field}: expected {' x '.join(map(str, shape))} numbers, found "
+                          f"{value!r:.60}")
+    return out
 
 
 def _check_dtype(dtype: np.dtype, name: Any) -> None:
@@ -278,7 +308,7 @@ def _levels(arrays: list[Any], transforms: list[Any], paths: list[str], name: An
     for arr, (s, _), path in zip(arrays[1:], transforms[1:], paths[1:], strict=True):
         lv = FOrderArray(arr, order)
         f = s / s0
-        ints = tuple(int(round(x)) for x in f)
+        ints = tuple(int(round(x)) if 0 < x < 2**53 else 0 for x in f)
         why = None
         if not np.allclose(f, ints, rtol=1e-6) or min(ints) < 1:
             why = f"scale factors {[float(x) for x in f]} are not integers >= 1"
@@ -301,10 +331,11 @@ def _levels(arrays: list[Any], transforms: list[Any], paths: list[str], name: An
 def _defaults(arr: Any, scales: list[tuple[int, ...]], ms: Mapping[str, Any]
               ) -> dict[str, Any]:
     """``jnrrd.write`` keywords reproducing the OME-Zarr layout: tiles = chunks (the inner
-    chunks of a sharded array), its levels, zstd or gzip as stored (else zstd)."""
-    out: dict[str, Any] = {"tile": tuple(int(c) for c in arr.chunks)[::-1]}
-    names = [type(c).__name__.lower() for c in arr.compressors]
-    out["compression"] = "gzip" if any("gzip" in n for n in names) else "zstd"
+    chunks of a sharded array), its levels, zstd or gzip as stored (else zstd), and sparse
+    tiles: a tile holding only the fill value is recorded, not stored, as Zarr leaves such
+    chunks out (so converting a store costs what it holds, not the shape it declares)."""
+    out: dict[str, Any] = {"tile": tuple(int(c) for c in arr.chunks)[::-1], "sparse": True}
+    out["compression"] = "gzip" if arr.compression == "gzip" else "zstd"
     if len(scales) > 1:
         out["levels"] = [list(s) for s in scales]
         method = str(ms.get("type") or "average").lower()

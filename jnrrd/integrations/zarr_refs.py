@@ -28,7 +28,9 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..errors import UnsupportedError, where
+import numpy as np
+
+from ..errors import HeaderError, UnsupportedError, where
 from ..storage.local import is_url
 from ..storage.remote import filesystem, is_remote
 from .ngff import axis_names, multiscales
@@ -127,10 +129,7 @@ def volume_refs(vol: Any, url: str, *, tile_url: Callable[[str], str] | None = N
     codecs = zarr_codecs(tiling.codecs, ndim, source=name, field=p + ":codecs")
     fill = zarr_fill_value(tiling.padding_value, core.type_name)
     dims = axis_names(vol)[::-1]
-    refs: dict[str, Any] = {"zarr.json": _dumps({
-        "zarr_format": 3, "node_type": "group",
-        "attributes": {"ome": multiscales(vol), "jnrrd": header_attribute(vol.header, p)},
-    })}
+    refs: dict[str, Any] = {"zarr.json": _group_json(vol, p, name)}
     for lv in vol.levels:
         chunk = _chunk_shape(lv.level.grid, name, p)
         refs[f"{lv.index}/zarr.json"] = _dumps({
@@ -155,6 +154,41 @@ def volume_refs(vol: Any, url: str, *, tile_url: Callable[[str], str] | None = N
                 where_ = tile_url(where_)
             refs[key] = [where_, loc.offset, loc.size]
     return {"version": REFS_VERSION, "refs": refs}
+
+
+def _group_json(vol: Any, p: str, name: Any) -> str:
+    """The group's ``zarr.json``: NGFF ``multiscales`` and the header attribute.
+
+    JSON has no NaN or infinity: a header field holding one (``space_directions``,
+    ``space_origin``, ``spacings``, ...), or a level geometry that overflows float64, is a
+    :class:`~jnrrd.errors.HeaderError` naming the fields."""
+    with np.errstate(all="ignore"):  # an overflowing transform is reported below
+        attrs = {"ome": multiscales(vol), "jnrrd": header_attribute(vol.header, p)}
+    try:
+        return _dumps({"zarr_format": 3, "node_type": "group", "attributes": attrs})
+    except ValueError:
+        pass
+    bad = [str(k) for k, v in vol.header.items() if not _finite(v)]
+    if bad:
+        raise HeaderError(f"{where(name, ', '.join(bad))}holds NaN or an infinity, which the "
+                          "JSON metadata of a Zarr view cannot hold") from None
+    raise HeaderError(f"{where(name, 'space_directions')}the level geometry (NGFF scale and "
+                      "translation) computed from the space fields overflows float64, which "
+                      "the JSON metadata of a Zarr view cannot hold") from None
+
+
+def _finite(value: Any) -> bool:
+    """Whether every number in ``value`` (nested lists and dicts) is finite."""
+    stack = [value]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, float) and not math.isfinite(x):
+            return False
+        if isinstance(x, dict):
+            stack.extend(x.values())
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x)
+    return True
 
 
 def _chunk_shape(grid: Any, name: Any, p: str) -> tuple[int, ...]:

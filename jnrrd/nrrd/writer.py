@@ -12,19 +12,19 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from ..codecs.levels import check_level
 from ..dtypes import TYPES, canonical_type, type_name_for
 from ..errors import HeaderError, JnrrdWarning, UnsupportedError, where
 from ..header import CoreFields, core_fields
 from ..header.model import TILE_URI_PREFIX, find_prefix, split_key
 from ..storage.atomic import reported_as
-from ..storage.names import TOKEN_RE, fresh_token
+from ..storage.names import fresh_token
 from ..storage.targets import target_store
 from ..writing.source import FileOrder
 from ..writing.stream import encode_chunks
@@ -67,8 +67,10 @@ def write_nrrd(path: Any, data: Any, header: Mapping[str, Any] | None = None, *,
     ``header`` uses JNRRD field names; ``type``, ``dimension`` and ``sizes`` come from the
     data (a ``type`` in the header converts the data to it). ``encoding``: raw (default),
     ascii, hex, gzip, bzip2 (zstd and lz4 do not exist in NRRD: ``UnsupportedError``);
-    ``level`` is the gzip/bzip2 compression level. ``detached=True`` (always for ``.nhdr``)
-    writes the data to a fresh file beside the header; a file object gets attached data.
+    ``level`` is the gzip (0-9, zlib's scale; default 1) or bzip2 (1-9; default 9)
+    compression level; gzip is deflated on every core into one gzip member (docs/nrrd.md).
+    ``detached=True`` (always for ``.nhdr``) writes the data to a fresh file beside the
+    header; a file object gets attached data.
     """
     if index_order not in ("F", "C"):
         raise ValueError(f"index_order must be 'F' or 'C', got {index_order!r}")
@@ -91,6 +93,7 @@ def write_nrrd(path: Any, data: Any, header: Mapping[str, Any] | None = None, *,
     given = dict(header or {})
     type_name = _type_name(given, src.dtype, path)
     enc = _encoding(given, encoding, path)
+    level = check_level(enc, level, what=where(path))
     out = _prepared(given, src, type_name, enc, path)
     core = core_fields(out, source=path, nrrd=True)
     chunks = encode_chunks(src, type_name=type_name, endian=core.endian, encoding=enc,
@@ -108,13 +111,13 @@ def write_nrrd(path: Any, data: Any, header: Mapping[str, Any] | None = None, *,
 def _write_files(store: Any, key: str, path: str, out: dict[str, Any], core: CoreFields,
                  chunks: Any, enc: str, detached: bool) -> None:
     """The header (and data) through the target's write store, atomically (§1.2)."""
-    patterns = _stale_patterns(key)
+    previous = store.owned(key)  # what the header this write replaces references
     if not detached:
         with store.stage(key) as f:
             f.write(render_nrrd_header(out, core, source=path) + b"\n")
             for c in chunks:
                 f.write(c)
-        store.tidy(key, patterns=patterns)
+        store.tidy(key, owned=previous)
         return
     # Detached: a fresh data file first, then the header, then the old files go (§1.2).
     name = f"{_stem(key)}.{fresh_token()}.{_EXT[enc]}"
@@ -127,7 +130,7 @@ def _write_files(store: Any, key: str, path: str, out: dict[str, Any], core: Cor
     except BaseException:
         store.delete(name)
         raise
-    store.tidy(key, keep=[name], patterns=patterns)
+    store.tidy(key, keep=[name], owned=previous)
 
 
 def _stem(path: str) -> str:
@@ -136,12 +139,6 @@ def _stem(path: str) -> str:
         if name.lower().endswith(ext):
             return name[: -len(ext)]
     return name
-
-
-def _stale_patterns(path: str) -> list[str]:
-    """Names of data files that earlier detached writes of ``path`` made."""
-    exts = "|".join(re.escape(e) for e in _EXT.values())
-    return [rf"{re.escape(_stem(path))}\.{TOKEN_RE}\.(?:{exts})"]
 
 
 #: what to do with a type NRRD cannot store

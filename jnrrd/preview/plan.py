@@ -18,13 +18,14 @@ Pure decisions on the header and the level shapes (no I/O), all in header axis o
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..errors import UnsupportedError
+from ..errors import JnrrdWarning, UnsupportedError
 from ..tiling.kinds import axis_kinds, is_domain
 
 __all__ = ["MAX_SIZE", "Plan", "choose_level", "make_plan", "pixels_for", "shown_axes",
@@ -67,28 +68,40 @@ def shown_axes(kinds: Sequence[str | None], shape: Sequence[int]
 
 
 def voxel_sides(core: Any) -> tuple[float, ...]:
-    """Each axis's level-0 voxel side length (1 where the header does not say)."""
+    """Each axis's level-0 voxel side length (1 where the header does not say, and where it
+    says something that is no length: zero, NaN, infinite, or a vector whose length
+    overflows; a :class:`~jnrrd.JnrrdWarning` names the field then)."""
     n = len(core.sizes)
     sides = [1.0] * n
     dirs = core.space_directions
     spacings = core.spacings
     for a in range(n):
-        v = None
+        v, field = None, ""
         if dirs is not None and dirs[a] is not None:
-            v = math.sqrt(sum(float(c) ** 2 for c in dirs[a] if c is not None))
+            # hypot never overflows in between: |(1e308, 1e308)| is 1.4e308, not an error
+            v, field = math.hypot(*(float(c) for c in dirs[a] if c is not None)), \
+                "space_directions"
         elif spacings is not None and spacings[a] is not None:
-            v = abs(float(spacings[a]))
-        if v is not None and math.isfinite(v) and v > 0:
+            v, field = abs(float(spacings[a])), "spacings"
+        if v is None:
+            continue
+        if math.isfinite(v) and v > 0:
             sides[a] = v
+        else:
+            warnings.warn(f"preview: {field} of axis {a} gives the voxel side {v!r}, not a "
+                          "length: the preview takes 1 for it", JnrrdWarning, stacklevel=4)
     return tuple(sides)
 
 
 def pixels_for(shape0: Sequence[int], sides: Sequence[float], shown: Sequence[int],
                size: int) -> tuple[int, ...]:
-    """Pixels along each shown axis: the longest physical extent gets ``size``."""
-    extents = [shape0[a] * sides[a] for a in shown]
+    """Pixels along each shown axis: the longest physical extent gets ``size``. Extents are
+    compared relative to the longest voxel side, so no product overflows (sides of 1e308
+    and 1e-308 give 1 pixel to the short axis, not an error)."""
+    top = max(sides[a] for a in shown)
+    extents = [shape0[a] * (sides[a] / top) for a in shown]
     longest = max(extents)
-    return tuple(max(1, min(size, round(size * e / longest))) for e in extents)
+    return tuple(max(1, min(size, round(size * (e / longest)))) for e in extents)
 
 
 def choose_level(shapes: Sequence[Sequence[int]], stored: Sequence[bool],

@@ -9,6 +9,7 @@ import zlib
 
 import numpy as np
 
+from ..storage.targets import local_target
 from ..storage.writes import atomic_file
 
 __all__ = ["encode_png", "write_png"]
@@ -53,5 +54,5 @@ def write_png(path: str | os.PathLike[str], rgb: np.ndarray) -> None:
     library, so ``jnrrd cleanup`` knows it) that replaces it when complete: a failed write
     never leaves a partial picture."""
     data = encode_png(rgb)
-    with atomic_file(os.fspath(path)) as f:  # errors name ``path``, never the temporary file
+    with local_target(path), atomic_file(os.fspath(path)) as f:  # errors name ``path``
         f.write(data)

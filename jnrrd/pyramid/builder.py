@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .._threads import default_threads
+from .._threads import thread_count
 from ..errors import DataError, HeaderError, where
 from . import blocks
 from .methods import METHOD_DEFS, axis_source, check_method, compute_local
@@ -267,7 +267,7 @@ class PyramidBuilder:
         b = lv.block
         region = (*(slice(0, n) for n in lv.shape[:-1]), slice(j0, j1))
         work = math.prod(self.shape0[:-1]) * (j1 - j0) * b[-1]
-        if j1 - j0 >= 2 and work >= _PARALLEL_VOXELS and default_threads() > 1:
+        if j1 - j0 >= 2 and work >= _PARALLEL_VOXELS and thread_count() > 1:
             # Two halves of the rows at once (NumPy releases the GIL in the kernels).
             from .._threads import fork_join
 

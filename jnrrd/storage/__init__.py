@@ -26,8 +26,8 @@ the engine decodes them; nothing here knows about headers, tiles or codecs.
 - :mod:`.remote_writes`: the write half on object stores (fsspec URLs): tiles put
   concurrently, staged objects in local temporary files uploaded as one object at commit;
 - :mod:`.targets`: a write's target (a path or a URL) → its write store and key;
-- :mod:`.atomic`, :mod:`.leftovers`: atomic replacement and the leftovers of interrupted
-  writes.
+- :mod:`.atomic`, :mod:`.leftovers`, :mod:`.ownership`: atomic replacement, the leftovers of
+  interrupted writes, and what a write target provably owns (the only names cleanup removes).
 
 A writer decides what goes where; it hands bytes to a :class:`WriteStore`. The order a tiled
 write uses: external tiles are ``put`` under a fresh prefix (in any order, concurrently if
@@ -176,11 +176,17 @@ class WriteStore(Protocol):
         """Remove everything under ``prefix`` (best effort)."""
         ...
 
-    def tidy(self, key: str, *, keep: Iterable[str] = (), patterns: Iterable[str] = ()
+    def owned(self, key: str) -> list[str]:
+        """The fresh data files and tile prefixes beside ``key`` that its current header
+        references and a write to ``key`` made (:mod:`.ownership`): what a rewrite removes
+        once its new header is in place. Called before the new header is committed."""
+        ...
+
+    def tidy(self, key: str, *, keep: Iterable[str] = (), owned: Iterable[str] = ()
              ) -> list[str]:
-        """After ``key``'s new header is in place (or before a write, without ``patterns``):
-        remove what earlier writes of ``key`` left beside it: objects whose names match
-        ``patterns`` (fresh tile prefixes and data files no header names any more), except
-        the keys in ``keep``; a local store also removes ``key``'s temporary files. Best
-        effort; returns what was removed."""
+        """After ``key``'s new header is in place (or before a write, without ``owned``):
+        remove the names in ``owned`` (what :meth:`owned` returned before the header was
+        replaced), except the keys in ``keep``; a local store also removes ``key``'s
+        temporary files. Nothing else is removed, however it is named. Best effort; returns
+        what was removed."""
         ...

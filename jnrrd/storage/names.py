@@ -1,17 +1,16 @@
 """The names a write gives its files: fresh tokens, temporary-file markers, and the fresh
 tile directories and data files of a multi-file dataset (CONVENTIONS §1.2).
 
-Only this library makes such names, which is how :mod:`jnrrd.storage.leftovers` and
-:func:`jnrrd.storage.atomic.remove_leftovers` recognise the leftovers of an interrupted write.
+Only this library makes such names; which of them a target owns (and cleanup may remove) is
+decided by :mod:`jnrrd.storage.ownership`.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import secrets
 
-__all__ = ["MARK", "TOKEN_RE", "fresh_token", "stale_patterns", "stem", "tmp_marker"]
+__all__ = ["MARK", "TOKEN_RE", "fresh_token", "stem", "tmp_marker"]
 
 #: what every temporary name carries: ``.<target name>.jnrrd-tmp-<token>[suffix]``
 MARK = ".jnrrd-tmp-"
@@ -40,16 +39,3 @@ def stem(target: str) -> str:
     without its ``.jnrrd`` suffix, in any case (``V.JNRRD`` → ``V``)."""
     name = os.path.basename(target)
     return name[: -len(".jnrrd")] if name.lower().endswith(".jnrrd") else name
-
-
-def stale_patterns(target: str) -> list[str]:
-    """Names of fresh data files / tile directories that earlier writes of ``target`` made
-    (including ``V.JNRRD.<token>.tiles``: earlier versions kept a suffix not spelled
-    ``.jnrrd`` in their names)."""
-    name = os.path.basename(target)
-    earlier = name[: -len(".jnrrd")] if name.endswith(".jnrrd") else name
-    out = []
-    for s in dict.fromkeys((stem(target), earlier)):
-        s = re.escape(s)
-        out += [rf"{s}\.{TOKEN_RE}\.tiles", rf"{s}\.{TOKEN_RE}\.data(\.[a-z0-9]+)?"]
-    return out

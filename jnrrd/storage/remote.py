@@ -176,7 +176,7 @@ class RemoteReader:
 
     def fetch_many(self, ranges: Sequence[tuple[int, int]]) -> list[Slice]:
         """One pending :class:`Slice` per ``(start, stop)``: the ranges merged into few
-        requests (gap ``policy.coalesce_gap``), all started now."""
+        requests (gap ``policy.io.coalesce_gap``), all started now."""
         out: list[Slice | None] = [None] * len(ranges)
         todo: list[int] = []
         for i, (a, b) in enumerate(ranges):
@@ -187,8 +187,8 @@ class RemoteReader:
             else:
                 todo.append(i)
         policy = self.fetcher.policy
-        plan = plan_requests([ranges[i] for i in todo], gap=policy.coalesce_gap,
-                             concurrency=policy.request_concurrency)
+        plan = plan_requests([ranges[i] for i in todo], gap=policy.io.coalesce_gap,
+                             concurrency=policy.io.request_concurrency)
         for piece in plan:
             # each range's future resolves as soon as its bytes arrive: decoding the first
             # tiles of a request overlaps the transfer of the rest

@@ -2,7 +2,7 @@
 
 A :class:`Fetcher` runs the requests of one filesystem. On an asynchronous filesystem
 (``s3fs``, ``gcsfs``, ``adlfs``, fsspec's HTTP) they run as coroutines on fsspec's own event
-loop, at most ``policy.request_concurrency`` at once, each returning a
+loop, at most ``policy.io.request_concurrency`` at once, each returning a
 :class:`concurrent.futures.Future` at once, so decoding starts on the first bytes while later
 ones are still on the wire. Other filesystems (``memory://``, ``sftp``, ...) run them on the
 I/O pool of :mod:`jnrrd._threads`.
@@ -12,8 +12,8 @@ redirects, ``Content-Range``, encoding, the object's version, bodies bounded by 
 S3 ``GetObject`` answers carry ``If-Match`` and are read as far as their range and no further
 (:mod:`.bodies`); an answer longer than the range asked for is a ``RemoteError``. A failure
 names the URL and the byte range; 5xx answers and dropped connections are retried
-``policy.request_retries`` times first, timeouts are not (a silent server fails in
-``policy.read_timeout``, every request in ``policy.request_timeout``). A missing object is
+``policy.io.request_retries`` times first, timeouts are not (a silent server fails in
+``policy.io.read_timeout``, every request in ``policy.io.request_timeout``). A missing object is
 :class:`~jnrrd.errors.ObjectNotFoundError` (a ``FileNotFoundError``).
 
 :func:`plan_requests` merges the byte ranges of a selection into few requests: neighbours
@@ -24,6 +24,7 @@ several connections carry it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import re
 import threading
@@ -109,8 +110,8 @@ class Fetcher:
         """The answer of ``future``, within the time it may take: its own tries, after the
         tries of the requests queued before it (each bounded by ``request_timeout``)."""
         p = self.policy
-        rounds = 1 + self._waiting // max(1, p.request_concurrency)
-        limit = ((p.request_timeout + 1.0) * (p.request_retries + 1) + 5.0) * rounds + 25.0
+        rounds = 1 + self._waiting // max(1, p.io.request_concurrency)
+        limit = ((p.io.request_timeout + 1.0) * (p.io.request_retries + 1) + 5.0) * rounds + 25.0
         try:
             return future.result(timeout=limit)
         except FutureTimeout:
@@ -128,23 +129,26 @@ class Fetcher:
         """The object's metadata: ``size`` (``None`` when the server does not say), ``type``,
         and ``validator`` over HTTP (one ranged ``GET`` of its first byte, checked as any
         request: redirects, timeouts, status); the filesystem's ``info`` elsewhere (size,
-        ETag, ...). Errors name the URL."""
+        ETag, ...), asked of the store, never of a listing the filesystem cached: another
+        process may have replaced the object since. Errors name the URL."""
         if self.http:
             assert self.loop is not None
             coro = self._attempts(path, 0, 1, url, False, None, head=True)
             answer = self.wait(asyncio.run_coroutine_threadsafe(coro, self.loop), url, 0, 1)
             return {"name": path, "size": answer.total, "type": "file",
                     "validator": answer.validator}
+        with contextlib.suppress(Exception):
+            self.fs.invalidate_cache(path)
         try:
             future = io_submit(self.fs.info, path)
-            return future.result(timeout=self.policy.request_timeout + 5.0)
+            return future.result(timeout=self.policy.io.request_timeout + 5.0)
         except FileNotFoundError as exc:
             raise ObjectNotFoundError(errno.ENOENT, f"no such object ({exc})", url) from None
         except IsADirectoryError:
             raise
         except FutureTimeout:
             raise RemoteError(f"{url}: no answer to the metadata request within "
-                              f"{self.policy.request_timeout:.0f} s") from None
+                              f"{self.policy.io.request_timeout:.0f} s") from None
         except PermissionError as exc:
             raise RemoteError(f"{url}: access denied ({exc})") from None
         except Exception as exc:  # any client failure, named with the URL
@@ -155,8 +159,8 @@ class Fetcher:
                         expect: Validator | None = None, sink: Parts | None = None, *,
                         head: bool = False) -> Answer:
         if self._sem is None:
-            self._sem = asyncio.Semaphore(self.policy.request_concurrency)
-        retries, timeout = self.policy.request_retries, self.policy.request_timeout
+            self._sem = asyncio.Semaphore(self.policy.io.request_concurrency)
+        retries, timeout = self.policy.io.request_retries, self.policy.io.request_timeout
         async with self._sem:
             for attempt in range(retries + 1):
                 try:
@@ -242,7 +246,7 @@ class Fetcher:
         return Answer(data, total, got)
 
     def _sync(self, path: str, start: int, stop: int, url: str, exact: bool) -> Answer:
-        retries = self.policy.request_retries
+        retries = self.policy.io.request_retries
         for attempt in range(retries + 1):
             try:
                 data = self.fs.cat_file(path, start=start, end=stop)

@@ -21,9 +21,9 @@ checked before a byte of its body is used:
 - a 200 (the server ignored ``Range``) is accepted only from byte 0 and only when the whole
   object fits the request; otherwise the error says what to do.
 
-Timeouts: ``policy.connect_timeout`` to connect, ``policy.read_timeout`` of silence while
+Timeouts: ``policy.io.connect_timeout`` to connect, ``policy.io.read_timeout`` of silence while
 waiting for the answer or its next bytes (aiohttp's ``sock_connect`` / ``sock_read``); the
-caller bounds the whole request by ``policy.request_timeout``. A timeout is not retried.
+caller bounds the whole request by ``policy.io.request_timeout``. A timeout is not retried.
 """
 
 from __future__ import annotations
@@ -79,8 +79,8 @@ async def http_get(client: HttpClient, url: str, start: int, stop: int, *, polic
     headers["Accept-Encoding"] = "identity"  # byte offsets of the object, not of a gzip
     if expect is not None:
         headers.update(expect.conditions())
-    timeout = aiohttp.ClientTimeout(total=None, sock_connect=policy.connect_timeout,
-                                    sock_read=policy.read_timeout)
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=policy.io.connect_timeout,
+                                    sock_read=policy.io.read_timeout)
     target = url
     try:
         for _ in range(MAX_REDIRECTS + 1):
@@ -111,10 +111,10 @@ def _failure(exc: Exception, url: str, start: int, stop: int, policy: Policy) ->
     connect = getattr(aiohttp, "ConnectionTimeoutError", ())
     if isinstance(exc, connect) or (isinstance(exc, aiohttp.ClientConnectorError)
                                     and isinstance(exc.os_error, TimeoutError)):
-        return RemoteError(f"{where}: no connection within {policy.connect_timeout:g} s "
+        return RemoteError(f"{where}: no connection within {policy.io.connect_timeout:g} s "
                            "(connect_timeout)")
     if isinstance(exc, TimeoutError):
-        return RemoteError(f"{where}: the server sent nothing for {policy.read_timeout:g} s "
+        return RemoteError(f"{where}: the server sent nothing for {policy.io.read_timeout:g} s "
                            "(read_timeout)")
     if isinstance(exc, (TypeError, ValueError, aiohttp.InvalidURL)):
         return RemoteError(f"{where}: {describe(exc)}")

@@ -14,9 +14,9 @@ when the request returns (and is durable then). The writers' order does the rest
   private directory under :func:`tempfile.gettempdir` (``TMPDIR``), uploaded as one object by
   :meth:`RemoteStaged.commit` (s3fs: one PUT below 100 MiB, a multipart upload above, which
   becomes visible only when it completes);
-- :meth:`~RemoteWriteStore.tidy`, after the new header is in place, deletes the objects of
-  earlier versions of the dataset that it no longer names (the fresh names of
-  :func:`jnrrd.storage.names.stale_patterns`), as the local leftovers sweep does.
+- :meth:`~RemoteWriteStore.tidy`, after the new header is in place, deletes the objects the
+  previous header of the same key named and a write to that key made
+  (:meth:`~RemoteWriteStore.owned`, :mod:`jnrrd.storage.ownership`), and nothing else.
 
 Local staging files are never ``fsync``ed: they are scratch, and an upload that did not finish
 is lost whether or not they are; ``durable=False`` therefore changes nothing here.
@@ -38,8 +38,9 @@ from typing import Any
 
 from .._threads import io_submit
 from ..errors import AccessDeniedError, ObjectNotFoundError, RemoteError, UnsupportedError
-from . import aio
+from . import Staged, aio
 from .names import fresh_token
+from .ownership import read_head, referenced_names
 from .remote import filesystem, split_url, strip_protocol
 from .writes import StagedFile
 
@@ -191,7 +192,7 @@ class RemoteWriteStore:
         path = self.fs_path(key)
         self._call("upload", path, self.fs.put_file, local, path)
 
-    def append_object(self, staged: StagedFile, key: str, size: int) -> None:
+    def append_object(self, staged: Staged, key: str, size: int) -> None:
         """Append the first ``size`` bytes of the object ``key`` to ``staged`` (downloaded in
         pieces of at most 8 MiB)."""
         self.sync("")
@@ -220,14 +221,23 @@ class RemoteWriteStore:
         with contextlib.suppress(Exception):
             self.fs.rm(path, recursive=True)
 
-    def tidy(self, key: str, *, keep: Iterable[str] = (), patterns: Iterable[str] = ()
+    def owned(self, key: str) -> list[str]:
+        """The fresh data files and tile prefixes the current header object at ``key`` names
+        and a write to ``key`` made (keys are case-sensitive): what a rewrite removes once its
+        new header is in place. Empty when there is none (or it cannot be read)."""
+        try:
+            head = read_head(_Ranges(self.fs, self.fs_path(key)))  # ranged GETs, no HEAD
+        except Exception:  # no previous header, or an unreadable one: nothing proved
+            return []
+        return referenced_names(head, posixpath.basename(key))
+
+    def tidy(self, key: str, *, keep: Iterable[str] = (), owned: Iterable[str] = ()
              ) -> list[str]:
         """After ``key``'s header is in place: remove the objects (and prefixes) beside it
-        whose names match ``patterns`` (earlier versions' fresh tile prefixes and data files),
-        except the keys in ``keep``; return their URLs. Best effort: one listing, then
-        deletes."""
-        regexes = [re.compile(p) for p in patterns]
-        if not regexes:
+        named in ``owned`` (:meth:`owned` of the previous header), except the keys in
+        ``keep``; return their URLs. Best effort: one listing, then deletes."""
+        owned = set(owned)
+        if not owned:
             return []
         kept = {k.strip("/") for k in keep}
         try:
@@ -237,7 +247,7 @@ class RemoteWriteStore:
         removed = []
         for e in entries:
             name = posixpath.basename(self._strip(e["name"]))
-            if name in kept or name == key or not any(r.fullmatch(name) for r in regexes):
+            if name in kept or name == key or name not in owned:
                 continue
             path = self.fs_path(name)
             with contextlib.suppress(Exception):
@@ -265,6 +275,18 @@ class RemoteWriteStore:
             return fn(*args, **kw)
         except Exception as exc:
             raise _named(exc, what, self.url(path)) from exc
+
+
+class _Ranges:
+    """An object read from its start in ranged requests (``read(n)``: the next ``n`` bytes)."""
+
+    def __init__(self, fs: Any, path: str) -> None:
+        self.fs, self.path, self.at = fs, path, 0
+
+    def read(self, n: int) -> bytes:
+        data = bytes(self.fs.cat_file(self.path, start=self.at, end=self.at + n))[:n]
+        self.at += len(data)
+        return data
 
 
 class RemoteStaged(StagedFile):

@@ -16,7 +16,6 @@ from concurrent.futures import Future
 from typing import Any
 
 from .._threads import io_submit
-from ..policy import Policy
 from .remote import filesystem, version_of
 from .remote_fetch import Answer, Fetcher
 from .validators import Validator
@@ -33,7 +32,7 @@ def _fetcher(reopen: Any) -> tuple[Fetcher, str]:
         found = _FETCHERS.get(reopen)
     if found is None:
         fs, path = filesystem(reopen.path, reopen.storage_options)
-        found = (Fetcher(fs, Policy.from_kwargs(**dict(reopen.policy))), path)
+        found = (Fetcher(fs, reopen.settings()), path)
         with _LOCK:
             found = _FETCHERS.setdefault(reopen, found)
     return found
@@ -78,6 +77,6 @@ class VersionCheck:
                     return got.with_size(info.get("size")).token()
                 return got.with_size(answer.total).token()
             p = self.fetcher.policy
-            return version_of(self.future.result(timeout=p.request_timeout + 5.0))
+            return version_of(self.future.result(timeout=p.io.request_timeout + 5.0))
         except FileNotFoundError:
             return ("missing",)

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
+from . import Staged
 from .atomic import durable, remove_leftovers, replace, reported_as
 from .names import fresh_token, tmp_marker
+from .ownership import case_insensitive, claim, open_plain, read_head, referenced_names
 from .writeback import WriteBack, copy_range, pwrite_all
 
 __all__ = ["LocalWriteStore", "StagedFile", "atomic_file", "target_store"]
@@ -168,7 +171,8 @@ class LocalWriteStore:
 
     def reserve(self, prefix: str) -> None:
         """Claim a fresh prefix for :meth:`put` (a new directory; ``FileExistsError`` when
-        taken)."""
+        taken); the running write's journal records it first."""
+        claim(self.path(prefix))
         os.makedirs(self.path(prefix))
 
     def sync(self, prefix: str) -> None:
@@ -183,7 +187,7 @@ class LocalWriteStore:
                 finally:
                     os.close(fd)
 
-    def append_object(self, staged: StagedFile, key: str, size: int) -> None:
+    def append_object(self, staged: Staged, key: str, size: int) -> None:
         """Append the first ``size`` bytes of the object ``key`` to ``staged`` (an in-kernel
         copy where the system has one)."""
         with open(self.path(key), "rb") as f:
@@ -197,19 +201,41 @@ class LocalWriteStore:
         """Remove everything under ``prefix`` (best effort)."""
         shutil.rmtree(self.path(prefix), ignore_errors=True)
 
-    def tidy(self, key: str, *, keep: Iterable[str] = (), patterns: Iterable[str] = ()
+    def owned(self, key: str) -> list[str]:
+        """The fresh data files and tile directories the current header at ``key`` references
+        and a write to ``key`` made (:func:`~jnrrd.storage.ownership.referenced_names`; names
+        compared ignoring case only on a case-insensitive disk): what a rewrite of ``key``
+        removes once its new header is in place. The running write's journal records them
+        first, so a write killed after the replace leaves evidence of them. Empty when there
+        is no such header (or it is a link, or cannot be read)."""
+        path = self.path(key)
+        f = open_plain(path)
+        if f is None:
+            return []
+        try:
+            with f:
+                head = read_head(f)
+        except OSError:
+            return []
+        names = referenced_names(head, os.path.basename(path), casefold=case_insensitive(path))
+        for n in names:
+            claim(self.path(n))
+        return names
+
+    def tidy(self, key: str, *, keep: Iterable[str] = (), owned: Iterable[str] = ()
              ) -> list[str]:
-        """Remove the temporary files of ``key`` and the siblings matching ``patterns``
-        (earlier versions' fresh tile directories and data files) except the keys in
-        ``keep`` (:func:`~jnrrd.storage.atomic.remove_leftovers`); return their paths."""
+        """Remove the temporary files of ``key`` and the names in ``owned`` (what
+        :meth:`owned` said its previous header referenced) except the keys in ``keep``
+        (:func:`~jnrrd.storage.atomic.remove_leftovers`); return their paths."""
         return remove_leftovers(self.path(key), keep=[self.path(k) for k in keep],
-                                patterns=patterns)
+                                patterns=[re.escape(n) for n in owned])
 
     def stage(self, key: str, *, token: str | None = None, random_access: bool = False,
               write_back: bool = False) -> StagedFile:
         """A new object for ``key``, visible only once committed (``token`` names its
         temporary file; ``random_access`` opens it for reading too; ``write_back`` flushes
         it to disk in the background while it is written)."""
+        claim(self.path(key))  # a fresh data file: the journal records it (not the target)
         return StagedFile(self.path(key), token or fresh_token(), durable=self.durable,
                           random_access=random_access, write_back=write_back)
 

@@ -186,5 +186,5 @@ def _remote_sizes(store: Any, urls: list[str]) -> list[int | None]:
             return None
         return int(info["size"])
 
-    workers = max(1, min(len(urls), store.policy.request_concurrency, 16))
+    workers = max(1, min(len(urls), store.policy.io.request_concurrency, 16))
     return list(ordered_map(size, urls, workers=workers, name="jnrrd-validate"))

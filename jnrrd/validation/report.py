@@ -110,6 +110,14 @@ class Report:
             Problem(severity, field, message, json_value(found), json_value(expected))
         )
 
+    def unlisted(self, severity: Severity, field: str, n: int) -> None:
+        """Count ``n`` more problems of ``field`` that were found but not made one by one
+        (they are summed up in :meth:`finish` with the ones the cap cut)."""
+        if n > 0:
+            top = top_field(field)
+            self._per_field[top] += n
+            self._dropped[(severity, top)] += n
+
     def error(self, field: str, message: str, found: Any = None, expected: Any = None) -> None:
         """Record an error: the file cannot be read as it is."""
         self.add("error", field, message, found, expected)

@@ -72,14 +72,19 @@ def check_core_schema(header: Mapping[str, Any], report: Report) -> None:
     _report_errors(validator("jnrrd.schema.json"), core, report, "")
 
 
-#: per-tile tables (tiling schema): entry test -> checked in bulk, since a schema validator
-#: walking a million-entry offset table item by item takes minutes
+#: per-tile tables and per-level lists (tiling schema): entry test -> checked in bulk, since a
+#: schema validator walking a million-entry list item by item takes minutes
 _TABLES: dict[str, Any] = {
     "offset_table": lambda x: x is None or (type(x) is int and x >= 0),
     "size_table": lambda x: x is None or (type(x) is int and x >= 1),
     "level_offsets": lambda x: x is None or (type(x) is int and x >= 0),
     "compression_levels": lambda x: x is None or type(x) is int,
     "metadata": lambda x: x is None or isinstance(x, dict),
+    # per-level lists: a 20-byte-per-level header claims a million levels
+    "level_scales": lambda x: (type(x) is int and x >= 1) or (
+        type(x) is list and all(type(s) is int and s >= 1 for s in x)),
+    "levels_virtual": lambda x: type(x) is int and x >= 0,
+    "level_quality": lambda x: x is None or isinstance(x, dict),
 }
 _BULK = 64  # tables longer than this are checked in bulk
 

@@ -170,6 +170,11 @@ class _Checker(TableChecks, FileChecks):
         elif scales_v is not None:
             return
         n = n or 1
+        if n > self.policy.max_levels:  # before any per-level work, as the reader does
+            r.error(self.key("levels"), f"{n} levels exceed the max_levels cap "
+                    f"({self.policy.max_levels}); pass max_levels=... to allow them", n,
+                    f"<= {self.policy.max_levels}")
+            return
         if n > 1 and scales_v is None:
             return  # the schema reports the missing level_scales
         ok = axes is not None and tile is not None

@@ -15,9 +15,13 @@ from ..policy import Policy
 from ..storage.local import resolve_path
 from ..tiling.locate import check_pattern, expand_pattern
 from .core import _int
+from .report import MAX_PER_FIELD
 from .tiling_base import TilingChecks, checked_ints, describe_tile, strip_field
 
-__all__ = ["FileChecks"]
+__all__ = ["MAX_BAD_TILES", "FileChecks"]
+
+#: bad tiles reported before a tile check stops (the report lists this many per field)
+MAX_BAD_TILES = MAX_PER_FIELD
 
 
 class FileChecks(TilingChecks):
@@ -107,21 +111,40 @@ class FileChecks(TilingChecks):
         except JnrrdError as exc:
             r.error(self.key("base_dir"), str(exc), base, "a directory allowed by the policy")
             return
+        bad = checked = 0
         for index, name, field in self._named(pattern, files):
-            try:
-                path = resolve_path(root, name, policy, field=field)
-            except JnrrdError as exc:
-                r.error(field, f"{describe_tile(self.levels, index)}: {exc}", name,
-                        "a path allowed by the policy")
-                continue
-            if not os.path.isfile(path):
-                r.error(field, f"{describe_tile(self.levels, index)}: tile file {name!r} "
-                        "is missing", name, "an existing file")
+            checked += 1
+            if name is None:
+                bad += 1
+            else:
+                try:
+                    path = resolve_path(root, name, policy, field=field)
+                except JnrrdError as exc:
+                    r.error(field, f"{describe_tile(self.levels, index)}: {exc}", name,
+                            "a path allowed by the policy")
+                    bad += 1
+                else:
+                    if not os.path.isfile(path):
+                        r.error(field, f"{describe_tile(self.levels, index)}: tile file "
+                                f"{name!r} is missing", name, "an existing file")
+                        bad += 1
+            if bad >= MAX_BAD_TILES:
+                self._stopped(field, bad, checked)
+                return
+
+    def _stopped(self, field: str, bad: int, checked: int) -> None:
+        """The note that ends a tile check after :data:`MAX_BAD_TILES` bad tiles: a header
+        of a few hundred bytes may claim 10^7 tiles, and checking each would cost what
+        the claim costs, not what the files hold."""
+        assert self.nstored is not None
+        self.r.note("", f"stopped after {bad} bad tiles: {self.nstored - checked} of the "
+                    f"{self.nstored} stored tiles were not checked", self.nstored - checked,
+                    None)
 
     def _named(self, pattern: str | None, files: dict[tuple[int, tuple[int, ...]], Any]
                ) -> Iterator[tuple[int, Any, str]]:
         """``(global tile index, file name, field)`` of every stored tile that names a file
-        (a tile with no name at all is reported here)."""
+        (a tile with no name at all is reported here, and given with the name None)."""
         assert self.levels is not None
         for lv in self.levels:
             if not lv.stored:
@@ -139,14 +162,15 @@ class FileChecks(TilingChecks):
                     self.r.error(self.key("files"), f"{describe_tile(self.levels, index)} has "
                                  "no file entry (reads fail unless missing='fill')", None,
                                  "an entry per stored tile")
-                    continue
+                    name, field = None, self.key("files")
                 yield index, name, field
 
     def _remote_tile_files(self, store: Any, pattern: str | None,
                            files: dict[tuple[int, tuple[int, ...]], Any]) -> None:
-        """The tile files next to a remote header: one listing of their common prefix
-        where the filesystem lists (S3, GCS, ...), then a request for each name the listing
-        did not show (several in flight)."""
+        """The tile files next to a remote header, :attr:`Policy.max_files` names at a time:
+        a listing of their common prefix where the filesystem lists (S3, GCS, ...; one per
+        directory), then a request for each name no listing showed (several in flight, at
+        most ``max_files`` in all). Stops after :data:`MAX_BAD_TILES` bad tiles."""
         r, base = self.r, self.get("base_dir")
         assert self.levels is not None
         try:
@@ -155,38 +179,80 @@ class FileChecks(TilingChecks):
         except JnrrdError as exc:
             r.error(self.key("base_dir"), str(exc), base, "a directory allowed by the policy")
             return
-        wanted: list[tuple[int, Any, str, str]] = []
+        check = _RemotePresence(self, store)
+        chunk: list[tuple[int, Any, str, str]] = []
+        checked = 0
+        field = self.key("pattern" if pattern is not None else "files")
         for index, name, field in self._named(pattern, files):
-            try:
-                path = store.path(name, field=field)
-            except JnrrdError as exc:
-                r.error(field, f"{describe_tile(self.levels, index)}: {strip_field(str(exc), '')}",
-                        name, "a path allowed by the policy")
-                continue
-            wanted.append((index, name, field, path))
-        listed = _listed(store, [w[3] for w in wanted]) if len(wanted) > 1 else set()
-        unsure = [w for w in wanted if w[3] not in listed]
-        cap = self.policy.max_files
-        if len(unsure) > cap:  # a small header must not make us send millions of requests
-            r.note(self.key("pattern" if pattern is not None else "files"),
-                   f"{len(unsure)} tile files could not be listed; only the first {cap} "
-                   "(max_files) were asked for", len(unsure), f"<= {cap}")
-            unsure = unsure[:cap]
-        workers = max(1, min(len(unsure), store.policy.request_concurrency, 16))
+            checked += 1
+            if name is None:
+                check.bad += 1
+            else:
+                try:
+                    chunk.append((index, name, field, store.path(name, field=field)))
+                except JnrrdError as exc:
+                    r.error(field, f"{describe_tile(self.levels, index)}: "
+                            f"{strip_field(str(exc), '')}", name, "a path allowed by the policy")
+                    check.bad += 1
+            if len(chunk) >= self.policy.max_files:
+                check(chunk)
+                chunk = []
+            if check.bad >= MAX_BAD_TILES:
+                self._stopped(field, check.bad, checked)
+                return
+        check(chunk)
+        if check.bad >= MAX_BAD_TILES and checked < (self.nstored or 0):
+            self._stopped(field, check.bad, checked)
+
+
+class _RemotePresence:
+    """Whether remote tile files exist, a chunk of names at a time (listings cached by
+    directory, requests for the rest capped at ``max_files`` in all); counts bad tiles."""
+
+    def __init__(self, checks: FileChecks, store: Any) -> None:
+        self.checks, self.store = checks, store
+        self.bad = 0
+        self.asked = 0
+        self.listed: dict[str, set[str]] = {}
+        self.capped = False
+
+    def __call__(self, chunk: list[tuple[int, Any, str, str]]) -> None:
+        if not chunk:
+            return
+        checks, store = self.checks, self.store
+        found = _listed(store, [w[3] for w in chunk], self.listed) if len(chunk) > 1 else set()
+        unsure = [w for w in chunk if w[3] not in found]
+        cap = checks.policy.max_files
+        if self.asked + len(unsure) > cap:  # a small header must not make us send millions
+            if not self.capped:             # of requests
+                checks.r.note(chunk[0][2], f"{len(unsure)} tile files could not be listed; "
+                              f"only the first {cap} (max_files) were asked for",
+                              len(unsure), f"<= {cap}")
+            self.capped = True
+            unsure = unsure[:max(0, cap - self.asked)]
+        workers = max(1, min(len(unsure), store.policy.io.request_concurrency, 16))
 
         def present(w: tuple[int, Any, str, str]) -> bool:
             return bool(store.exists(w[1], field=w[2]))
 
-        for w, ok in zip(unsure, ordered_map(present, unsure, workers=workers,
-                                              name="jnrrd-validate"), strict=True):
-            if not ok:
-                r.error(w[2], f"{describe_tile(self.levels, w[0])}: tile file {w[1]!r} is "
-                        "missing", w[1], "an existing file")
+        for start in range(0, len(unsure), 4 * workers):  # a few windows in flight at most
+            window = unsure[start:start + 4 * workers]
+            self.asked += len(window)
+            for w, ok in zip(window, ordered_map(present, window, workers=workers,
+                                                 name="jnrrd-validate"), strict=True):
+                if not ok:
+                    assert checks.levels is not None
+                    checks.r.error(w[2], f"{describe_tile(checks.levels, w[0])}: tile file "
+                                   f"{w[1]!r} is missing", w[1], "an existing file")
+                    self.bad += 1
+            if self.bad >= MAX_BAD_TILES:
+                return
 
 
-def _listed(store: Any, paths: list[str]) -> set[str]:
+def _listed(store: Any, paths: list[str], cache: dict[str, set[str]]) -> set[str]:
     """The paths (as :meth:`RemoteStore.path` gives them) found by listing the common
-    directory of ``paths`` once; empty where the filesystem cannot list (HTTP)."""
+    directory of ``paths`` (once per directory: ``cache`` maps a listed directory to what it
+    held); empty where the filesystem cannot list (HTTP)."""
     fs = store.fs
     if store.fetcher.http:
         return set()
@@ -197,7 +263,10 @@ def _listed(store: Any, paths: list[str]) -> set[str]:
             common = posixpath.dirname(common)
         if "/" not in common.strip("/"):
             return set()  # never list a whole bucket
-        found = fs.find(common)
+        done = next((d for d in cache if common == d or common.startswith(d + "/")), None)
+        if done is None:
+            done = common
+            cache[done] = set(map(store.strip, fs.find(common)))
     except Exception:  # no listing (permissions, ...): ask for each object
         return set()
-    return {stripped[f] for f in map(store.strip, found) if f in stripped}
+    return {p for f, p in stripped.items() if f in cache[done]}

@@ -12,6 +12,7 @@ from ..codecs import chain_is_self_delimiting, is_raw_chain
 from ..header.fields import CoreFields
 from ..tiling.levels import raw_stored_sizes
 from ..tiling.locate import past_the_end
+from .report import MAX_PER_FIELD
 from .tiling_base import TilingChecks, describe_tile
 
 __all__ = ["TableChecks"]
@@ -62,6 +63,14 @@ class TableChecks(TilingChecks):
             r.error(self.key("size_table"), "required for chunked storage whose codec chain "
                     "does not end in a self-delimiting compressor (CONVENTIONS §1.2)", None,
                     "present")
+        if (offs is None and fmt == "contiguous" and raw and self.levels is not None
+                and self.info.data_start is not None and self.info.file_size is not None):
+            need = int(raw_stored_sizes(self.levels, core.itemsize).sum())
+            have = self.info.file_size - self.info.data_start
+            if need > have:
+                r.error(self.key("offset_table"), f"without it the tiles lie back to back "
+                        f"after the header and need {need} bytes; the file holds {have} "
+                        "after its header", have, f">= {need}")
         table = _table(offs)
         if table is None or self.nstored is None or len(table) != self.nstored:
             return
@@ -75,17 +84,21 @@ class TableChecks(TilingChecks):
         levels = self.levels or ()
         start, fsize = self.info.data_start, self.info.file_size
         if start is not None:
-            for i in np.flatnonzero(present & (table < start)):
+            bad = np.flatnonzero(present & (table < start))
+            for i in bad[:MAX_PER_FIELD]:
                 r.error(self.key("offset_table", int(i)), f"{describe_tile(levels, int(i))}: "
                         f"offset {int(table[i])} points into the header (data starts at "
                         f"{start})", int(table[i]), f">= {start}")
+            self._more(bad)
         if fsize is not None:
             lengths = size_t if size_t is not None else np.ones_like(table)
-            for i in np.flatnonzero(past_the_end(table, lengths, fsize)):
+            bad = np.flatnonzero(past_the_end(table, lengths, fsize))
+            for i in bad[:MAX_PER_FIELD]:
                 end = int(table[i]) + int(lengths[i])
                 r.error(self.key("offset_table", int(i)), f"{describe_tile(levels, int(i))}: "
                         f"bytes {int(table[i])}..{end} run past the end of the file "
                         f"({fsize} bytes)", int(table[i]), f"tile bytes within {fsize}")
+            self._more(bad)
         if fmt == "contiguous" and size_t is not None:
             idx = np.flatnonzero(present & (size_t >= 0))
             gaps = np.flatnonzero(table[idx[1:]] != (table + size_t)[idx[:-1]])
@@ -96,6 +109,11 @@ class TableChecks(TilingChecks):
                           "stored tile ends (the offset table is used)", int(table[i]),
                           int((table + size_t)[idx[gaps[0]]]))
         self._level_offsets(table)
+
+    def _more(self, bad: np.ndarray) -> None:
+        """Count the bad tiles past the first :data:`MAX_PER_FIELD` of ``bad`` as unlisted
+        (each one reported alone would cost what a 10^7-entry table claims)."""
+        self.r.unlisted("error", self.key("offset_table"), len(bad) - MAX_PER_FIELD)
 
     def _level_offsets(self, table: np.ndarray) -> None:
         lo = self.get("level_offsets")

@@ -6,10 +6,11 @@ import contextlib
 import os
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 
+from .._config import config
 from ..dtypes import type_name_for
 from ..errors import HeaderError, UnsupportedError
 from ..header import TILE_URI, TILE_URI_PREFIX, Header
@@ -17,6 +18,7 @@ from ..storage.atomic import durability, reported_as
 from ..storage.leftovers import write_guard
 from ..storage.remote import is_remote, local_path
 from ..storage.remote_writes import check_writable
+from ..storage.targets import local_target
 from .checks import (
     check_arguments,
     check_codec_chain,
@@ -24,13 +26,15 @@ from .checks import (
     check_tile_names,
     probe_header,
 )
-from .plan import plan_tiled
+from .layout import TilePlan
+from .options import WriteOptions
+from .plan import BuildHeader, plan_tiled
 from .source import FileOrder, tile_dtype
 from .targets import file_format_of, jnrrd_spelled, write_nrrd_target
 from .tiled import write_tiled
 from .untiled import write_untiled
 
-__all__ = ["write"]
+__all__ = ["tiled_plan", "write"]
 
 _COMPUTED = ("offset_table", "size_table", "level_offsets", "metadata", "compression_levels",
              "level_quality", "base_dir", "files")
@@ -47,7 +51,8 @@ def write(target: Any, data: Any, header: Mapping[str, Any] | None = None, *,
           compression: str | None = None, codecs: Sequence[Any] | None = None,
           levels: Any = None, downsample: str | None = None, detached: bool = False,
           durable: bool = True, format: str | None = None,
-          storage_options: dict[str, Any] | None = None, **options: Any) -> None:
+          storage_options: dict[str, Any] | None = None, threads: int | None = None,
+          **options: Unpack[WriteOptions]) -> None:
     """Write ``data`` to ``target``: JNRRD or classic NRRD, by ``format`` or by suffix.
 
     ``format="jnrrd"``/``"nrrd"`` names the file format; without it the suffix decides
@@ -72,7 +77,8 @@ def write(target: Any, data: Any, header: Mapping[str, Any] | None = None, *,
     ``target`` may be an fsspec URL (``s3://``, ``gs://``, ``memory://``, ...; not
     ``http(s)://``, which is read-only) with ``storage_options`` passed to fsspec: tiles and
     data files are uploaded first, the header last, and the previous dataset's objects are
-    deleted after that (docs/remote.md, "Writing").
+    deleted after that (docs/remote.md, "Writing"). ``threads``: tiles encoded at once
+    (``None``: the ``jnrrd.config`` setting, else the CPUs the process may use).
     """
     if not isinstance(durable, (bool, np.bool_)):
         raise TypeError(f"write(): durable must be True or False, not {durable!r:.80}")
@@ -84,13 +90,15 @@ def write(target: Any, data: Any, header: Mapping[str, Any] | None = None, *,
                         f"{target!r:.200} is not one")
     if remote:
         check_writable(target)
-    file_format = file_format_of(target, format, options)
+    opts: dict[str, Any] = dict(options)
+    file_format = file_format_of(target, format, opts)
     guard = contextlib.nullcontext() if remote else write_guard(target)
-    with durability(durable), reported_as(target), guard:
+    io = config(threads=threads) if threads is not None else contextlib.nullcontext()
+    with io, local_target(target), durability(durable), reported_as(target), guard:
         _write(target, data, header, index_order=index_order, encoding=encoding, tile=tile,
                compression=compression, codecs=codecs, levels=levels, downsample=downsample,
                detached=detached, file_format=file_format,
-               storage_options=storage_options if remote else None, **options)
+               storage_options=storage_options if remote else None, **opts)
 
 
 def _write(target: Any, data: Any, header: Mapping[str, Any] | None, *, index_order: str,
@@ -120,21 +128,7 @@ def _write(target: Any, data: Any, header: Mapping[str, Any] | None, *, index_or
         # e.g. a Dask array after boolean indexing: its chunk sizes are unknown (NaN)
         raise UnsupportedError(f"the array's shape {tuple(data.shape)} is not known; compute "
                                "it first (for Dask: x.compute_chunk_sizes())")
-    src = FileOrder(data, index_order)
-    out = Header(header or {})
-    out.pop("jnrrd", None)
-    type_name = _type_name(out, src.dtype)
-    out["type"] = type_name
-    out["dimension"] = len(src.shape)
-    out["sizes"] = list(src.shape)
-    if not src.shape:
-        raise UnsupportedError("cannot write a 0-dimensional array; reshape it to (1,)")
-    if 0 in src.shape or len(src.shape) > 16:
-        # digest 1.6: every size ≥ 1 and dimension 1..16 (the reader refuses anything else)
-        raise UnsupportedError(f"cannot write shape {tuple(data.shape)}: JNRRD needs 1 to 16 "
-                               "axes, each of size ≥ 1")
-    if "space" in out:
-        out["space"] = _long_space(out)
+    src, out, type_name = _file_header(data, header, index_order)
     prefix = out.prefix_for(TILE_URI) or "tile"
     tile_keys = [k for k in out if k.startswith(prefix + ":")]
     enabled = out.get(prefix + ":enabled")
@@ -150,17 +144,10 @@ def _write(target: Any, data: Any, header: Mapping[str, Any] | None, *, index_or
         if not isinstance(target, (str, os.PathLike)):
             raise UnsupportedError("tiled writes need a target path (they are written "
                                    "atomically)")
-        plan, build = plan_tiled(src, out, prefix, type_name, encoding=encoding, tile=tile,
-                                 compression=compression, codecs=codecs, levels=levels,
-                                 downsample=downsample, index_order=index_order,
-                                 options=options)
-        path = os.fspath(target)
-        check_final_header(probe_header(plan, build, path), path)
-        if plan.storage == "external":
-            check_tile_names(plan.pattern, plan, path)
-        if type_name != "block":
-            check_codec_chain(plan, np.dtype("u2") if type_name == "bfloat16"
-                              else tile_dtype(plan, src))
+        plan, build = _checked_plan(os.fspath(target), src, out, prefix, type_name,
+                                    encoding=encoding, tile=tile, compression=compression,
+                                    codecs=codecs, levels=levels, downsample=downsample,
+                                    index_order=index_order, options=options)
         if _is_dask(data):
             from ..integrations.dask_write import write_dask
 
@@ -173,6 +160,65 @@ def _write(target: Any, data: Any, header: Mapping[str, Any] | None, *, index_or
         out.pop(k)
     _drop_declaration(out, prefix)
     write_untiled(target, src, out, type_name, encoding, detached, options, storage_options)
+
+
+def tiled_plan(target: str, data: Any, header: Mapping[str, Any] | None, *,
+               index_order: str = "F", tile: Any = None, compression: str | None = None,
+               codecs: Sequence[Any] | None = None, levels: Any = None,
+               downsample: str | None = None, **options: Any) -> tuple[TilePlan, BuildHeader]:
+    """The tiled layout :func:`write` would give ``data`` (any array-like: only its shape
+    and dtype are used) at ``target``, with all of its checks, writing nothing
+    (``jnrrd.create`` lays an empty volume out with it)."""
+    unknown = set(options) - set(_OPTIONS)
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s): {sorted(unknown)}")
+    check_arguments(header, len(data.shape), encoding=None, tile=tile, compression=compression,
+                    codecs=codecs, downsample=downsample, detached=False, options=options)
+    header = jnrrd_spelled(header, data, index_order, target)
+    src, out, type_name = _file_header(data, header, index_order)
+    prefix = out.prefix_for(TILE_URI) or "tile"
+    return _checked_plan(target, src, out, prefix, type_name, encoding=None, tile=tile,
+                         compression=compression, codecs=codecs, levels=levels,
+                         downsample=downsample, index_order=index_order, options=options)
+
+
+def _file_header(data: Any, header: Mapping[str, Any] | None, index_order: str
+                 ) -> tuple[FileOrder, Header, str]:
+    """``data`` in file order, the header's core fields for it, and its type name."""
+    src = FileOrder(data, index_order)
+    out = Header(header or {})
+    out.pop("jnrrd", None)
+    type_name = _type_name(out, src.dtype)
+    out["type"] = type_name
+    out["dimension"] = len(src.shape)
+    out["sizes"] = list(src.shape)
+    if not src.shape:
+        raise UnsupportedError("cannot write a 0-dimensional array; reshape it to (1,)")
+    if 0 in src.shape or len(src.shape) > 16:
+        # digest 1.6: every size ≥ 1 and dimension 1..16 (the reader refuses anything else)
+        raise UnsupportedError(f"cannot write shape {tuple(data.shape)}: JNRRD needs 1 to 16 "
+                               "axes, each of size ≥ 1")
+    if "space" in out:
+        out["space"] = _long_space(out)
+    return src, out, type_name
+
+
+def _checked_plan(path: str, src: FileOrder, out: Header, prefix: str, type_name: str, *,
+                  encoding: str | None, tile: Any, compression: str | None,
+                  codecs: Sequence[Any] | None, levels: Any, downsample: str | None,
+                  index_order: str, options: Mapping[str, Any]
+                  ) -> tuple[TilePlan, BuildHeader]:
+    """The tiled plan and header builder, checked as the reader would check the file."""
+    plan, build = plan_tiled(src, out, prefix, type_name, encoding=encoding, tile=tile,
+                             compression=compression, codecs=codecs, levels=levels,
+                             downsample=downsample, index_order=index_order, options=options)
+    check_final_header(probe_header(plan, build, path), path)
+    if plan.storage == "external":
+        check_tile_names(plan.pattern, plan, path)
+    if type_name != "block":
+        check_codec_chain(plan, np.dtype("u2") if type_name == "bfloat16"
+                          else tile_dtype(plan, src))
+    return plan, build
 
 
 def _drop_declaration(out: Header, prefix: str) -> None:

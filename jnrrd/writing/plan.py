@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..clinical.labels import default_downsample, warn_if_averaged
+from ..codecs.levels import check_level
 from ..errors import HeaderError, UnsupportedError
 from ..header import TILE_URI, Header, render_header
 from ..tiling.codec_fields import CANONICAL_COMPRESSION, SHORTHAND, compression_chain
@@ -38,7 +39,7 @@ from .layout import TilePlan
 from .source import FileOrder
 from .untiled import _ENC_ALIASES, _endian
 
-__all__ = ["BuildHeader", "plan_tiled"]
+__all__ = ["BuildHeader", "default_pattern", "plan_tiled"]
 
 
 def _caller_axes(value: Any, ndim: int, index_order: str, what: str) -> list[Any]:
@@ -93,7 +94,7 @@ def plan_tiled(src: FileOrder, out: Header, prefix: str, type_name: str, *,
     pattern = out.get(p + "pattern") if pattern is None else pattern
     check_layout_request(p, scales, storage, options, out)
     if storage == "external" and pattern is None:
-        pattern = _default_pattern(len(axes), len(scales))
+        pattern = default_pattern(len(axes), len(scales))
     plan = TilePlan(
         prefix=prefix, type_name=type_name, endian=endian, shape=src.shape, axes=axes,
         tile=sizes, overlap=overlap, edge=edge, padding_value=pad_v, storage=storage,
@@ -228,6 +229,7 @@ def _chain(out: Header, p: str, type_name: str, chain_dtype: np.dtype, encoding:
                           f"{header_codecs!r:.80}")
     given = codecs if codecs is not None else header_codecs
     if given is None:
+        check_level(SHORTHAND.get(comp or "raw") or "raw", options.get("compression_level"))
         chain = compression_chain(comp, endian, chain_dtype, options.get("compression_level"))
         return chain, endian, comp, False
     chain = [c.to_json() if hasattr(c, "to_json") else c for c in given]
@@ -244,7 +246,7 @@ def _chain(out: Header, p: str, type_name: str, chain_dtype: np.dtype, encoding:
     return chain, endian, comp, True
 
 
-def _default_pattern(ntiled: int, nlevels: int) -> str:
+def default_pattern(ntiled: int, nlevels: int) -> str:
     """External tile names: ``{z}_{y}_{x}.tile`` (``{i}`` past 5 tiled axes), ``{l}/`` first
     for pyramids."""
     names = "xyzct"

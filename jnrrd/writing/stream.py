@@ -7,13 +7,15 @@ parallel.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from ..codecs import gzip_fast
+from .._threads import ordered_map, run_parallel, thread_count
+from ..codecs import gzip_stream
 from ..codecs.compress import zstd_compress
 from ..codecs.encodings import COMPRESSED, format_ascii, format_hex
 from ..dtypes import from_user, storage_dtype, to_user
@@ -46,23 +48,39 @@ def file_order_slabs(data: Any, index_order: str, slab_bytes: int = _SLAB_BYTES
             yield np.asarray(data[k : min(k + per, slow)]).T
 
 
-#: the largest in-memory volume compressed as one libdeflate call (its output is held whole)
+#: the largest in-memory volume compressed in place (its compressed output is held whole);
+#: larger ones are streamed slab by slab
 _GZIP_WHOLE_BYTES = 2 << 30
 
 
-def _gzip_in_memory(data: Any, st: np.dtype, type_name: str, level: int) -> bytes | None:
-    """The whole volume as one libdeflate gzip member, when it is a NumPy array in memory
-    whose bytes already are the file's (dtype and file order): no copy of the input, and the
-    output is at most about the array's size. None otherwise (then slabs through zlib, or
-    through libdeflate when the volume is one slab)."""
+def _in_place(data: Any, st: np.dtype, type_name: str) -> memoryview | None:
+    """The bytes of a NumPy array in memory whose bytes already are the file's (dtype and
+    file order), read without a copy; None otherwise."""
     arr = getattr(data, "data", None)
-    if (not gzip_fast.available or type(arr) is not np.ndarray or not arr.size
-            or arr.nbytes > _GZIP_WHOLE_BYTES or type_name in ("bfloat16", "block")):
+    if (type(arr) is not np.ndarray or not arr.size or arr.nbytes > _GZIP_WHOLE_BYTES
+            or type_name in ("bfloat16", "block")):
         return None
     view = arr.T if getattr(data, "c", False) else arr  # file order: axis 0 fastest
     if view.dtype != st or not view.flags.f_contiguous:
         return None
-    return gzip_fast.gzip_compress(memoryview(view.T).cast("B"), level)
+    return view.T.data.cast("B")
+
+
+def _gzip(data: Any, st: np.dtype, type_name: str, index_order: str, total: int,
+          level: int | None) -> Iterator[Any]:
+    """The data section as ONE gzip member deflated on every core (:mod:`..codecs.gzip_stream`):
+    in place for an array in memory, else slab by slab with bounded memory."""
+    threads = thread_count()  # the ``threads`` setting in force (write(threads=...))
+    lvl = gzip_stream.DEFAULT_LEVEL if level is None else level
+    whole = _in_place(data, st, type_name)
+    if whole is not None:
+        yield from gzip_stream.gzip_buffer(whole, lvl, threads=threads, run_all=run_parallel)
+        return
+    raws = (np.asarray(from_user(slab, type_name), dtype=st).tobytes(order="F")
+            for slab in file_order_slabs(data, index_order, _SLAB_BYTES))
+    ordered = functools.partial(ordered_map, workers=threads, name="jnrrd-gzip",
+                                ahead=2 * threads)
+    yield from gzip_stream.gzip_pieces(raws, total, lvl, threads=threads, ordered=ordered)
 
 
 def encode_chunks(data: Any, *, type_name: str, endian: str, encoding: str,
@@ -72,14 +90,12 @@ def encode_chunks(data: Any, *, type_name: str, endian: str, encoding: str,
 
     st = storage_dtype(type_name, endian, None if type_name != "block" else data.dtype.itemsize)
     comp = (stream_compressor(encoding, level)
-            if encoding in COMPRESSED and encoding != "zstd" else None)
+            if encoding in COMPRESSED and encoding not in ("zstd", "gzip") else None)
     per_line = int(data.shape[0 if index_order == "F" else -1]) if data.shape else 1
     total = math.prod(data.shape) * st.itemsize
     if encoding == "gzip":
-        whole = _gzip_in_memory(data, st, type_name, 6 if level is None else level)
-        if whole is not None:
-            yield whole
-            return
+        yield from _gzip(data, st, type_name, index_order, total, level)
+        return
     # the slab size is read at call time (not bound as a default) so tests can shrink it
     for slab in file_order_slabs(data, index_order, _SLAB_BYTES):
         values = from_user(slab, type_name)
@@ -97,11 +113,6 @@ def encode_chunks(data: Any, *, type_name: str, endian: str, encoding: str,
             for k in range(0, len(raw), _ZSTD_FRAME_BYTES):
                 yield zstd_compress(raw[k : k + _ZSTD_FRAME_BYTES],
                                     level=3 if level is None else level, checksum=False)
-        elif encoding == "gzip" and len(raw) == total and (
-                fast := gzip_fast.gzip_compress(raw, 6 if level is None else level)) is not None:
-            # the whole volume is one slab: one libdeflate call makes the one gzip member
-            yield fast
-            return
         elif comp is not None:
             out = comp.compress(raw)
             if out:

@@ -21,7 +21,7 @@ import numpy as np
 
 from .._threads import OrderedQueue, Running
 from ..engine.tiles import TileEncoder
-from ..storage.names import fresh_token, stale_patterns
+from ..storage.names import fresh_token
 from ..storage.targets import target_store
 from ..tiling.grid import TileGrid
 from ..tiling.levels import Level
@@ -180,6 +180,7 @@ def write_tiled(target: str, data: FileOrder, plan: TilePlan,
     token = fresh_token()
     store, key = target_store(target, storage_options=storage_options)
     store.tidy(key)
+    previous = store.owned(key)  # what the header this write replaces references
     chain_dtype = np.dtype(np.uint16) if plan.type_name == "bfloat16" else tile_dtype(plan, data)
     enc = TileEncoder(plan, chain_dtype)
     if plan.storage == "internal":
@@ -233,7 +234,7 @@ def write_tiled(target: str, data: FileOrder, plan: TilePlan,
         later.close(failed=failed)
         sink.close(failed=failed)
     keep = [sink.dir_name] if plan.storage == "external" else []
-    store.tidy(key, keep=keep, patterns=stale_patterns(key))
+    store.tidy(key, keep=keep, owned=previous)
 
 
 def _level_reader(plan: TilePlan, level: Level, read0: Callable[[tuple[slice, ...]], np.ndarray]

@@ -8,9 +8,10 @@ from typing import IO, Any
 
 import numpy as np
 
-from ..errors import HeaderError, UnsupportedError
+from ..codecs.levels import check_level
+from ..errors import HeaderError, UnsupportedError, where
 from ..header import Header, render_header
-from ..storage.names import fresh_token, stale_patterns, stem
+from ..storage.names import fresh_token, stem
 from ..storage.targets import target_store
 from ..storage.writes import StagedFile
 from .checks import check_final_header
@@ -57,7 +58,8 @@ def write_untiled(target: Any, src: FileOrder, out: Header, type_name: str,
         out.pop("endian", None)
     for k in ("data_file", "data_files", "data_file_pattern", "line_skip", "byte_skip"):
         out.pop(k, None)
-    level = options.get("compression_level")
+    named = target if isinstance(target, (str, os.PathLike)) else None
+    level = check_level(enc, options.get("compression_level"), what=where(named))
     chunks = encode_chunks(src, type_name=type_name, endian=endian, encoding=enc,
                            index_order="F", level=level)
     if not isinstance(target, (str, os.PathLike)):
@@ -69,12 +71,13 @@ def write_untiled(target: Any, src: FileOrder, out: Header, type_name: str,
         return
     path = os.fspath(target)
     store, key = target_store(path, storage_options=storage_options)
+    previous = store.owned(key)  # what the header this write replaces references
     if not detached:
         head = render_header(out)
         check_final_header(head, path)
         with store.stage(key) as staged:
             _write_stream(staged, head, chunks)
-        store.tidy(key, patterns=stale_patterns(key))
+        store.tidy(key, owned=previous)
         return
     # Detached: a fresh data file, then the header, then the old files go (CONVENTIONS §1.2).
     name = f"{stem(key)}.{fresh_token()}.data.{_EXT[enc].replace('.', '')}"
@@ -90,7 +93,7 @@ def write_untiled(target: Any, src: FileOrder, out: Header, type_name: str,
     except BaseException:
         store.delete(name)
         raise
-    store.tidy(key, keep=[name], patterns=stale_patterns(key))
+    store.tidy(key, keep=[name], owned=previous)
 
 
 def _write_stream(f: IO[bytes] | StagedFile, head: bytes, chunks: Any) -> None:
