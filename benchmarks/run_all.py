@@ -10,7 +10,8 @@ gzip-nrrd-write/{time,size} (``gzip_write.py``, against SimpleITK),
 pyramid/{average,mode}, memory/read-zstd,
 viewer/{scroll-zoom,cached-slice-x,cached-slice-y,cached-slice-z} (``viewer.py``),
 remote/{open,full,region,regions50,level2}/{0,20}ms, remote/header-1e6/{requests,bytes},
-remote/region/bytes, remote-s3/{open,full,region,regions50,level2}/0ms (``remote.py``).
+remote/region/bytes, remote/cpu/full/20ms, remote-s3/{open,full,region,regions50,level2}/0ms,
+remote-s3/cpu/full/0ms (``remote.py``), patches/{96,128}/{local,s3} (``patches.py``).
 Datasets go to a scratch directory under ``~/.cache/jnrrd-bench/`` (removed afterwards), the
 JSON results to ``~/.cache/jnrrd-bench/results-<size>.json``; nothing is written in the repo.
 ``--modes``: ``warm`` (default: results dropped one by one), ``kept`` (results held, so every
@@ -40,6 +41,7 @@ import _harness as h
 import _volume
 import gzip_cases
 import gzip_write
+import patches
 import peers
 import remote
 import viewer
@@ -362,6 +364,7 @@ def case_builders(systems: tuple[str, ...] = ALL_SYSTEMS) -> dict[str, Callable[
     out["memory/read-zstd"] = memory_case
     out.update(viewer.CASES)
     out.update(remote.CASES)
+    out.update(patches.CASES)
     return out
 
 
