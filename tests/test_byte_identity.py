@@ -157,7 +157,9 @@ def _produce(name: str, root: Path) -> str:
     return digest(d)
 
 
-#: gzip writes: recorded with libdeflate level 6 (jnrrd[gzip]); zlib writes other bytes
+#: gzip writes: recorded with libdeflate (a core dependency; zlib alone writes other bytes).
+#: The untiled and NRRD gzip cases were re-recorded when data sections moved to one stream of
+#: independent blocks at level 1 (docs/nrrd.md#gzip-writing); tiles stay at level 6.
 GZIP_CASES = {"internal-chunked-gzip", "internal-contiguous-gzip", "nhdr-detached", "nrrd-gzip",
               "nrrd-pynrrd-header", "untiled-detached-gzip", "untiled-gzip"}
 
