@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import IO, Any, Unpack
+from typing import IO, Any, Unpack, cast
 
 import numpy as np
 
@@ -18,7 +18,7 @@ from .header.foreign import check_not_a_folder
 from .header.geometry_fields import canonical_space
 from .policy import POLICY_FIELDS, IOSettings, Policy, PolicyOptions
 from .storage.local import file_version
-from .storage.remote import is_remote, local_path
+from .storage.remote import RemoteStore, is_remote, local_path
 from .storage.remote_stream import opener_of
 from .storage.resolve import Opened, opened, resolve
 from .tiling.spec import TILE_URI, Tiling, parse_tiling
@@ -104,13 +104,13 @@ def _open(source: Any, index_order: str, missing: str,
     by_path = isinstance(source, (str, os.PathLike))
     base = pol
     if src.remote:  # detached data files: the URLs the store resolved, opened through it
-        pol = Policy.from_kwargs(pol, opener=opener_of(src.store))
+        pol = Policy.from_kwargs(pol, opener=opener_of(cast(RemoteStore, src.store)))
         if cache_bytes is None:
             cache_bytes = default_cache_bytes(remote=True)
     try:
         src.stream = _consistent(src, pol)
         # the version of the file this stream reads (fstat: even if the path was replaced)
-        version = (src.stream.reader.version if src.remote
+        version = (cast(Any, src.stream).reader.version if src.remote
                    else file_version(src.stream.fileno()) if by_path else None)
         if _is_nrrd(src.stream):
             from .nrrd.reader import open_nrrd

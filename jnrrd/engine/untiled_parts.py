@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import io
 import os
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ..codecs.encodings import COMPRESSED
 from ..errors import DataError, HeaderError, UnsupportedError, where
 from ..policy import Policy
 from ..storage.local import LocalStore, open_resolved
+
+if TYPE_CHECKING:
+    from ..storage.remote import RemoteStore
+
 
 __all__ = ["MAX_RATIO", "Part", "check_room", "data_names", "data_paths", "open_data", "remaining",
            "skip_bytes", "skip_lines"]
@@ -41,7 +45,7 @@ def data_names(core: Any, policy: Policy, source: Any = None
     return names, field
 
 
-def data_paths(core: Any, store: LocalStore | None, policy: Policy, source: Any = None
+def data_paths(core: Any, store: LocalStore | RemoteStore | None, policy: Policy, source: Any = None
                ) -> list[str] | None:
     """Detached data files, in order, resolved as keys of ``store`` (the header's directory;
     ``None`` when the header came from a stream without a path). ``None`` for attached data."""

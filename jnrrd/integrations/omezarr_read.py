@@ -145,7 +145,8 @@ class OmeZarrSource:
 
 
 def _multiscales(attrs: Mapping[str, Any], name: Any) -> dict[str, Any]:
-    ome = attrs.get("ome") if isinstance(attrs.get("ome"), dict) else attrs  # 0.5, else 0.4
+    found = attrs.get("ome")
+    ome: Mapping[str, Any] = found if isinstance(found, dict) else attrs  # 0.5, else 0.4
     ms = ome.get("multiscales")
     if not isinstance(ms, list) or not ms or not isinstance(ms[0], dict):
         raise FormatError(f"{name}: no OME-NGFF 'multiscales' attribute: not an OME-Zarr "

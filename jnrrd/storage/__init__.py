@@ -51,7 +51,7 @@ class Store(Protocol):
     visible at once); those write methods are declared next to these by the write side.
     """
 
-    def get(self, key: str, *, limit: int | None = None) -> bytes | memoryview:
+    def get(self, key: str, *, limit: int | None = None) -> bytes | bytearray | memoryview:
         """The whole object, at most ``limit`` bytes (memory follows what it holds, not
         ``limit``); ``FileNotFoundError`` when absent."""
         ...

@@ -255,7 +255,8 @@ def _check_mapping(header: Mapping[str, Any], report: Report) -> bool:
     if deep:
         return False
     known = set(CORE_FIELDS)
-    declared = header.get("extensions") if isinstance(header.get("extensions"), Mapping) else {}
+    found = header.get("extensions")
+    declared: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     undeclared: dict[str, None] = {}
     tile_declared = find_prefix(header, TILE_URI_PREFIX) is not None
     for key in header:

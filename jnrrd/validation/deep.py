@@ -73,8 +73,9 @@ class _Tiles:
                                       base_dir=tiling.base_dir, prefix=tiling.prefix)
         # a remote object's byte ranges: a batch's tiles fetched at once (merged, concurrent)
         # a remote object's byte ranges: through its store (requests merged, concurrent)
-        self.held = (f.store, f.key) if tiling.storage == "internal" and getattr(
-            f, "store", None) is not None else None
+        held: Any = f  # a remote object's stream carries its store and key
+        self.held = (held.store, held.key) if tiling.storage == "internal" and getattr(
+            held, "store", None) is not None else None
         self.remote = self.held is not None or bool(self.ext is not None and self.ext.remote)
         self.offsets: np.ndarray | None = None
         self.sizes: np.ndarray | None = None
@@ -100,7 +101,7 @@ class _Tiles:
         return sizes_to_next(offsets, present, end)
 
     def stored(self, level: Level, coords: tuple[int, ...], index: int
-               ) -> tuple[bytes | None, str | None]:
+               ) -> tuple[bytes | memoryview | None, str | None]:
         """(bytes or None when sparse, a reason when they cannot be read in full)."""
         if self.ext is not None:
             data = self.ext.read(level, coords, self.policy.max_tile_bytes + (1 << 20))
@@ -163,7 +164,7 @@ Stored = Callable[[], "tuple[bytes | memoryview | None, str | None]"]
 
 
 def _taken(ext: ExternalSource, level: Level, coords: tuple[int, ...], pending: Any
-           ) -> tuple[bytes | None, str | None]:
+           ) -> tuple[bytes | memoryview | None, str | None]:
     return ext.take(level, coords, pending), None
 
 
