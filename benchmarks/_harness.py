@@ -115,8 +115,8 @@ class Target:
 
     def text(self, metric: str) -> str:
         """Human-readable target, e.g. ``jnrrd ≥ 0.9× speed``."""
-        what = "speed" if self.op == ">=" else {"bytes": "bytes", "count": "count"}.get(
-            metric, "time")
+        what = "speed" if self.op == ">=" else {"bytes": "bytes", "count": "count",
+                                                "cpu": "CPU s/GiB"}.get(metric, "time")
         bound = f"{self.bound:g}"
         bound = bound if "." in bound else f"{bound}.0"
         return f"{self.subject} {'≥' if self.op == '>=' else '≤'} {bound}× {what}"
@@ -132,7 +132,8 @@ class Case:
     targets: list[Target] = field(default_factory=list)
     subject: str = "jnrrd"
     reads: bool = True  # has a cold variant
-    metric: str = "time"  # "time" (seconds), "bytes" or "count" (e.g. requests)
+    #: "time" (seconds), "bytes", "count" (e.g. requests) or "cpu" (client CPU s per GiB)
+    metric: str = "time"
 
 
 @dataclass
@@ -280,6 +281,8 @@ def _fmt_value(value: float | None, metric: str) -> str:
         return f"{value / 2**20:.1f} MiB"
     if metric == "count":
         return f"{value:.0f}"
+    if metric == "cpu":
+        return f"{value:.2f} s/GiB"
     return f"{value * 1e3:.2f} ms" if value < 1 else f"{value:.3f} s"
 
 
@@ -293,12 +296,12 @@ def table_rows(case: Case, results: list[Result]) -> list[dict]:
                "metric": case.metric, "error": res.error, "samples": res.samples,
                "mbps": (case.nbytes / med / 1e6) if med and case.metric == "time" else None,
                "ratios": [], "requests": res.counter("requests"),
-               "bytes": res.counter("bytes")}
+               "bytes": res.counter("bytes"), "cpu_per_gib": res.counter("cpu_per_gib")}
         targets = [t for t in case.targets if t.reference == system]
         subjects = {case.subject} | {t.subject for t in case.targets}
         if not targets and system not in subjects:
             # informational: the subject's speed (or size) against this system
-            op = "<=" if case.metric == "bytes" else ">="
+            op = "<=" if case.metric in ("bytes", "cpu") else ">="
             targets = [Target(case.subject, system, op, float("nan"))]
         for t in targets:
             subj = by.get((mode, t.subject))
@@ -317,11 +320,11 @@ def table_rows(case: Case, results: list[Result]) -> list[dict]:
 
 def print_table(rows: list[dict], file=sys.stdout) -> None:
     """Print rows as one aligned table (case, mode, system, median, MB/s, ratio, target);
-    a column of requests and bytes transferred when some row counted them."""
+    a column of requests, bytes received and client CPU s/GiB when some row counted them."""
     counted = any(row.get("requests") is not None for row in rows)
     head = ("case", "mode", "system", "median", "MB/s", "ratio", "target", "status")
     if counted:
-        head = (*head[:5], "requests / bytes", *head[5:])
+        head = (*head[:5], "requests / MiB / CPU", *head[5:])
     lines = []
     last_case = None
     for row in rows:
@@ -367,6 +370,8 @@ def _fmt_counters(row: dict) -> str:
     text = f"{row['requests']:.0f}"
     if row.get("bytes") is not None:
         text += f" / {row['bytes'] / 2**20:.2f} MiB"
+    if row.get("cpu_per_gib") is not None:
+        text += f" / {row['cpu_per_gib']:.2f} CPU s/GiB"
     return text
 
 
@@ -436,7 +441,7 @@ def peak_memory(system: str, codec: str | None, path: Path) -> float:
     return float(json.loads(proc.stdout.strip().splitlines()[-1])["delta"])
 
 
-# --- NumPy pyramid baselines (CONVENTIONS §3 pyramid methods) ---------------------------------
+# --- NumPy pyramid baselines (docs/pyramids.md#methods) ---------------------------------
 
 def _blocks(a: np.ndarray, s: int) -> np.ndarray:
     """View of the floor-cropped ``a`` as ``(*out_shape, s**ndim)`` blocks (copied)."""

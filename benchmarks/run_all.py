@@ -10,7 +10,8 @@ gzip-nrrd-write/{time,size} (``gzip_write.py``, against SimpleITK),
 pyramid/{average,mode}, memory/read-zstd,
 viewer/{scroll-zoom,cached-slice-x,cached-slice-y,cached-slice-z} (``viewer.py``),
 remote/{open,full,region,regions50,level2}/{0,20}ms, remote/header-1e6/{requests,bytes},
-remote/region/bytes, remote-s3/{open,full,region,regions50,level2}/0ms (``remote.py``).
+remote/region/bytes, remote/cpu/full/20ms, remote-s3/{open,full,region,regions50,level2}/0ms,
+remote-s3/cpu/full/0ms (``remote.py``), patches/{96,128}/{local,s3} (``patches.py``).
 Datasets go to a scratch directory under ``~/.cache/jnrrd-bench/`` (removed afterwards), the
 JSON results to ``~/.cache/jnrrd-bench/results-<size>.json``; nothing is written in the repo.
 ``--modes``: ``warm`` (default: results dropped one by one), ``kept`` (results held, so every
@@ -40,6 +41,7 @@ import _harness as h
 import _volume
 import gzip_cases
 import gzip_write
+import patches
 import peers
 import remote
 import viewer
@@ -192,8 +194,8 @@ def write_many_tiles(path: Path, grid: int = 100, tile: int = 10) -> tuple[bytes
     """A valid internal-tiled uint8 file with ``grid``³ zstd tiles of ``tile``³ zeros.
 
     Written directly (not through jnrrd) so the case needs only the reader. Offsets are
-    absolute and found by the fixed point of digest 2.7. Returns the offset_table and
-    size_table lines.
+    absolute and found by the fixed point of docs/format.md#tile-offsets. Returns the offset_table
+    and size_table lines.
     """
     import zstandard
 
@@ -216,7 +218,8 @@ def write_many_tiles(path: Path, grid: int = 100, tile: int = 10) -> tuple[bytes
             break
         start = len(header)
     with open(path, "wb") as f:
-        f.write(header + bytes(start - len(header)))  # the gap is never read (digest 2.7)
+        # the gap is never read (docs/format.md#tile-offsets)
+        f.write(header + bytes(start - len(header)))
         f.write(frame * n)
     return offsets, sizes
 
@@ -361,6 +364,7 @@ def case_builders(systems: tuple[str, ...] = ALL_SYSTEMS) -> dict[str, Callable[
     out["memory/read-zstd"] = memory_case
     out.update(viewer.CASES)
     out.update(remote.CASES)
+    out.update(patches.CASES)
     return out
 
 
