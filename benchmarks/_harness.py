@@ -441,7 +441,7 @@ def peak_memory(system: str, codec: str | None, path: Path) -> float:
     return float(json.loads(proc.stdout.strip().splitlines()[-1])["delta"])
 
 
-# --- NumPy pyramid baselines (CONVENTIONS §3 pyramid methods) ---------------------------------
+# --- NumPy pyramid baselines (docs/pyramids.md#methods) ---------------------------------
 
 def _blocks(a: np.ndarray, s: int) -> np.ndarray:
     """View of the floor-cropped ``a`` as ``(*out_shape, s**ndim)`` blocks (copied)."""

@@ -6,8 +6,8 @@ regenerated only when missing. ``size=`` makes small variants (e.g. 128³) for q
 Axis convention (see README): generation produces one C-contiguous array ``arr`` of shape
 ``(n, n, n)``. The C-order peers (zarr, tensorstore, NumPy files) store ``arr`` itself; jnrrd
 gets ``arr.T`` (an F-contiguous view, axis 0 fastest, ``index_order="F"``). A jnrrd tile with
-axis 0 fastest is then byte-for-byte the zarr C-order chunk of the reversed shape (CONVENTIONS
-§1.2), so every system stores the same bytes per 64³ chunk.
+axis 0 fastest is then byte-for-byte the zarr C-order chunk of the reversed shape
+(docs/format.md#zarr-axis-order), so every system stores the same bytes per 64³ chunk.
 
 Run ``python benchmarks/_volume.py [--size N]`` to build the cache and print the zstd-3 ratio.
 """

@@ -3,7 +3,7 @@
 Run: ``python benchmarks/codecs.py [--repeat 7]``. Prints encode/decode MB/s (of the raw tile
 size) per codec chain, then the overhead of ``CodecChain`` over calling zstandard / lz4
 directly on a 256 KiB tile (target: under 5 %). Medians over interleaved repetitions
-(CONVENTIONS §6).
+(benchmarks/README.md#method).
 """
 
 from __future__ import annotations

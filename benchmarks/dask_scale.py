@@ -4,7 +4,7 @@
                                     [--levels 1] [--workers 1,2]
 
 The CT-like uint16 volume (``size``³, 64³ tiles) is written once as the source file. Contenders,
-interleaved A B A B … over ``repeat`` repetitions (CONVENTIONS §6), medians reported:
+interleaved A B A B … over ``repeat`` repetitions (benchmarks/README.md#method), medians reported:
 
 - read: ``jnrrd.read`` (one process, the shared decode thread pool) against
   ``Volume.to_dask().compute()`` (tiles decoded on the workers, gathered by the client) and

@@ -3,8 +3,8 @@
 Every system stores the same logical volume with 64³ chunks. ``arr`` is the C-contiguous
 generated array; systems with ``order == "F"`` (jnrrd, pynrrd) are handed ``arr.T`` (indexed like
 the file's axes, axis 0 fastest), the C-order peers ``arr`` itself, so every system stores the
-same bytes per chunk (CONVENTIONS §1.2: a jnrrd tile is the zarr C-order chunk of the reversed
-shape). Regions are given in jnrrd (file) axes and reversed for the C-order peers.
+same bytes per chunk (docs/format.md#zarr-axis-order: a jnrrd tile is the zarr C-order chunk of the
+reversed shape). Regions are given in jnrrd (file) axes and reversed for the C-order peers.
 
 A missing optional package raises :class:`Unavailable`, which the harness reports as "n/a".
 """
@@ -95,7 +95,7 @@ class System:
 
 
 class Jnrrd(System):
-    """jnrrd through its public API (CONVENTIONS §3), internal 64³ tiles."""
+    """jnrrd through its public API (docs/api.md), internal 64³ tiles."""
 
     name = "jnrrd"
     order = "F"

@@ -194,8 +194,8 @@ def write_many_tiles(path: Path, grid: int = 100, tile: int = 10) -> tuple[bytes
     """A valid internal-tiled uint8 file with ``grid``³ zstd tiles of ``tile``³ zeros.
 
     Written directly (not through jnrrd) so the case needs only the reader. Offsets are
-    absolute and found by the fixed point of digest 2.7. Returns the offset_table and
-    size_table lines.
+    absolute and found by the fixed point of docs/format.md#tile-offsets. Returns the offset_table
+    and size_table lines.
     """
     import zstandard
 
@@ -218,7 +218,8 @@ def write_many_tiles(path: Path, grid: int = 100, tile: int = 10) -> tuple[bytes
             break
         start = len(header)
     with open(path, "wb") as f:
-        f.write(header + bytes(start - len(header)))  # the gap is never read (digest 2.7)
+        # the gap is never read (docs/format.md#tile-offsets)
+        f.write(header + bytes(start - len(header)))
         f.write(frame * n)
     return offsets, sizes
 

@@ -20,7 +20,7 @@ Two cases, also in ``run_all.py``'s table (issue 18, part 2):
   Target: ≤ 2×.
 
 The peers store the same level arrays (jnrrd's own levels read back) with the same 64³ chunks
-and zstd-3, in C order (axes reversed, CONVENTIONS §1.2), as in the rest of the table.
+and zstd-3, in C order (axes reversed, docs/format.md#zarr-axis-order), as in the rest of the table.
 """
 
 from __future__ import annotations

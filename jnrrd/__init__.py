@@ -9,8 +9,6 @@ them. ``from jnrrd import open`` and ``jnrrd.open`` work as with eager imports.
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
@@ -42,7 +40,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from .opening import open
     from .policy import IOSettings, Policy
     from .storage.leftovers import cleanup
-    from .validate import Problem, validate
+    from .validation import Problem, validate
     from .web import serve
     from .world import WorldRegion
     from .writing.dispatch import write
@@ -61,7 +59,7 @@ _LAZY = {
     "kerchunk_refs": "integrations.zarr_refs",
     "IOSettings": "policy", "Policy": "policy",
     "cleanup": "storage.leftovers",
-    "Problem": "validate", "validate": "validate",
+    "Problem": "validation", "validate": "validation",
     "serve": "web",
     "WorldRegion": "world",
     "write": "writing.dispatch",
@@ -125,17 +123,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
-
-
-class _Package(types.ModuleType):
-    """The package module: importing the submodule ``jnrrd.validate`` binds the package's
-    ``validate`` to the function of that name, as ``from .validate import validate`` did
-    (Python binds a package attribute to each submodule it imports)."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name == "validate" and isinstance(value, types.ModuleType):
-            value = value.validate
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -1,29 +1,26 @@
-"""The public read/open/write functions (CONVENTIONS §3)."""
+"""The public read/open/write functions (docs/api.md)."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import IO, Any, Unpack
+from typing import IO, Any, Unpack, cast
 
 import numpy as np
 
 from ._config import settings_for
-from .codecs import chain_is_self_delimiting, is_raw_chain
+from .engine.assemble import assemble_volume
 from .engine.cache import default_cache_bytes
-from .engine.sources import ExternalSource, InternalSource, held_object, untiled_data
-from .engine.untiled import data_paths
 from .engine.volume import Volume
-from .errors import DataError, UnsupportedError, where
+from .errors import UnsupportedError, where
 from .header import CoreFields, Header, core_fields, parse_header
 from .header.foreign import check_not_a_folder
 from .header.geometry_fields import canonical_space
 from .policy import POLICY_FIELDS, IOSettings, Policy, PolicyOptions
 from .storage.local import file_version
-from .storage.remote import is_remote, local_path
+from .storage.remote import RemoteStore, is_remote, local_path
 from .storage.remote_stream import opener_of
 from .storage.resolve import Opened, opened, resolve
-from .tiling.locate import core_itemsize, derived_offsets, raw_tile_sizes
 from .tiling.spec import TILE_URI, Tiling, parse_tiling
 
 __all__ = ["Reopen", "check_header", "open", "read", "read_header"]
@@ -107,13 +104,13 @@ def _open(source: Any, index_order: str, missing: str,
     by_path = isinstance(source, (str, os.PathLike))
     base = pol
     if src.remote:  # detached data files: the URLs the store resolved, opened through it
-        pol = Policy.from_kwargs(pol, opener=opener_of(src.store))
+        pol = Policy.from_kwargs(pol, opener=opener_of(cast(RemoteStore, src.store)))
         if cache_bytes is None:
             cache_bytes = default_cache_bytes(remote=True)
     try:
         src.stream = _consistent(src, pol)
         # the version of the file this stream reads (fstat: even if the path was replaced)
-        version = (src.stream.reader.version if src.remote
+        version = (cast(Any, src.stream).reader.version if src.remote
                    else file_version(src.stream.fileno()) if by_path else None)
         if _is_nrrd(src.stream):
             from .nrrd.reader import open_nrrd
@@ -124,8 +121,8 @@ def _open(source: Any, index_order: str, missing: str,
         else:
             header, data_start = parse_header(src.stream, policy=pol, source=src.name)
             core, tiling = check_header(header, policy=pol, source=src.name)
-            vol = _volume(header, core, tiling, src, data_start, pol, index_order, missing,
-                          cache_bytes)
+            vol = assemble_volume(header, core, tiling, src, data_start, pol, index_order,
+                                  missing, cache_bytes)
     except BaseException:
         src.close()
         raise
@@ -220,55 +217,6 @@ def check_header(header: Header, *, policy: Policy, source: Any = None
         raise UnsupportedError(f"{where(source)}internal tiling with detached data "
                                "(data_file*) is not supported")
     return core, tiling
-
-
-def _volume(header: Header, core: Any, tiling: Tiling | None, src: Opened,
-            data_start: int | None, pol: Policy, index_order: str, missing: str,
-            cache_bytes: int | None = None) -> Volume:
-    name, f, owned = src.name, src.stream, src.owned
-    if pol.legacy_c_order:
-        if tiling is not None:
-            raise UnsupportedError(f"{where(name)}legacy_c_order is for untiled files of the "
-                                   "earlier C-order package; tiled files have no such variant")
-        # The data bytes are C order over sizes: the same bytes are F order over the reversed
-        # sizes, so read them that way and present the reversed view (shape == sizes).
-        core = dataclasses.replace(core, sizes=tuple(reversed(core.sizes)))
-        index_order = "C" if index_order == "F" else "F"
-    if tiling is None:
-        paths = data_paths(core, src.store, pol, name)
-        if paths is None and data_start is None and core.count:
-            raise DataError(f"{where(name)}the header ended at the end of the file: "
-                            "there is no data section")
-        untiled = untiled_data(core, src, data_start, paths, pol)
-        return Volume(header, tiling=None, core=core, policy=pol, source=None, name=name,
-                      index_order=index_order, untiled=untiled)
-    if tiling.storage == "internal":
-        offsets = tiling.offset_table
-        itemsize = core_itemsize(core)
-        if offsets is None:
-            offsets = derived_offsets(tiling, itemsize, data_start, name)
-        fixed = None
-        decoder_raw = is_raw_chain(tiling.codecs)
-        sizes = tiling.size_table
-        if sizes is None and decoder_raw:
-            sizes = raw_tile_sizes(tiling, itemsize, offsets)
-        # The tiles are read from the very file whose header was parsed (never the path
-        # again: the path may have been replaced in between). The source owns it from now on.
-        store, key = held_object(src.store, src.key, f, map_reads=decoder_raw, owned=owned)
-        tiles = InternalSource(
-            store, key, offsets=offsets, sizes=sizes,
-            data_start=data_start if data_start is not None else 0, fixed_size=fixed,
-            self_delimiting=chain_is_self_delimiting(tiling.codecs), fmt=tiling.format,
-            prefix=tiling.prefix, source=name,
-        )
-        return Volume(header, tiling=tiling, core=core, policy=pol, source=tiles, name=name,
-                      index_order=index_order, cache_bytes=cache_bytes)
-    ext = ExternalSource(src.store, pattern=tiling.pattern, files=tiling.files,
-                         base_dir=tiling.base_dir, prefix=tiling.prefix, missing=missing,
-                         source=name)
-    src.close()
-    return Volume(header, tiling=tiling, core=core, policy=pol, source=ext, name=name,
-                  index_order=index_order, cache_bytes=cache_bytes)
 
 
 def read(source: Any, *, level: int = 0, index_order: str = "F", missing: str = "error",

@@ -239,7 +239,7 @@ def write_converted(src: Source, target: Any, out: str, *, write: Callable[..., 
     if options.get("encoding") is not None:
         header.pop("encoding", None)  # the option replaces the input's encoding
     if options.get("codecs") is not None:
-        # The chain's `bytes` codec decides the byte order (CONVENTIONS §1.2): the input's
+        # The chain's `bytes` codec decides the byte order (docs/format.md#codec-chain): the input's
         # `endian` must not contradict it.
         header.pop("endian", None)
     if asked:

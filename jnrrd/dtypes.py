@@ -1,4 +1,4 @@
-"""JNRRD element types ⇄ NumPy dtypes (digest 1.8, 1.10).
+"""JNRRD element types ⇄ NumPy dtypes (docs/format.md#types, #endianness).
 
 Stored elements have an explicit byte order; arrays handed to users are in native order.
 ``bfloat16`` is stored as 16-bit words and handed out as ``ml_dtypes.bfloat16`` when that
@@ -238,7 +238,7 @@ def bfloat16_words(values: Any) -> np.ndarray:
     u[away] -= np.uint32(1)  # one float32 ulp toward zero: the truncated value
     u[inexact] |= np.uint32(1)
     f = u.view(np.float32)
-    # float32 → bfloat16, nearest even (digest 1.8)
+    # float32 → bfloat16, nearest even (docs/format.md#types)
     rounded = ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1)))
                >> np.uint32(16)).astype(np.uint16)
     nan = np.isnan(f)

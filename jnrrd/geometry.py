@@ -1,4 +1,5 @@
-"""Per-level world geometry: origin, directions and the affine (CONVENTIONS §1.2, §3).
+"""Per-level world geometry: origin, directions and the affine (docs/format.md#per-level-geometry,
+docs/api.md#volumes).
 
 With space fields, level 0 uses ``space_origin`` / ``space_directions``. Without them the
 level-0 directions are the diagonal of ``spacings`` (1 where unknown) over all axes and the

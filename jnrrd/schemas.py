@@ -1,4 +1,4 @@
-"""Load the bundled JSON Schemas (CONVENTIONS §5).
+"""Load the bundled JSON Schemas (docs/validation.md#what-is-checked).
 
 The schemas live in the repository's top-level ``schemas/`` folder and ship inside the wheel
 as ``jnrrd/schemas/``. Installed package data is tried first; an editable install falls back

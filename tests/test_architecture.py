@@ -121,15 +121,46 @@ def _offenders(package: str, forbidden: tuple[str, ...]) -> list[str]:
 def test_storage_imports_nothing_above_it() -> None:
     above = ("jnrrd.header", "jnrrd.tiling", "jnrrd.codecs", "jnrrd.engine", "jnrrd.writing",
              "jnrrd.pyramid", "jnrrd.nrrd", "jnrrd.validation", "jnrrd.integrations",
-             "jnrrd.api", "jnrrd.cli", "jnrrd.validate")
+             "jnrrd.api", "jnrrd.cli")
     assert _offenders("jnrrd.storage", above) == []
 
 
 def test_codecs_import_nothing_above_them() -> None:
     above = ("jnrrd.header", "jnrrd.tiling", "jnrrd.storage", "jnrrd.engine", "jnrrd.writing",
              "jnrrd.pyramid", "jnrrd.nrrd", "jnrrd.validation", "jnrrd.integrations",
-             "jnrrd.api", "jnrrd.cli", "jnrrd.validate", "jnrrd.policy", "jnrrd._threads")
+             "jnrrd.api", "jnrrd.cli", "jnrrd.policy", "jnrrd._threads")
     assert _offenders("jnrrd.codecs", above) == []
+
+
+#: the core: bytes, headers, codecs, tiles, pyramids and the engine that joins them, and the
+#: modules under them (docs/architecture.md, "Import rules")
+CORE = ("jnrrd.storage", "jnrrd.header", "jnrrd.codecs", "jnrrd.tiling", "jnrrd.pyramid",
+        "jnrrd.engine", "jnrrd.errors", "jnrrd.dtypes", "jnrrd.policy", "jnrrd._config",
+        "jnrrd._threads", "jnrrd._platform", "jnrrd.schemas", "jnrrd.progress",
+        "jnrrd.geometry", "jnrrd.optional")
+#: (importer, forbidden targets, why): the directions docs/architecture.md draws
+DIRECTIONS = [
+    (CORE, ("jnrrd.integrations", "jnrrd.web", "jnrrd.cli", "jnrrd.clinical"),
+     "the core never imports integrations, web, cli or clinical"),
+    (("jnrrd.tiling",), ("jnrrd.codecs",), "tiling never imports codecs"),
+    (("jnrrd.codecs",), ("jnrrd.tiling",), "codecs never import tiling"),
+    (("jnrrd.pyramid",), ("jnrrd.engine",), "the pyramid knows no engine"),
+]
+
+
+def _within(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def direction_offenders() -> list[str]:
+    """Every import against :data:`DIRECTIONS`, at any depth, as ``module:line imports x``."""
+    return [f"{m}:{line} imports {t} ({why})" for importers, forbidden, why in DIRECTIONS
+            for m in MODULES if _within(m, importers)
+            for t, _, line in imports_of(m) if _within(t, forbidden)]
+
+
+def test_import_directions() -> None:
+    assert direction_offenders() == []
 
 
 def test_integrations_use_only_public_names() -> None:

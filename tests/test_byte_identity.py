@@ -128,7 +128,8 @@ def digest(root: Path) -> str:
     """sha256 over the sorted relative paths and contents of every file under ``root``.
 
     Multi-file datasets name their generation with a random 8-hex token (``a.1f2e3d4c.tiles``,
-    CONVENTIONS §1.2): each token found in a path is replaced by ``TOKEN`` in paths and bytes.
+    docs/format.md#atomic-writes): each token found in a path is replaced by ``TOKEN`` in paths and
+    bytes.
     """
     files = sorted(p for p in root.rglob("*") if p.is_file())
     rels = [p.relative_to(root).as_posix() for p in files]
@@ -156,7 +157,9 @@ def _produce(name: str, root: Path) -> str:
     return digest(d)
 
 
-#: gzip writes: recorded with libdeflate level 6 (jnrrd[gzip]); zlib writes other bytes
+#: gzip writes: recorded with libdeflate (a core dependency; zlib alone writes other bytes).
+#: The untiled and NRRD gzip cases were re-recorded when data sections moved to one stream of
+#: independent blocks at level 1 (docs/nrrd.md#gzip-writing); tiles stay at level 6.
 GZIP_CASES = {"internal-chunked-gzip", "internal-contiguous-gzip", "nhdr-detached", "nrrd-gzip",
               "nrrd-pynrrd-header", "untiled-detached-gzip", "untiled-gzip"}
 

@@ -1,4 +1,4 @@
-"""Resource caps (CONVENTIONS §3, digest §5): claims checked before allocating, decompression
+"""Resource caps (docs/security.md#caps): claims checked before allocating, decompression
 bombs stopped at the expected size, header caps, and every cap keyword configurable.
 
 Files here are crafted by hand (header lines + bytes), so the tests do not depend on the

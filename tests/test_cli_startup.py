@@ -47,7 +47,7 @@ def test_convert_loads_only_what_it_uses(tmp_path):
         "from jnrrd.cli import main\n"
         "assert main(['convert', 'a.jnrrd', 'a.nrrd', '--quiet']) == 0", cwd=tmp_path)
     assert "jnrrd.writing.dispatch" in loaded and (tmp_path / "a.nrrd").is_file()
-    unused = {"jnrrd.web.server", "jnrrd.web.store", "jnrrd.validate", "jnrrd.clinical.sitk",
+    unused = {"jnrrd.web.server", "jnrrd.web.store", "jnrrd.validation.api", "jnrrd.clinical.sitk",
               "jnrrd.clinical.nifti", "jnrrd.integrations.omezarr",
               "jnrrd.integrations.dask", "jnrrd.integrations.xarray", "SimpleITK", "pydicom",
               "nibabel", "zarr", "dask", "http.server", "crc32c", "scipy"}
@@ -56,7 +56,7 @@ def test_convert_loads_only_what_it_uses(tmp_path):
 
 def test_lazy_names_are_the_same_objects():
     from jnrrd.opening import open as public_open  # mode "r" (jnrrd.api) and "r+"
-    from jnrrd.validate import validate
+    from jnrrd.validation import validate
 
     assert jnrrd.open is public_open and jnrrd.validate is validate  # the function, not the module
     assert set(jnrrd.__all__) <= set(dir(jnrrd))

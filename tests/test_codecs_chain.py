@@ -336,7 +336,7 @@ def test_chain_shape_and_dtype_checks() -> None:
 
 
 def test_axis_zero_fastest() -> None:
-    # CONVENTIONS §5 golden example: a[x, y] = x + 4y, sizes [4, 3].
+    # docs/format.md#voxels-inside-a-tile golden example: a[x, y] = x + 4y, sizes [4, 3].
     a = np.fromfunction(lambda x, y: x + 4 * y, (4, 3), dtype=np.uint8)
     chain = CodecChain([Bytes()], dtype="uint8", shape=(4, 3))
     assert chain.encode(a) == bytes(range(12))
@@ -470,7 +470,8 @@ def test_conditional_decision_callable_arguments() -> None:
     stored = chain.encode(np.array([1, 2, 3], np.uint8), tile_index=7)
     assert stored[0] == 1
     assert calls[0] == (7, 0, "gzip", b"\x01\x02\x03", None)
-    # The second codec sees the output of the enabled first one (CONVENTIONS §2).
+    # The second codec sees the output of the enabled first one
+    # (docs/codecs.md#conditional-read-alias-optional).
     assert calls[1][:3] == (7, 1, "crc32c") and calls[1][3] == stored[1:]
     assert chain.decode(stored).tolist() == [1, 2, 3]
     with_trial = Conditional([Gzip(level=1)], decision=decide, trial_encode=True)

@@ -1,8 +1,9 @@
-"""The shared codec vectors (``../shared/vectors``) as the conformance suite (CONVENTIONS §2).
+"""The shared codec vectors (``tests/vectors``) as the conformance suite
+(docs/format.md#zarr-axis-order).
 
 The vector files are read from ``tests/vectors`` (a copy of the shared vectors;
 ``JNRRD_VECTORS`` overrides the location). Arrays are zarr (C-order) arrays; each is mapped
-onto jnrrd's axis order as CONVENTIONS §2 says: ``tile = data.reshape(shape).T`` and
+onto jnrrd's axis order as docs/format.md#zarr-axis-order says: ``tile = data.reshape(shape).T`` and
 transpose orders remapped.
 Every case runs; none is skipped.
 """
@@ -36,7 +37,7 @@ _SPECIAL = {"NaN": math.nan, "Infinity": math.inf, "+Infinity": math.inf,
             "-Infinity": -math.inf}
 
 # Decode failures are DataError (corrupt/short bytes, checksum) unless the stored bytes are
-# intact but carry a value the codec's rules cannot map (CONVENTIONS §3).
+# intact but carry a value the codec's rules cannot map (docs/api.md#errors-and-warnings).
 DECODE_CODEC_ERRORS = {
     "opt-err-decode-reserved-bit-hb8",
     "opt-err-decode-reserved-bit-hb16",

@@ -1,6 +1,6 @@
 """Concurrency: many threads reading one ``Volume``; processes reading one file while another
-process atomically replaces it (CONVENTIONS §1.2 atomicity, §3 "Safe to read from many
-threads at once")."""
+process atomically replaces it (docs/format.md#atomic-writes, docs/api.md#volumes "Safe to read from
+many threads at once")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Crash safety (CONVENTIONS §1.2, writer layout and atomicity): a writer killed with SIGKILL
-at a random point while it overwrites a dataset leaves the old dataset (or, once the header
-was replaced, the complete new one) readable in full, and the next write to the same target
-removes every leftover of the interrupted one.
+"""Crash safety (docs/format.md#writer-layout-and-atomicity, writer layout and atomicity): a writer
+killed with SIGKILL at a random point while it overwrites a dataset leaves the old dataset (or, once
+the header was replaced, the complete new one) readable in full, and the next write to the same
+target removes every leftover of the interrupted one.
 
 The writer runs in a subprocess (``tests/crash_writer.py``); delays are drawn from a seeded
 generator over the measured duration of one write, so the kills land in every phase (tile

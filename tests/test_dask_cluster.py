@@ -1,7 +1,7 @@
 """Dask in and out on a ``dask.distributed`` cluster of two worker processes.
 
 Workers open the file themselves (the graph carries paths, not data), compute tiles and write
-them; the results equal the NumPy path (CONVENTIONS §3). Slow: a cluster takes seconds to
+them; the results equal the NumPy path (docs/pyramids.md#methods). Slow: a cluster takes seconds to
 start on the shared machines.
 """
 

@@ -1,8 +1,8 @@
 """Dask arrays in and out on the local (threaded / synchronous) schedulers.
 
-CONVENTIONS §3: ``Volume.to_dask(level)`` chunks are the tiles; ``write`` accepts a Dask array
+docs/api.md#volumes: ``Volume.to_dask(level)`` chunks are the tiles; ``write`` accepts a Dask array
 and gives the NumPy writer's data (exact for average/max/min/mode, 1e-9 relative or ±1 for
-gaussian/lanczos); §1.2 atomicity. Cluster tests live in ``test_dask_cluster.py``.
+gaussian/lanczos); docs/format.md#atomic-writes. Cluster tests live in ``test_dask_cluster.py``.
 """
 
 from __future__ import annotations

@@ -16,11 +16,11 @@ import pytest
 
 import jnrrd
 import jnrrd.codecs
-import jnrrd.validate
+import jnrrd.validation
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-PUBLIC_MODULES = ("jnrrd", "jnrrd.codecs", "jnrrd.validate")
+PUBLIC_MODULES = ("jnrrd", "jnrrd.codecs", "jnrrd.validation")
 
 # A documented entry: a heading, or the lead of a bullet item (text before " — "), holding
 # backticked qualified names with an optional signature: `jnrrd.read(source, *, level=0)`.

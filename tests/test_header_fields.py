@@ -1,4 +1,5 @@
-"""Typed core fields: normalisation, defaults and errors (digest 1.6-1.11)."""
+"""Typed core fields: normalisation, defaults and errors (docs/format.md#core-fields, #types,
+#encodings-and-endianness, #where-the-data-is)."""
 
 from __future__ import annotations
 

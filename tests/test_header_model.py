@@ -1,4 +1,5 @@
-"""Keys and the Header mapping: duplicates, extensions, unknown fields, prefixes (digest 1.4)."""
+"""Keys and the Header mapping: duplicates, extensions, unknown fields, prefixes
+(docs/format.md#extension-prefixes)."""
 
 from __future__ import annotations
 

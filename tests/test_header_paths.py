@@ -1,4 +1,5 @@
-"""Hierarchical extension paths: grammar and application order (digest 1.5)."""
+"""Hierarchical extension paths: grammar and application order
+(docs/format.md#hierarchical-extension-paths)."""
 
 from __future__ import annotations
 

@@ -83,7 +83,7 @@ core_values = st.fixed_dictionaries(
 
 
 def no_nan(value: Any) -> Any:
-    """What the writer makes of a value: NaN becomes null (digest 1.2)."""
+    """What the writer makes of a value: NaN becomes null (docs/format.md#lines-and-json-tokens)."""
     if isinstance(value, float) and math.isnan(value):
         return None
     if isinstance(value, dict):

@@ -1,4 +1,5 @@
-"""The header writer: canonical order, JSON rules, declarations, round trips (digest 1.13)."""
+"""The header writer: canonical order, JSON rules, declarations, round trips
+(docs/format.md#header-line-order)."""
 
 from __future__ import annotations
 

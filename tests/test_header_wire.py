@@ -1,4 +1,5 @@
-"""Header wire format: magic line, line rules, termination, caps (digest 1.1-1.3, §5)."""
+"""Header wire format: magic line, line rules, termination, caps (docs/format.md#the-header,
+docs/security.md#caps)."""
 
 from __future__ import annotations
 

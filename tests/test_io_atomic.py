@@ -1,5 +1,5 @@
-"""Atomic untiled writes (CONVENTIONS §1.2): a failed write leaves the old file or dataset
-readable and nothing behind; a detached overwrite never touches the data file the current
+"""Atomic untiled writes (docs/format.md#atomic-writes): a failed write leaves the old file or
+dataset readable and nothing behind; a detached overwrite never touches the data file the current
 header references before the new header is in place; leftovers go at the next write."""
 
 from __future__ import annotations

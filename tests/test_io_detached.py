@@ -1,6 +1,7 @@
-"""Detached data (digest 1.11) and the path policy (CONVENTIONS §1.1, §3): ``data_file``,
-``data_files``, ``data_file_pattern``, ``write(detached=True)``, and every way a header could
-point outside its directory, refused before anything is opened."""
+"""Detached data (docs/format.md#attached-and-detached-data) and the path policy
+(docs/security.md#path-policy): ``data_file``, ``data_files``, ``data_file_pattern``,
+``write(detached=True)``, and every way a header could point outside its directory, refused before
+anything is opened."""
 
 from __future__ import annotations
 

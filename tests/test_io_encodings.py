@@ -1,5 +1,6 @@
-"""Core data encodings end to end (digest 1.9, 1.10): golden bytes both ways, both byte
-orders, concatenated members/frames, zlib-as-gzip, LZ4 block data, corrupt and bomb input."""
+"""Core data encodings end to end (docs/format.md#encodings, #endianness): golden bytes both ways,
+both byte orders, concatenated members/frames, zlib-as-gzip, LZ4 block data, corrupt and bomb
+input."""
 
 from __future__ import annotations
 
@@ -94,7 +95,7 @@ def test_write_golden_binary(tmp_path: Path, enc: str, endian: str, expected: by
 def test_write_golden_ascii(tmp_path: Path) -> None:
     p = tmp_path / "a.jnrrd"
     jnrrd.write(p, A, encoding="ascii", header={"endian": "big"})
-    # ascii carries no byte order: the endian field is dropped (digest 1.10)
+    # ascii carries no byte order: the endian field is dropped (docs/format.md#endianness)
     assert p.read_bytes() == header("int16", [2, 2], "ascii") + b"1 -2\n258 3\n"
 
 

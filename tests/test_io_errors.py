@@ -1,5 +1,6 @@
-"""Short, oversized and hostile untiled data (CONVENTIONS §3 caps, digest 1.9, §5): errors
-come before allocation, reads cost about one output array, nothing leaks a bare exception."""
+"""Short, oversized and hostile untiled data (docs/security.md#caps caps, docs/format.md#encodings,
+docs/security.md#caps): errors come before allocation, reads cost about one output array, nothing
+leaks a bare exception."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Header shapes through ``jnrrd.read`` end to end (digest 1.1-1.4): the data starts at the
-right byte whatever the line endings or termination, and bad headers fail with the right
+"""Header shapes through ``jnrrd.read`` end to end (docs/format.md#the-header): the data starts at
+the right byte whatever the line endings or termination, and bad headers fail with the right
 error (the header package has its own unit tests)."""
 
 from __future__ import annotations

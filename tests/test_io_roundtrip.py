@@ -1,6 +1,6 @@
-"""Round trips of untiled volumes (CONVENTIONS §3, digest 1.12): the issue's golden case,
-``read(write(x)) == x`` over dtypes, shapes, encodings, index orders and placement, and lazy
-``open()`` slicing equal to NumPy's for every basic index form."""
+"""Round trips of untiled volumes (docs/api.md#volumes, docs/format.md#axis-order): the issue's
+golden case, ``read(write(x)) == x`` over dtypes, shapes, encodings, index orders and placement, and
+lazy ``open()`` slicing equal to NumPy's for every basic index form."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""``line_skip`` and ``byte_skip`` (digest 1.11): attached and detached, every encoding,
-``byte_skip: -1`` with raw, and skips that run past the end of the file."""
+"""``line_skip`` and ``byte_skip`` (docs/format.md#line-and-byte-skips): attached and detached,
+every encoding, ``byte_skip: -1`` with raw, and skips that run past the end of the file."""
 
 from __future__ import annotations
 
@@ -100,7 +100,8 @@ def test_byte_skip_past_the_decompressed_end(tmp_path: Path, encoding: str) -> N
     pytest.param(bytes(1000), id="zeros"),
 ])
 def test_byte_skip_minus_one_reads_the_last_bytes(tmp_path: Path, before: bytes) -> None:
-    # line_skip is moot with byte_skip -1 (digest 1.11), even when there are fewer lines
+    # line_skip is moot with byte_skip -1 (docs/format.md#line-and-byte-skips), even when there are
+    # fewer lines
     p = tmp_path / "a.jnrrd"
     p.write_bytes(header("raw", '{"byte_skip": -1}', '{"line_skip": 7}') + before + RAW)
     assert _read(p) == VALUES

@@ -1,4 +1,4 @@
-"""Every element type end to end (digest 1.8): integers, floats, bfloat16 in each policy
+"""Every element type end to end (docs/format.md#types): integers, floats, bfloat16 in each policy
 mode, complex, block, NRRD aliases, and types the format cannot hold."""
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def test_big_endian_input_array(tmp_path: Path, name: str) -> None:
 
 
 # -- bfloat16 -----------------------------------------------------------------------------------
-BF16_LE = bytes.fromhex("803F20C0")  # [1.0, -2.5] (digest 1.8)
+BF16_LE = bytes.fromhex("803F20C0")  # [1.0, -2.5] (docs/format.md#types)
 
 
 @pytest.mark.parametrize("endian, payload", [
@@ -218,7 +218,7 @@ def test_block_round_trip(tmp_path: Path, enc: str) -> None:
 
 def test_block_read_golden(tmp_path: Path) -> None:
     p = tmp_path / "k.jnrrd"
-    # endian is ignored for block (digest 1.8)
+    # endian is ignored for block (docs/format.md#types)
     p.write_bytes(header("block", 2, "raw", '{"block_size": 3}', '{"endian": "big"}')
                   + b"abcdef")
     data, _ = jnrrd.read(p)

@@ -1,5 +1,6 @@
-"""Kind-aware tiling and pyramids (CONVENTIONS §7): non-domain axes (vector, colour, list, ...)
-are not tiled by an integer tile and never downsampled, with every method, stored or virtual."""
+"""Kind-aware tiling and pyramids (docs/format.md#domain-axes): non-domain axes (vector, colour,
+list, ...) are not tiled by an integer tile and never downsampled, with every method, stored or
+virtual."""
 
 from __future__ import annotations
 

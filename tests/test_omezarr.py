@@ -63,7 +63,8 @@ def test_3d_uint16_pyramid_round_trip_read_by_zarr_python(ct, tmp_path):
             scale, trans = _level_tr(ome, k)
             s = 2 ** k
             assert scale == [2.0 * s, 0.5 * s, 0.5 * s]
-            # cell-centred level origin: origin + (s - 1)/2 · direction (CONVENTIONS §1.2)
+            # cell-centred level origin: origin + (s - 1)/2 · direction
+            # (docs/format.md#per-level-geometry)
             assert trans == pytest.approx([3.0 + (s - 1), -4.0 + 0.25 * (s - 1),
                                            10.0 + 0.25 * (s - 1)])
     assert g.attrs["jnrrd"]["space_directions"] == [[0.5, 0, 0], [0, 0.5, 0], [0, 0, 2.0]]
@@ -400,7 +401,7 @@ def test_storage_options_go_only_to_the_url_side(ct, tmp_path):
 
 def test_a_crashed_write_leaves_what_jnrrd_cleanup_removes(ct, tmp_path, monkeypatch):
     # a killed process never runs the except clause: its staging group stays behind, under a
-    # name the leftovers sweep knows (CONVENTIONS §1.2 atomicity, docs/reliability.md)
+    # name the leftovers sweep knows (docs/format.md#atomic-writes, docs/reliability.md)
     import os
     import shutil
 

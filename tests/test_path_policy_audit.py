@@ -1,4 +1,4 @@
-"""Path policy audit (digest §5, CONVENTIONS §1.1): every place a path is built from file
+"""Path policy audit (docs/security.md#path-policy): every place a path is built from file
 content, proven with an audit hook that records every file the read opens.
 
 Each hostile dataset sits in ``root/`` and names a real file in ``outside/`` (by ``..``, an

@@ -1,4 +1,5 @@
-"""Downsampling kernels, regions, quality and level geometry (CONVENTIONS §1.1, §1.2, §3)."""
+"""Downsampling kernels, regions, quality and level geometry (docs/format.md#tile-geometry,
+#per-level-geometry, docs/pyramids.md#methods)."""
 
 from __future__ import annotations
 
@@ -441,7 +442,7 @@ def test_level_geometry_node_and_non_spatial_axes():
 ])
 def test_folded_kernels_match_the_reference(method, shape, scale):
     """Regression for the folding of kernels wider than the axis (a 4×4 virtual level at
-    scale 2^26 took 20 s and 4 GB): still the filters of CONVENTIONS §3 to 1e-9."""
+    scale 2^26 took 20 s and 4 GB): still the filters of docs/pyramids.md#methods to 1e-9."""
     a = np.random.default_rng(4).random(shape) * 250
     ref = (_gaussian_reference if method == "gaussian" else _lanczos_reference)(a, scale)
     np.testing.assert_allclose(downsample(a, scale, method), ref, rtol=1e-9, atol=1e-9)

@@ -1,4 +1,5 @@
-"""The streaming PyramidBuilder against whole-volume downsampling (CONVENTIONS §1.2, §3)."""
+"""The streaming PyramidBuilder against whole-volume downsampling (docs/format.md#levels-pyramids,
+docs/pyramids.md#methods)."""
 
 from __future__ import annotations
 

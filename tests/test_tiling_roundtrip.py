@@ -226,7 +226,7 @@ def test_read_tile_returns_the_stored_extent(tmp_path):
 
 
 def test_volume_read_tile_takes_a_level(tmp_path):
-    """CONVENTIONS §3: ``Volume.read_tile(coords, level=0, *, core=False)``."""
+    """docs/api.md#volumes: ``Volume.read_tile(coords, level=0, *, core=False)``."""
     x = np.arange(20 * 12, dtype=np.float32).reshape(20, 12)
     path = str(tmp_path / "lv.jnrrd")
     jnrrd.write(path, x, tile=(4, 4), levels=3)

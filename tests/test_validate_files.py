@@ -14,7 +14,7 @@ import pytest
 
 import jnrrd
 from jnrrd.errors import ValidationError
-from jnrrd.validate import Problem, run_validate, validate
+from jnrrd.validation import Problem, run_validate, validate
 
 VOLUME = (np.arange(40 * 30 * 20, dtype=np.uint16).reshape(40, 30, 20) * 7) % 1000
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from jnrrd.validate import Problem, validate
+from jnrrd.validation import Problem, validate
 
 TILE_URI = "https://jnrrd.org/extensions/tile/v1.0.0"
 DELETE = object()

@@ -11,7 +11,7 @@ from plugins.validate_written import check_written
 
 import jnrrd
 import jnrrd.writing.dispatch
-from jnrrd.validate import validate
+from jnrrd.validation import validate
 
 
 def test_write_is_wrapped_everywhere() -> None:

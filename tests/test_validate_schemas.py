@@ -37,7 +37,8 @@ def test_core_schema_tables_match_the_library() -> None:
 
 def test_tile_schema_covers_every_tiling_field() -> None:
     props = load_schema("tile.schema.json")["properties"]
-    # data_pattern and zarr_compatible are undefined by the spec (digest 2.2): kept verbatim.
+    # data_pattern and zarr_compatible are undefined by the spec (docs/format.md#activation): kept
+    # verbatim.
     assert set(props) == set(TILE_FIELDS) - {"data_pattern", "zarr_compatible"}
 
 

@@ -1,5 +1,5 @@
 """The file format of ``write`` and ``jnrrd convert``: by suffix (any case) or by ``format``;
-the tile layout keyword is ``tile_format`` (CONVENTIONS §7)."""
+the tile layout keyword is ``tile_format`` (docs/format.md#file-format-by-suffix)."""
 
 from __future__ import annotations
 

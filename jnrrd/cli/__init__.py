@@ -1,4 +1,4 @@
-"""The ``jnrrd`` command line (CONVENTIONS §4, §7): ``info``, ``validate``, ``convert``,
+"""The ``jnrrd`` command line (docs/cli.md): ``info``, ``validate``, ``convert``,
 ``cleanup``, ``compact``, ``refs``, ``preview``, ``serve`` and ``view``.
 
 Exit codes: 0 success, 1 an invalid file or a failed command, 2 a usage error (also an

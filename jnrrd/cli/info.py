@@ -384,7 +384,8 @@ def _dump_json(doc: dict[str, Any]) -> str:
 
 
 def _jsonable(v: Any) -> Any:
-    """Header values as strict-enough JSON: NaN becomes null (digest 1.2), NumPy → Python."""
+    """Header values as strict-enough JSON: NaN becomes null (docs/format.md#lines-and-json-tokens),
+    NumPy → Python."""
     import numpy as np
 
     if isinstance(v, dict):

@@ -28,7 +28,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Validate ``args.files``; return the exit code."""
     from ..progress import Bar
-    from ..validate import run_validate
+    from ..validation import run_validate
 
     # the bar goes to stderr, drawn only on a terminal
     bar = Bar(label="tiles") if args.deep and not args.quiet else None

@@ -63,7 +63,7 @@ class Codec:
     #: The encoded bytes end with their own end marker, so a decoder given more bytes than the
     #: codec wrote (up to the next tile, or to the end of the file) stops in the right place.
     #: A chunked internal file whose chain ends in such a codec may omit ``size_table``
-    #: (docs/format.md#9-internal-storage); every other chain needs it. Decides nothing else.
+    #: (docs/format.md#internal-storage); every other chain needs it. Decides nothing else.
     self_delimiting: ClassVar[bool] = False
 
     def to_json(self) -> dict[str, Any]:

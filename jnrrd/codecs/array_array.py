@@ -25,7 +25,7 @@ class Transpose(ArrayArrayCodec):
     """Permute the axes: ``encoded.shape[i] == input.shape[order[i]]``.
 
     ``order`` refers to the axes of the array as handed to it (header axis order,
-    docs/format.md#axis-order-d1).
+    docs/format.md#axis-order).
     """
 
     name = "transpose"

@@ -1,5 +1,5 @@
 """The ``bytes`` codec: the array→bytes serializer (Zarr v3 core spec,
-docs/format.md#8-tile-codecs).
+docs/format.md#tile-codecs).
 
 A tile is indexed like the header's axes (axis 0 first) and ``bytes`` writes it with axis 0
 fastest (Fortran order). For a Zarr reader the same bytes are a C-order chunk of the reversed

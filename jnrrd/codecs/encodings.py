@@ -1,4 +1,4 @@
-"""Core data encodings (docs/format.md#4-encodings-and-endianness): text forms (ascii, hex)
+"""Core data encodings (docs/format.md#encodings-and-endianness): text forms (ascii, hex)
 and streaming compressors.
 
 Decompression with caps lives in :mod:`jnrrd.codecs.compress`; this module holds what only the
@@ -197,7 +197,7 @@ def stream_compressor(encoding: str, level: int | None = None) -> Compressor:
     """A compressor that writes ONE gzip member / bzip2 stream / zstd frame / LZ4 frame."""
     if encoding == "gzip":
         # wbits 16+15: a gzip (RFC 1952) wrapper, never a bare zlib stream (the writer always
-        # writes gzip: docs/format.md#4-encodings-and-endianness)
+        # writes gzip: docs/format.md#encodings-and-endianness)
         return zlib.compressobj(6 if level is None else level, zlib.DEFLATED, 31)
     if encoding == "bzip2":
         return bz2.BZ2Compressor(9 if level is None else level)

@@ -6,7 +6,7 @@ it against ``schemas/codecs/<name>.schema.json`` through :mod:`jnrrd.schemas`, a
 codec. Codecs registered at runtime or through the ``jnrrd.codecs`` entry-point group (loaded
 lazily, on the first unknown name) are validated by their own constructors.
 :func:`is_self_delimiting` answers, from the class, whether a chain ending in a codec needs a
-``size_table`` (docs/format.md#9-internal-storage).
+``size_table`` (docs/format.md#internal-storage).
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def get_codec(data: Any, **runtime: Any) -> Codec:
 def is_self_delimiting(name: str) -> bool:
     """True when the codec registered as ``name`` (built in, registered, or from the
     ``jnrrd.codecs`` entry-point group) declares ``self_delimiting``: a chunked internal file
-    whose chain ends in it may omit ``size_table`` (docs/format.md#9-internal-storage). An
+    whose chain ends in it may omit ``size_table`` (docs/format.md#internal-storage). An
     unknown name (or a plugin that fails to load) is False here; building its chain reports
     it."""
     try:

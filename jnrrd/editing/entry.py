@@ -170,10 +170,11 @@ def _internal_tables(tiling: Any, core: Any, start: int, size: int, name: Any
     """The tiling with its offsets, and every tile's size, as the reader derives them."""
     itemsize = core_itemsize(core)
     offsets = tiling.offset_table
+    raw = is_raw_chain(tiling.codecs)
     if offsets is None:
-        offsets = derived_offsets(tiling, itemsize, start, name)
+        offsets = derived_offsets(tiling, itemsize, start, name, raw=raw)
     sizes = tiling.size_table
-    if sizes is None and is_raw_chain(tiling.codecs):
+    if sizes is None and raw:
         sizes = raw_tile_sizes(tiling, itemsize, offsets)
     sizes = derive_sizes(offsets, sizes, data_start=start, file_size=size, fixed_size=None,
                          self_delimiting=chain_is_self_delimiting(tiling.codecs),

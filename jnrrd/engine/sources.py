@@ -13,13 +13,17 @@ policy before anything is opened.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import DataError, UnsupportedError, where
 from ..storage.fileobj import StreamReader
 from ..storage.local import LocalStore, is_url
+
+if TYPE_CHECKING:
+    from ..storage.remote import RemoteStore
+
 from ..storage.objects import StreamStore
 from ..tiling.levels import Level
 from ..tiling.locate import (
@@ -221,7 +225,7 @@ class ExternalSource(TileSource):
 
     def __init__(
         self,
-        store: LocalStore | None,
+        store: LocalStore | RemoteStore | None,
         *,
         pattern: str | None,
         files: Mapping[tuple[int, tuple[int, ...]], str | None] | None,

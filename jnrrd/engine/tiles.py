@@ -2,9 +2,9 @@
 
 :class:`TileCodec` holds what the three share: the codec chain built once per stored tile shape,
 the raw test, the ``[bytes, compressor]`` shorthand chains and the tile checksums
-(CONVENTIONS §1.2). :class:`TileDecoder` reads and decodes stored tiles for a ``Volume``
-(memory-mapped raw tiles without a copy, one bounded decompress for the shorthand chains,
-prefix decoding into a per-thread scratch buffer for ``zstd``/``lz4``); :class:`TileEncoder`
+(docs/format.md#tile-statistics-and-checksums). :class:`TileDecoder` reads and decodes stored tiles
+for a ``Volume`` (memory-mapped raw tiles without a copy, one bounded decompress for the shorthand
+chains, prefix decoding into a per-thread scratch buffer for ``zstd``/``lz4``); :class:`TileEncoder`
 encodes tiles for the writers (compressing the tile's memory in place when it already is the
 stored byte order); deep validation (:mod:`jnrrd.validation.deep`) uses the chain cache and the
 checksums of a :class:`TileCodec`.
@@ -61,7 +61,7 @@ def shorthand_compressor(codecs: Sequence[Any]) -> str | None:
 def parse_checksum(entry: Any) -> tuple[str, int] | None:
     """``(algorithm, value)`` of a ``tile:metadata`` entry's prefixed checksum
     (``"crc32:<8 hex>"`` or ``"crc32c:<8 hex>"``), else None: bare values (the spec's
-    example) are kept, never verified (CONVENTIONS §1.2)."""
+    example) are kept, never verified (docs/format.md#tile-statistics-and-checksums)."""
     c = entry.get("checksum") if isinstance(entry, dict) else None
     if not isinstance(c, str) or ":" not in c:
         return None

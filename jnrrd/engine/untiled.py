@@ -1,5 +1,6 @@
-"""The untiled data section: attached or detached, skips, encodings (digest 1.9–1.11); its
-files and their positions are :mod:`jnrrd.engine.untiled_parts`.
+"""The untiled data section: attached or detached, skips, encodings
+(docs/format.md#encodings-and-endianness, #where-the-data-is); its files and their positions are
+:mod:`jnrrd.engine.untiled_parts`.
 
 Reading never allocates before the file is known to hold enough bytes (raw), decompresses in
 bounded pieces straight into the output (compressed), and serves ``open()`` on raw data through
@@ -189,8 +190,8 @@ def _fill(part: Part, out: np.ndarray, st: np.dtype, policy: Policy) -> None:
             raise DataError(f"{what}type 'block' cannot be stored as ascii")
         text = _read_text(part.f, policy, what)
         if part.type_name == "bfloat16":
-            # The text holds values; the stored elements are their bfloat16 words (digest 1.9:
-            # parsed as float64, then rounded).
+            # The text holds values; the stored elements are their bfloat16 words
+            # (docs/format.md#encodings: parsed as float64, then rounded).
             out[...] = bfloat16_words(parse_ascii(text, out.size, np.dtype("f8"), what=what))
         else:
             out[...] = parse_ascii(text, out.size, np.dtype(st).newbyteorder("="), what=what)

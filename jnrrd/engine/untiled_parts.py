@@ -1,19 +1,23 @@
 """The untiled data section's parts: the files that hold it (attached, or detached keys of
 the header directory's store), each opened and positioned at its data (line and byte skips,
-digest 1.9–1.11), and the room each must have before anything is allocated. Reading them is
-:mod:`jnrrd.engine.untiled`.
+docs/format.md#encodings-and-endianness, #where-the-data-is), and the room each must have before
+anything is allocated. Reading them is :mod:`jnrrd.engine.untiled`.
 """
 
 from __future__ import annotations
 
 import io
 import os
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ..codecs.encodings import COMPRESSED
 from ..errors import DataError, HeaderError, UnsupportedError, where
 from ..policy import Policy
 from ..storage.local import LocalStore, open_resolved
+
+if TYPE_CHECKING:
+    from ..storage.remote import RemoteStore
+
 
 __all__ = ["MAX_RATIO", "Part", "check_room", "data_names", "data_paths", "open_data", "remaining",
            "skip_bytes", "skip_lines"]
@@ -41,7 +45,7 @@ def data_names(core: Any, policy: Policy, source: Any = None
     return names, field
 
 
-def data_paths(core: Any, store: LocalStore | None, policy: Policy, source: Any = None
+def data_paths(core: Any, store: LocalStore | RemoteStore | None, policy: Policy, source: Any = None
                ) -> list[str] | None:
     """Detached data files, in order, resolved as keys of ``store`` (the header's directory;
     ``None`` when the header came from a stream without a path). ``None`` for attached data."""
@@ -61,7 +65,7 @@ def data_paths(core: Any, store: LocalStore | None, policy: Policy, source: Any 
 
 def open_data(path: str, core: Any, policy: Policy, source: Any) -> IO[bytes]:
     """Open one detached data file; a missing one is a ``DataError`` naming the field (as a
-    missing external tile is, CONVENTIONS §1.2)."""
+    missing external tile is, docs/format.md#sparse-tiles)."""
     field = ("data_file" if core.data_file is not None
              else "data_files" if core.data_files is not None else "data_file_pattern")
     try:
@@ -103,8 +107,9 @@ class Part:
         self.encoding = core.encoding
         skip = core.byte_skip
         if skip != -1 or self.encoding in COMPRESSED:
-            # with raw byte_skip -1 the data ends the file: line_skip is moot (1.11); NRRD's
-            # compressed -1 skips the lines in the file, then takes the end of the stream
+            # with raw byte_skip -1 the data ends the file: line_skip is moot
+            # (docs/format.md#line-and-byte-skips); NRRD's compressed -1 skips the lines in the
+            # file, then takes the end of the stream
             skip_lines(f, core.line_skip, what)
         if self.encoding in ("raw", "ascii", "hex"):
             if skip == -1:
@@ -146,7 +151,7 @@ MAX_RATIO = {"gzip": 1100, "zstd": 40_000, "lz4": 300, "bzip2": 50_000_000}
 
 
 def check_room(encoding: str, f: IO[bytes], count: int, itemsize: int, what: str) -> None:
-    """Refuse a part too short for its data before anything is allocated (CONVENTIONS §3).
+    """Refuse a part too short for its data before anything is allocated (docs/security.md#caps).
 
     raw needs ``count·itemsize`` bytes; hex two digits per byte; ascii at least one character
     and one separator per value. A compressed stream cannot expand beyond its format's largest

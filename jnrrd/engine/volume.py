@@ -207,7 +207,7 @@ class LevelView(ReadOnly):
 
     @property
     def affine(self) -> np.ndarray:
-        """Homogeneous index→world matrix over the spatial axes (CONVENTIONS §3)."""
+        """Homogeneous index→world matrix over the spatial axes (docs/api.md#volumes)."""
         origin, dirs = self._vol._geometry(self._level, for_affine=True)
         cols = [d for d in (dirs[::-1] if self.c_order else dirs) if d is not None]
         sd = len(origin)
@@ -321,7 +321,7 @@ class Volume(WorldQueries, LevelView):
                 f"dtype={self.dtype} levels={len(self.levels)}>")
 
     def read_tile(self, coords: Sequence[int], level: int = 0, *, core: bool = False) -> np.ndarray:
-        """The decoded stored tile at tile-grid ``coords`` of level ``level`` (CONVENTIONS §3):
+        """The decoded stored tile at tile-grid ``coords`` of level ``level`` (docs/api.md#volumes):
         ``vol.read_tile(c, k)`` is ``vol.levels[k].read_tile(c)``; ``core=True`` gives only the
         tile's core region. ``IndexError`` for a level that does not exist,
         :class:`~jnrrd.errors.UnsupportedError` for an untiled volume."""
@@ -333,9 +333,9 @@ class Volume(WorldQueries, LevelView):
 
     def to_dask(self, level: int = 0) -> Any:
         """A ``dask.array.Array`` over level ``level`` whose chunks are the tiles."""
-        from ..integrations.dask import volume_to_dask
+        from .._upper import upper  # the body is jnrrd.integrations.dask's, loaded on use
 
-        return volume_to_dask(self, level)
+        return upper("volume_to_dask")(self, level)
 
     def preview(self, size: int = 256, *, mip: bool = False, level: int | None = None,
                 labels: bool | None = None) -> np.ndarray:

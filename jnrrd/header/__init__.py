@@ -1,11 +1,12 @@
 """Bytes ⇄ :class:`Header`: the JNRRD header wire format, typed core fields, extension paths.
 
 The story of a header read: :mod:`.wire` splits the bytes into single-key JSON lines and finds
-where the data starts (digest 1.1-1.3); :mod:`.model` turns the lines into a :class:`Header`
-(digest 1.4), merging hierarchical extension paths with :mod:`.paths` (digest 1.5);
-:mod:`.fields` checks the core fields (digest 1.6-1.11; space and per-axis fields in
-:mod:`.geometry_fields`, detached data in :mod:`.detached_fields`); :mod:`.render` writes a
-header back in canonical order (digest 1.13).
+where the data starts (docs/format.md#the-header); :mod:`.model` turns the lines into a
+:class:`Header` (docs/format.md#duplicates-and-unknown-fields), merging hierarchical extension paths
+with :mod:`.paths` (docs/format.md#hierarchical-extension-paths); :mod:`.fields` checks the core
+fields (docs/format.md#core-fields, #types, #encodings-and-endianness, #where-the-data-is; space and
+per-axis fields in :mod:`.geometry_fields`, detached data in :mod:`.detached_fields`);
+:mod:`.render` writes a header back in canonical order (docs/format.md#header-line-order).
 """
 
 from __future__ import annotations

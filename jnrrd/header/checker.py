@@ -36,9 +36,9 @@ class Checker:
                       stacklevel=4 + depth)
 
     def integer(self, value: Any, field: str, *, lo: int | None = None) -> int:
-        """An int (integral floats accepted, booleans rejected: digest 1.6) that fits a signed
-        64-bit integer, like every count, size and skip (so no arithmetic on it can reach
-        NumPy or the OS out of range)."""
+        """An int (integral floats accepted, booleans rejected: docs/format.md#core-fields) that
+        fits a signed 64-bit integer, like every count, size and skip (so no arithmetic on it can
+        reach NumPy or the OS out of range)."""
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self.fail(field, _int_text(lo), value)
         if isinstance(value, float):

@@ -1,5 +1,5 @@
-"""Detached data fields (digest 1.11): ``data_file``, ``data_files`` and
-``data_file_pattern`` (with its printf-style format), checked into a
+"""Detached data fields (docs/format.md#attached-and-detached-data): ``data_file``, ``data_files``
+and ``data_file_pattern`` (with its printf-style format), checked into a
 :class:`DataFilePattern` or plain names."""
 
 from __future__ import annotations
@@ -14,14 +14,16 @@ from .checker import Checker
 
 __all__ = ["DataFilePattern", "detached_fields"]
 
-# Digest 1.11: exactly one integer conversion; "%%" is a literal percent.
+# docs/format.md#attached-and-detached-data: exactly one integer conversion; "%%" is a literal
+# percent.
 _PERCENT = re.compile(r"%(%|[-+ 0#]*([0-9]*)[diu])?")
-_MAX_WIDTH = 64  # a "%999999999d" would build a gigabyte string (digest §5)
+_MAX_WIDTH = 64  # a "%999999999d" would build a gigabyte string (docs/security.md#caps)
 
 
 @dataclass(frozen=True, slots=True)
 class DataFilePattern:
-    """``data_file_pattern`` (digest 1.11): files ``format % i`` for i = min, min+step, ..."""
+    """``data_file_pattern`` (docs/format.md#attached-and-detached-data): files ``format % i`` for i
+    = min, min+step, ..."""
 
     format: str
     min: int

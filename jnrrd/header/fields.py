@@ -1,4 +1,5 @@
-"""Typed, checked core fields (digest 1.6-1.11).
+"""Typed, checked core fields (docs/format.md#core-fields, #types, #encodings-and-endianness,
+#where-the-data-is).
 
 :func:`core_fields` reads a :class:`Header` (or any mapping) and returns a frozen
 :class:`CoreFields` with normalised values, raising ``HeaderError`` with the file, the field
@@ -25,7 +26,8 @@ from .model import TILE_URI_PREFIX, find_prefix
 
 __all__ = ["ENCODINGS", "CoreFields", "core_fields"]
 
-#: accepted spelling -> canonical encoding (digest 1.9; schema aliases txt, text, gz, bz2)
+#: accepted spelling -> canonical encoding (docs/format.md#encodings; schema aliases txt, text, gz,
+#: bz2)
 ENCODINGS: dict[str, str] = {
     "raw": "raw",
     "ascii": "ascii",
@@ -45,7 +47,8 @@ _BINARY = frozenset({"raw", "hex", "gzip", "bzip2", "zstd", "lz4"})
 
 @dataclass(frozen=True, slots=True)
 class CoreFields:
-    """The checked core fields of one header (digest 1.6-1.11); per-axis tuples in file order.
+    """The checked core fields of one header (docs/format.md#core-fields, #types,
+    #encodings-and-endianness, #where-the-data-is); per-axis tuples in file order.
 
     ``endian`` is always ``"little"`` or ``"big"`` (``"little"`` when absent); ``encoding`` is
     canonical (raw, ascii, hex, gzip, bzip2, zstd, lz4); ``space`` is the long underscore form.
@@ -88,7 +91,7 @@ class CoreFields:
 
     @property
     def detached(self) -> bool:
-        """True when the data lives in other files (digest 1.11)."""
+        """True when the data lives in other files (docs/format.md#attached-and-detached-data)."""
         return (
             self.data_file is not None
             or self.data_files is not None
@@ -106,7 +109,8 @@ class CoreFields:
 def core_fields(
     header: Mapping[str, Any], *, source: Any = None, nrrd: bool = False
 ) -> CoreFields:
-    """Check and normalise the core fields of ``header`` (digest 1.6-1.11).
+    """Check and normalise the core fields of ``header`` (docs/format.md#core-fields, #types,
+    #encodings-and-endianness, #where-the-data-is).
 
     ``nrrd=True`` is for headers translated from classic NRRD, where NRRD type names are
     normal and do not warn. Raises ``HeaderError`` naming the field and what was expected.
@@ -219,7 +223,7 @@ def _skips(c: Checker, get: Callable[[str], Any], encoding: str, nrrd: bool) -> 
     byte_skip = c.integer(_default(get("byte_skip"), 0), "byte_skip", lo=-1)
     # NRRD (teem, ITK): -1 also means the end of the decompressed gzip/bzip2 stream
     if byte_skip == -1 and encoding not in (("raw", "gzip", "bzip2") if nrrd else ("raw",)):
-        raise c.fail("byte_skip", "-1 only with encoding 'raw' (digest 1.11)"
+        raise c.fail("byte_skip", "-1 only with encoding 'raw' (docs/format.md#line-and-byte-skips)"
                      + ("; in classic NRRD also gzip or bzip2" if nrrd else ""), -1)
     return line_skip, byte_skip
 
@@ -248,7 +252,7 @@ def _endian(
         and np.dtype(TYPES[type_name]).itemsize > 1
         and encoding in _BINARY
     )
-    # With tile:codecs the bytes codec carries the byte order (CONVENTIONS §1.2).
+    # With tile:codecs the bytes codec carries the byte order (docs/format.md#codec-chain).
     tile = find_prefix(header, TILE_URI_PREFIX) or "tile"
     if needed and f"{tile}:codecs" not in header:
         c.warn("endian", f"missing for multi-byte type {type_name!r}; assuming 'little'")

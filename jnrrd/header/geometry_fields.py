@@ -1,5 +1,5 @@
-"""Space and per-axis fields (digest 1.7, 1.8): ``space``/``space_dimension``, origin,
-directions, measurement frame, space units, centers, kinds and per-axis strings, checked
+"""Space and per-axis fields (docs/format.md#core-fields, #types): ``space``/``space_dimension``,
+origin, directions, measurement frame, space units, centers, kinds and per-axis strings, checked
 against the dimension and the space dimension."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from .checker import Checker, Number
 __all__ = ["KIND_SIZES", "SPACES", "canonical_space", "check_centers", "check_kinds",
            "check_strings", "space_fields"]
 
-#: canonical space name -> space dimension (digest 1.7)
+#: canonical space name -> space dimension (docs/format.md#core-fields)
 SPACES: dict[str, int] = {
     "right_anterior_superior": 3,
     "left_anterior_superior": 3,
@@ -38,7 +38,8 @@ _SPACE_LOOKUP: dict[str, str] = {
     "lpst": "left_posterior_superior_time",
 }
 
-#: JNRRD kind -> the axis size it implies (None: any size), digest 1.7 and teem's kind table
+#: JNRRD kind -> the axis size it implies (None: any size), docs/format.md#core-fields and teem's
+#: kind table
 KIND_SIZES: dict[str, int | None] = {
     "domain": None,
     "space": None,
@@ -77,8 +78,8 @@ _UNKNOWN = frozenset({"???", "none"})
 
 
 def canonical_space(space: Any) -> str | None:
-    """The long underscore form of a ``space`` name (digest 1.7: any case, ``-`` as ``_``,
-    the short forms RAS, LPS, ...); ``None`` when ``space`` is not a known space name."""
+    """The long underscore form of a ``space`` name (docs/format.md#core-fields: any case, ``-`` as
+    ``_``, the short forms RAS, LPS, ...); ``None`` when ``space`` is not a known space name."""
     key = space.lower().replace("-", "_") if isinstance(space, str) else None
     return _SPACE_LOOKUP.get(key) if key is not None else None
 

@@ -1,4 +1,5 @@
-"""The :class:`Header` mapping and how header lines become one (digest 1.4, CONVENTIONS §3)."""
+"""The :class:`Header` mapping and how header lines become one
+(docs/format.md#duplicates-and-unknown-fields, docs/api.md#header)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ __all__ = [
     "split_key",
 ]
 
-#: every core field of digest 1.6/1.7, in the writer's canonical order (digest 1.13)
+#: every core field of docs/format.md#core-fields, in the writer's canonical order
+#: (docs/format.md#header-line-order)
 CORE_FIELDS: tuple[str, ...] = (
     "jnrrd",
     "type",
@@ -60,8 +62,9 @@ CORE_FIELDS: tuple[str, ...] = (
 )
 DATA_FILE_FIELDS: tuple[str, ...] = ("data_file", "data_files", "data_file_pattern")
 
-#: tiling fields (without prefix) in the order of digest §2.2, ``codecs`` after ``compression``
-#: (CONVENTIONS §1.2); the writer emits a tile prefix's fields in this order
+#: tiling fields (without prefix) in the order of docs/format.md#header-line-order, ``codecs`` after
+#: ``compression`` (docs/format.md#codec-chain); the writer emits a tile prefix's fields in this
+#: order
 TILE_FIELDS: tuple[str, ...] = (
     "enabled",
     "dimensions",
@@ -109,7 +112,7 @@ def split_key(key: str) -> tuple[str, str] | None:
 
 
 class Header(dict[str, Any]):
-    """A JNRRD header: each core field mapped to its value (CONVENTIONS §3).
+    """A JNRRD header: each core field mapped to its value (docs/api.md#header).
 
     Extension fields live under their top-level key ``"prefix:root"``, with hierarchical paths
     merged into it (``h["meta:creator"]["name"]``); ``h["extensions"]`` holds the declarations
@@ -144,7 +147,7 @@ class Header(dict[str, Any]):
         return find_prefix(self, uri_prefix)
 
     def tile_prefix(self) -> str:
-        """The tiling extension's prefix (digest 1.4).
+        """The tiling extension's prefix (docs/format.md#extension-prefixes).
 
         The prefix declared with a URI starting with ``https://jnrrd.org/extensions/tile/``;
         without such a declaration, the literal ``tile`` (warns when ``tile:`` keys exist).
@@ -173,7 +176,8 @@ def find_prefix(header: Mapping[str, Any], uri_prefix: str) -> str | None:
 
 
 def build_header(entries: Iterable[Entry], policy: Policy, source: Any = None) -> Header:
-    """Turn header lines into a :class:`Header` (digest 1.4, 1.5).
+    """Turn header lines into a :class:`Header` (docs/format.md#duplicates-and-unknown-fields,
+    #hierarchical-extension-paths).
 
     Duplicate core fields raise ``HeaderError`` (the last wins with a warning under
     ``policy.allow_duplicates``); ``extensions`` lines are shallow-merged, later lines winning
@@ -223,7 +227,8 @@ def build_header(entries: Iterable[Entry], policy: Policy, source: Any = None) -
                 stacklevel=3,
             )
         elif key not in _CORE:
-            # Digest 1.4: kept for round-tripping; NRRD spellings are not aliases.
+            # docs/format.md#duplicates-and-unknown-fields: kept for round-tripping; NRRD spellings
+            # are not aliases.
             warnings.warn(
                 f"{where(source, key)}unknown field on line {e.lineno}; kept verbatim",
                 JnrrdWarning,
@@ -259,5 +264,6 @@ def _merge_extensions(
                 f"URI string, found {uri!r}"
             )
     merged = dict(declared or {})
-    merged.update(value)  # digest 1.4: shallow merge, later lines win per prefix
+    # docs/format.md#extension-prefixes: shallow merge, later lines win per prefix
+    merged.update(value)
     return merged

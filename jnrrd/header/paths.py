@@ -1,12 +1,13 @@
-"""Hierarchical extension paths (digest 1.5): ``prefix:name[0].child`` assignments.
+"""Hierarchical extension paths (docs/format.md#hierarchical-extension-paths):
+``prefix:name[0].child`` assignments.
 
-Grammar (digest 1.5 **R**)::
+Grammar (docs/format.md#hierarchical-extension-paths)::
 
     path := seg ( "." seg )*          seg  := name ( "[" index "]" )*
     name := 1*( any char except "." "[" "]" )     index := "0" | [1-9][0-9]*   (<= 9 digits)
 
 Assignments of one header are applied in increasing depth (number of components), ties in line
-order, so the more specific path always wins (digest 1.5 rule 1, CONVENTIONS §1.1).
+order, so the more specific path always wins (docs/format.md#hierarchical-extension-paths).
 """
 
 from __future__ import annotations
@@ -67,14 +68,16 @@ def apply_assignments(
 ) -> None:
     """Apply extension assignments to ``target`` under top-level keys ``"prefix:root"``.
 
-    Rules (digest 1.5): missing containers are created (a list before an index, else an
-    object); an index equal to the length appends, a larger one pads with ``null`` (at most
-    ``max_pad`` per assignment, ``HeaderError`` beyond); descending into a value of the wrong
-    kind replaces it with a fresh container (warn); a whole value replaces, never deep-merges.
+    Rules (docs/format.md#hierarchical-extension-paths): missing containers are created (a list
+    before an index, else an object); an index equal to the length appends, a larger one pads with
+    ``null`` (at most ``max_pad`` per assignment, ``HeaderError`` beyond); descending into a value
+    of the wrong kind replaces it with a fresh container (warn); a whole value replaces, never
+    deep-merges.
     """
     budget = [PAD_BUDGET_FACTOR * max_pad]
     seen: set[tuple[Component, ...]] = set()
-    # sorted() is stable: equal depths keep line order, so the later line wins (digest 1.5).
+    # sorted() is stable: equal depths keep line order, so the later line wins
+    # (docs/format.md#hierarchical-extension-paths).
     for a in sorted(assignments, key=lambda a: len(a.components)):
         top = f"{a.prefix}:{a.components[0]}"
         ident = (a.prefix, *a.components)

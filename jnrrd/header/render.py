@@ -1,4 +1,5 @@
-"""The header writer: canonical line order, one single-key JSON object per line (digest 1.13)."""
+"""The header writer: canonical line order, one single-key JSON object per line
+(docs/format.md#header-line-order)."""
 
 from __future__ import annotations
 
@@ -38,24 +39,26 @@ _TILE_RANK = {name: i for i, name in enumerate(TILE_FIELDS)}
 def render_header(header: Mapping[str, Any], *, source: Any = None) -> bytes:
     """Render ``header`` as JNRRD header bytes, ending with the blank line.
 
-    Line order (digest 1.13): the magic ``{"jnrrd": "0004"}`` (always first, whatever the
-    mapping holds under ``jnrrd``), ``type``, ``dimension``, ``sizes``, ``endian``,
-    ``encoding``, ``block_size``, the other known core fields in digest order, unknown
+    Line order (docs/format.md#header-line-order): the magic ``{"jnrrd": "0004"}`` (always first,
+    whatever the mapping holds under ``jnrrd``), ``type``, ``dimension``, ``sizes``, ``endian``,
+    ``encoding``, ``block_size``, the other known core fields in canonical order, unknown
     unprefixed fields in mapping order, the ``data_file*`` field, ``extensions``, then the
     extension fields grouped by prefix in declaration order (the tiling prefix's fields in
-    the order of digest §2.2). Values are written as given; nothing is validated beyond what
-    JSON can hold (use :func:`core_fields` for that).
+    the order of docs/format.md#header-line-order). Values are written as given; nothing is
+    validated beyond what JSON can hold (use :func:`core_fields` for that).
 
     Each line is ``json.dumps({key: value}, ensure_ascii=False, allow_nan=False)``; NaN is
-    written as ``null`` and ±infinity as the ``Infinity``/``-Infinity`` tokens (digest 1.2).
-    NumPy arrays and scalars are written as JSON lists and numbers.
+    written as ``null`` and ±infinity as the ``Infinity``/``-Infinity`` tokens
+    (docs/format.md#lines-and-json-tokens). NumPy arrays and scalars are written as JSON lists and
+    numbers.
 
     Every prefix that is written is declared on the ``extensions`` line, which precedes all
-    prefixed lines (digest 1.4). A prefix that is used but not declared is declared as:
+    prefixed lines (docs/format.md#extension-prefixes). A prefix that is used but not declared is
+    declared as:
 
     * ``tile`` -> ``https://jnrrd.org/extensions/tile/v1.0.0`` when no other prefix is
       declared with the tiling URI (a header built with literal ``tile:`` keys means the
-      tiling extension, as the reader assumes, digest 1.4);
+      tiling extension, as the reader assumes, docs/format.md#extension-prefixes);
     * ``label`` -> ``https://jnrrd.org/extensions/label/v1.0.0`` (the label-map marker)
       when no other prefix is declared with that URI;
     * any other prefix ``p`` -> ``urn:jnrrd:undeclared:p`` (``p`` percent-encoded): a URN that
@@ -107,7 +110,8 @@ def render_header(header: Mapping[str, Any], *, source: Any = None) -> bytes:
             start = len(prefix) + 1
             keys.sort(key=lambda k: _TILE_RANK.get(k[start:], len(_TILE_RANK)))
         out.extend(_line(k, header[k], source) for k in keys)
-    out.append(b"")  # the blank line that always ends the header (digest 1.13 rule 3)
+    # the blank line that always ends the header (docs/format.md#where-the-header-ends)
+    out.append(b"")
     return b"\n".join(out) + b"\n"
 
 

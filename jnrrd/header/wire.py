@@ -1,8 +1,9 @@
 """The header wire format: magic line, one single-key JSON object per line, termination.
 
-Implements the normative reader algorithm of digest 1.3 (with the magic rules of 1.1 and the
-line rules of 1.2). Lines are read with ``readline(limit)``, so a stream is never read past the
-line being examined and no "line" is ever read without a bound (digest §5, header DoS):
+Implements the normative reader algorithm of docs/format.md#where-the-header-ends (with the magic
+rules of docs/format.md#magic-line and the line rules of docs/format.md#lines-and-json-tokens).
+Lines are read with ``readline(limit)``, so a stream is never read past the line being examined and
+no "line" is ever read without a bound (docs/security.md#caps, header DoS):
 
 * the first piece of every line is at most :data:`PROBE` bytes; a line whose first non-blank
   byte is not ``{`` ends the header right there (binary data is never scanned for ``\\n``);
@@ -36,7 +37,8 @@ PROBE = 64 * 1024
 #: ``info --json``, codec chains) may then recurse over it without meeting Python's limit
 MAX_NESTING = 64
 
-# Digest 1.2: ASCII whitespace other than the line feed, which alone splits lines.
+# docs/format.md#lines-and-json-tokens: ASCII whitespace other than the line feed, which alone
+# splits lines.
 _BLANKS = re.compile(rb"[ \t\r\v\f]*")
 
 
@@ -57,7 +59,8 @@ class Entry:
 
 
 class _DuplicateKey(Exception):
-    """Raised inside the JSON decoder when an object repeats a key (digest D3)."""
+    """Raised inside the JSON decoder when an object repeats a key
+    (docs/format.md#one-key-per-line)."""
 
     def __init__(self, key: str) -> None:
         super().__init__(key)
@@ -75,12 +78,14 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
-# One decoder for every line: NaN/Infinity/-Infinity are accepted on read (digest 1.2).
+# One decoder for every line: NaN/Infinity/-Infinity are accepted on read
+# (docs/format.md#lines-and-json-tokens).
 _DECODER = json.JSONDecoder(object_pairs_hook=_unique_pairs)
 
 
 class _Invalid(Exception):
-    """The line is not valid UTF-8 or not valid JSON: it ends the header (digest 1.3)."""
+    """The line is not valid UTF-8 or not valid JSON: it ends the header
+    (docs/format.md#where-the-header-ends)."""
 
 
 def nesting_depth(value: Any, limit: int) -> int:
@@ -109,7 +114,8 @@ def _decode(text: bytes, prefix: str) -> Any:
         raise HeaderError(f"{prefix}duplicate key {exc.key!r} inside one JSON object") from None
     except RecursionError:
         raise HeaderError(f"{prefix}JSON nested too deeply") from None
-    except ValueError as exc:  # int literal over the interpreter's digit limit (digest §5)
+    # int literal over the interpreter's digit limit (docs/security.md#caps)
+    except ValueError as exc:
         raise HeaderError(f"{prefix}unreadable JSON value: {exc}") from None
     # The line's object is one level; a line with few brackets cannot nest deeply.
     if (text.count(b"[") + text.count(b"{") > MAX_NESTING + 1
@@ -152,7 +158,8 @@ def _show(raw: bytes) -> str:
 
 
 def _check_magic(raw: bytes, truncated: bool, prefix: str) -> None:
-    """Digest 1.1: the first line must be ``{"jnrrd": "0004"}`` (after an optional BOM)."""
+    """docs/format.md#magic-line: the first line must be ``{"jnrrd": "0004"}`` (after an optional
+    BOM)."""
     expected = f'expected the magic line {{"{MAGIC_KEY}": "{VERSION}"}}'
     text = raw.strip()
     if not text.startswith(b"{"):
@@ -193,7 +200,7 @@ def _seekable(stream: IO[bytes]) -> bool:
 def read_entries(
     stream: IO[bytes], policy: Policy, source: Any = None
 ) -> tuple[list[Entry], int | None]:
-    """Read the header lines of ``stream`` (digest 1.1-1.3).
+    """Read the header lines of ``stream`` (docs/format.md#the-header).
 
     Returns the entries after the magic line (in file order) and the absolute offset of the
     first data byte, or ``None`` when the header ended at EOF. On a seekable stream the
@@ -208,7 +215,8 @@ def read_entries(
     max_header = policy.max_header_bytes
 
     offset = _read_magic(stream, base, source)
-    size = offset - base  # header bytes so far (digest 1.3 running header size)
+    # header bytes so far (docs/format.md#where-the-header-ends running header size)
+    size = offset - base
 
     entries: list[Entry] = []
     lineno = 1
@@ -235,7 +243,7 @@ def read_entries(
         if not head:
             if length > budget:
                 _too_long(prefix, length, size, policy)
-            return entries, None  # EOF ends the header (digest 1.3)
+            return entries, None  # EOF ends the header (docs/format.md#where-the-header-ends)
         if head != b"{":
             return _ended(stream, seekable, entries, line_start, prefix, "does not start with '{'")
         if not piece.endswith(b"\n") and length <= budget:
@@ -317,7 +325,8 @@ def _ended(
     prefix: str,
     why: str,
 ) -> tuple[list[Entry], int]:
-    """Digest 1.3: a line that is not a JSON object ends the header; data starts at it."""
+    """docs/format.md#where-the-header-ends: a line that is not a JSON object ends the header; data
+    starts at it."""
     warnings.warn(
         f"{prefix}line {why}: header ends here without a blank line; data starts at byte "
         f"{line_start}",

@@ -1,6 +1,6 @@
 """Dask arrays in: ``Volume.to_dask`` (writing a Dask array is :mod:`.dask_write`).
 
-CONVENTIONS §3 (``to_dask(level=0)``). Only this module, :mod:`.dask_write` (and the xarray
+docs/api.md#volumes (``to_dask(level=0)``). Only this module, :mod:`.dask_write` (and the xarray
 backend) import dask, and only when called: importing ``jnrrd`` never imports dask.
 
 Reading: every chunk is one tile's core region, read by a small picklable task that carries

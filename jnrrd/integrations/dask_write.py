@@ -1,7 +1,8 @@
 """Dask arrays out: ``jnrrd.write`` of a Dask array (reading is :mod:`.dask`).
 
-CONVENTIONS §3 (``write`` accepts a Dask array; pyramid methods) and §1.2 (writer layout and
-atomicity). Dask is imported only when called.
+docs/api.md#writing (``write`` accepts a Dask array; pyramid methods) and
+docs/format.md#writer-layout-and-atomicity (writer layout and atomicity). Dask is imported only when
+called.
 
 Writing: level 0 is rechunked to the tile cores; each stored tile is one task that gathers
 the core blocks its stored extent (halo, padding) touches, encodes the tile and writes it to a
@@ -100,7 +101,7 @@ class _Blocks:
 
 @dataclass(frozen=True)
 class _LevelSpec:
-    """How one pyramid level is computed from its source array (CONVENTIONS §3)."""
+    """How one pyramid level is computed from its source array (docs/pyramids.md#methods)."""
 
     shape0: tuple[int, ...]  # the source's shape
     scale: tuple[int, ...]  # relative to the source
@@ -239,7 +240,7 @@ def _tile_tables(plan: Any, sink: ExternalSink | None, key: str, token: str
 def write_dask(path: str, darr: Any, plan: TilePlan, build: Callable[..., bytes], *,
                index_order: str, storage_options: dict[str, Any] | None = None) -> None:
     """Write a Dask array as a tiled dataset, computing and encoding tiles on the active
-    Dask scheduler (CONVENTIONS §1.2 layout and atomicity).
+    Dask scheduler (docs/format.md#writer-layout-and-atomicity).
 
     External tiles are written by the task that encodes them into a fresh tile directory,
     the header last. Internal tiles are spooled one file per tile beside the target, then
@@ -320,7 +321,8 @@ def _level_arrays(x: Any, plan: TilePlan, dtype: np.dtype) -> dict[int, Any]:
     for lv in plan.levels[1: top + 1]:
         prev = plan.levels[lv.index - 1]
         if _can_cascade(plan, prev.scale, lv.scale):
-            # max/min of maxima/minima of nested blocks is the same value (CONVENTIONS §3).
+            # max/min of maxima/minima of nested blocks is the same value
+            # (docs/pyramids.md#methods).
             rel = tuple(s // p for s, p in zip(lv.scale, prev.scale, strict=True))
             spec = _LevelSpec(prev.shape, rel, plan.method, dtype)
             arrays[lv.index] = _level_array(arrays[prev.index], spec, lv.grid)

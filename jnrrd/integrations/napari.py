@@ -14,7 +14,7 @@ tuples ``(data, kwargs, layer_type)``, which needs no napari import (nothing her
   ``axis_labels`` when ``labels`` names every axis.
 - **rgb**: an axis of kind ``RGB-color`` (3) or ``RGBA-color`` (4) is moved last, ``rgb=True``.
 - **channels**: the first other non-domain axis (``vector``, ``list``, ``3-vector``, ...; kinds
-  as in CONVENTIONS §7) with 2 to :data:`MAX_CHANNELS` entries becomes ``channel_axis``:
+  as in docs/format.md#domain-axes) with 2 to :data:`MAX_CHANNELS` entries becomes ``channel_axis``:
   napari splits it into one layer per channel, lazily. A longer one stays a slider axis.
 - **labels**: a label map (:func:`jnrrd.clinical.labels.is_label_map`: ``label:map``, 3D
   Slicer segment fields, a ``mode`` pyramid, a ``content`` naming labels or a segmentation)
@@ -220,7 +220,7 @@ def _pair(lo: float, hi: float) -> tuple[float, float]:
 
 
 def _nondomain(kind: str | None) -> bool:
-    """True for a non-domain kind (vector, list, RGB-color, ...; CONVENTIONS §7)."""
+    """True for a non-domain kind (vector, list, RGB-color, ...; docs/format.md#domain-axes)."""
     return kind is not None and kind not in _DOMAIN_KINDS
 
 

@@ -1,7 +1,8 @@
 """OME-NGFF 0.5 ``multiscales`` metadata for a JNRRD volume (axes, per-level transforms, units).
 
 Shared by the Zarr view (:func:`jnrrd.kerchunk_refs`) and the OME-Zarr writer. Everything is in
-the Zarr (C) axis order of CONVENTIONS §7: NGFF ``axes`` are the header axes **reversed**.
+the Zarr (C) axis order of docs/format.md#zarr-axis-order: NGFF ``axes`` are the header axes
+**reversed**.
 
 - **Names** come from ``labels``; an unlabeled axis is named by its type: the space axes
   ``x``, ``y``, ``z`` in header order (header axis 0 is the fastest, so C order reads ``z, y,
@@ -19,12 +20,13 @@ the Zarr (C) axis order of CONVENTIONS §7: NGFF ``axes`` are the header axes **
 - **Units**: a spatial axis takes the ``space_units`` entry of the world axis its direction
   points along (the common unit for oblique directions); other axes take ``units[d]``. Common
   NRRD spellings become UDUNITS names (``mm`` → ``millimeter``), others are kept as written.
-- **Per-level scale and translation** come from the level geometry (CONVENTIONS §1.2, the
-  level's ``header_geometry()``): for a spatial axis, scale = the length of its level direction,
-  translation = the level origin projected on that direction (for an axis-aligned positive
-  direction, the origin's component on that world axis); a non-spatial axis (and every axis of
-  a file without space fields) uses ``spacings[d]`` (1 when unknown) times the level scale, and
-  its translation is the cell-centre shift ``(s − 1)/2 · spacing`` (0 for node-centred axes).
+- **Per-level scale and translation** come from the level geometry
+  (docs/format.md#per-level-geometry, the level's ``header_geometry()``): for a spatial axis, scale
+  = the length of its level direction, translation = the level origin projected on that direction
+  (for an axis-aligned positive direction, the origin's component on that world axis); a non-spatial
+  axis (and every axis of a file without space fields) uses ``spacings[d]`` (1 when unknown) times
+  the level scale, and its translation is the cell-centre shift ``(s − 1)/2 · spacing`` (0 for
+  node-centred axes).
 
 A diagonal scale + translation is exact only when every spatial direction points along a
 distinct world axis with a positive component in the axis order; otherwise the geometry is
@@ -289,7 +291,7 @@ def multiscales(vol: Any, *, paths: Sequence[str] | None = None,
 
 
 def oblique_affines(vol: Any, levels: Sequence[int] | None = None) -> list[list[list[float]]]:
-    """Each level's homogeneous index→world ``affine`` (C order, CONVENTIONS §3) as nested
+    """Each level's homogeneous index→world ``affine`` (C order, docs/api.md#volumes) as nested
     lists: what an oblique volume keeps in attributes beside the diagonal NGFF transforms."""
     levels = range(len(vol.levels)) if levels is None else levels
     out = []

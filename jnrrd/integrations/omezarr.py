@@ -2,9 +2,9 @@
 
 Every level of the volume (stored or virtual) becomes an array ``"0"``, ``"1"``, ... of the
 group, in C order: shapes, chunks and the NGFF ``axes`` are the header axes reversed
-(CONVENTIONS §7). Chunks are the level's tile shape, codecs follow the JNRRD compression where
-Zarr has it (zstd, gzip; anything else becomes zstd), and the group carries the NGFF
-``multiscales`` (axes from ``labels``/``kinds``/``space_units``, per-level ``scale`` and
+(docs/format.md#zarr-axis-order). Chunks are the level's tile shape, codecs follow the JNRRD
+compression where Zarr has it (zstd, gzip; anything else becomes zstd), and the group carries the
+NGFF ``multiscales`` (axes from ``labels``/``kinds``/``space_units``, per-level ``scale`` and
 ``translation`` from the level geometry) and the JNRRD header under the ``jnrrd`` attribute.
 Geometry a diagonal transform cannot hold (oblique ``space_directions``, a
 ``measurement_frame``) lives only in that attribute, with a :class:`~jnrrd.JnrrdWarning`

@@ -2,11 +2,11 @@
 write defaults, for :func:`jnrrd.convert`.
 
 The group's first ``multiscales`` entry decides: its datasets are the levels (level 0 the
-first), its axes (reversed: header axis 0 is the last, fastest Zarr axis, CONVENTIONS §7)
-give ``labels``, ``kinds`` (``space`` → ``space``, ``time`` → ``time``, ``channel`` →
-``list``), the level-0 ``scale``/``translation`` give ``space_directions`` (diagonal) and
-``space_origin`` of the ``space`` axes with their units as ``space_units``; other axes keep
-their scale in ``spacings`` and unit in ``units``. When the group carries the ``jnrrd``
+first), its axes (reversed: header axis 0 is the last, fastest Zarr axis,
+docs/format.md#zarr-axis-order) give ``labels``, ``kinds`` (``space`` → ``space``, ``time`` →
+``time``, ``channel`` → ``list``), the level-0 ``scale``/``translation`` give ``space_directions``
+(diagonal) and ``space_origin`` of the ``space`` axes with their units as ``space_units``; other
+axes keep their scale in ``spacings`` and unit in ``units``. When the group carries the ``jnrrd``
 attribute (written by :mod:`jnrrd.integrations.omezarr`) and it matches the level-0 array
 (sizes, type), that header is restored instead, tiling fields included.
 
@@ -38,7 +38,7 @@ from .zarr_read import check_levels, open_group
 __all__ = ["FOrderArray", "OmeZarrSource"]
 
 _KIND = {"space": "space", "time": "time", "channel": "list"}
-_MAX_AXES = 16  # JNRRD's (digest 1.6)
+_MAX_AXES = 16  # JNRRD's (docs/format.md#core-fields)
 #: NGFF ``multiscales[].type`` values (ome-zarr-py, skimage names) → a jnrrd method
 _METHOD = {"mean": "average", "local_mean": "average", "average": "average"}
 #: fields of the ``jnrrd`` attribute the writer computes or that located the source's bytes
@@ -145,7 +145,8 @@ class OmeZarrSource:
 
 
 def _multiscales(attrs: Mapping[str, Any], name: Any) -> dict[str, Any]:
-    ome = attrs.get("ome") if isinstance(attrs.get("ome"), dict) else attrs  # 0.5, else 0.4
+    found = attrs.get("ome")
+    ome: Mapping[str, Any] = found if isinstance(found, dict) else attrs  # 0.5, else 0.4
     ms = ome.get("multiscales")
     if not isinstance(ms, list) or not ms or not isinstance(ms[0], dict):
         raise FormatError(f"{name}: no OME-NGFF 'multiscales' attribute: not an OME-Zarr "

@@ -3,8 +3,8 @@
 A Zarr v3 codec list (or the ``filters``/``compressor`` of a Zarr v2 array, mapped to their
 v3 equivalents) becomes a :class:`jnrrd.codecs.CodecChain` over the chunk in **header order**
 (its shape reversed: the ``bytes`` codec writes axis 0 fastest, which is a C-order chunk of
-the reversed shape, CONVENTIONS §1.2), so every decoder is capped at the chunk's size like a
-JNRRD tile's. Two Zarr codecs that are no JNRRD tile codecs are decoded here, never
+the reversed shape, docs/format.md#zarr-axis-order), so every decoder is capped at the chunk's size
+like a JNRRD tile's. Two Zarr codecs that are no JNRRD tile codecs are decoded here, never
 registered for JNRRD files:
 
 - ``sharding_indexed`` (:class:`ShardingDecode`): the shard's index (``index_codecs``) is
@@ -255,7 +255,7 @@ def _built(codecs: Any, ndim: int, where: str) -> list[Codec]:
 
 def _header_transpose(order: Any, ndim: int, where: str) -> list[int]:
     """A Zarr ``transpose`` order (C axes) as the jnrrd order over the reversed axes:
-    ``p[i] = n - 1 - o[n - 1 - i]`` (CONVENTIONS §2)."""
+    ``p[i] = n - 1 - o[n - 1 - i]`` (docs/format.md#zarr-axis-order)."""
     if (not isinstance(order, list) or len(order) != ndim
             or sorted(o for o in order if isinstance(o, int)) != list(range(ndim))):
         raise FormatError(f"{where}transpose: order {order!r:.60} is not a permutation of "

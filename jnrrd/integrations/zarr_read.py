@@ -51,7 +51,7 @@ from .zarr_codecs import MAX_INNER_CHUNKS, ShardingDecode, chunk_chain, v2_codec
 __all__ = ["FILL_RATIO", "FREE_CHUNKS", "ZarrArray", "ZarrGroup", "check_levels",
            "open_group"]
 
-_MAX_DIMS = 16  # JNRRD's (digest 1.6)
+_MAX_DIMS = 16  # JNRRD's (docs/format.md#core-fields)
 #: Zarr v3 data types a JNRRD file can hold (bool is read, and refused by the converter)
 _V3_TYPES = {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
              "float16", "float32", "float64", "complex64", "complex128"}

@@ -5,8 +5,8 @@ read through fsspec's ``reference://`` filesystem): one array per stored level (
 ``"1"``, ...) whose chunks are the stored tiles, referenced as ``[url, offset, size]`` in the
 unchanged ``.jnrrd`` file (internal tiles) or tile file (external tiles). No tile is read.
 
-Axis order (CONVENTIONS §1.2, §7): a stored tile is written with header axis 0 fastest, which
-is a C-order chunk of the *reversed* shape. So shapes, chunk shapes, chunk keys, NGFF axes and
+Axis order (docs/format.md#zarr-axis-order): a stored tile is written with header axis 0 fastest,
+which is a C-order chunk of the *reversed* shape. So shapes, chunk shapes, chunk keys, NGFF axes and
 ``dimension_names`` are the header's reversed, and the bytes are shared as they are. A
 ``transpose`` codec's order is remapped to the reversed axes.
 
@@ -218,7 +218,7 @@ def zarr_codecs(chain: Sequence[Mapping[str, Any]], ndim: int, *, source: Any = 
         config = dict(c.get("configuration") or {})
         if name == "transpose":
             # jnrrd order p over header axes ↔ zarr order o over reversed axes:
-            # o[j] = n − 1 − p[n − 1 − j] (CONVENTIONS §2, vectors)
+            # o[j] = n − 1 − p[n − 1 − j] (docs/format.md#zarr-axis-order, vectors)
             order = [int(v) for v in config["order"]]
             n = len(order)
             out.append({"name": "transpose", "configuration": {

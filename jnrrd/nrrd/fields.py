@@ -90,8 +90,8 @@ FIELD_NAMES: dict[str, str] = {
     "datafile": "data_file",
 }
 
-#: NRRD type spellings (lower case, single spaces) -> JNRRD type (digest 1.8); nothing else
-#: is a NRRD type (no float16, bfloat16 or complex)
+#: NRRD type spellings (lower case, single spaces) -> JNRRD type (docs/format.md#types); nothing
+#: else is a NRRD type (no float16, bfloat16 or complex)
 TYPES: dict[str, str] = {
     **{name: name for name in ("int8", "uint8", "int16", "uint16", "int32", "uint32",
                                "int64", "uint64")},
@@ -119,7 +119,8 @@ ENCODINGS: dict[str, str] = {
     "bzip2": "bzip2",
 }
 
-# teem's kind table spellings; JNRRD uses them lower-cased with "-" -> "_" (digest 1.7).
+# teem's kind table spellings; JNRRD uses them lower-cased with "-" -> "_"
+# (docs/format.md#core-fields).
 _TEEM_KINDS = (
     "domain", "space", "time", "list", "point", "vector", "covariant-vector", "normal",
     "stub", "scalar", "complex", "2-vector", "3-color", "RGB-color", "HSV-color", "XYZ-color",

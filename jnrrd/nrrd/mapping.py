@@ -74,7 +74,8 @@ def from_nrrd_fields(header: Mapping[str, Any], sizes: tuple[int, ...], *,
     raw = RawHeader(version=5)
     passthrough: dict[str, Any] = {}
     key_values: dict[str, str] = {}
-    declared = header.get("extensions") if isinstance(header.get("extensions"), Mapping) else {}
+    found = header.get("extensions")
+    declared: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     for key, value in header.items():
         spelled = " ".join(str(key).split()).lower()
         if spelled in FIELD_NAMES:

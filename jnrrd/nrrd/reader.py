@@ -2,16 +2,17 @@
 
 The header is read line by line with bounded ``readline`` calls (caps from the policy), so
 non-seekable streams work and a hostile header cannot exhaust memory. Fields are translated to
-JNRRD names and values (digest 1.7-1.11); what the JNRRD core cannot say (key/value pairs,
-comments) goes into the declared ``nrrd`` extension (docs/nrrd.md). The translated header is
-then checked by :func:`jnrrd.header.core_fields`, like any JNRRD header.
+JNRRD names and values (docs/format.md#core-fields, #types, #encodings-and-endianness,
+#where-the-data-is); what the JNRRD core cannot say (key/value pairs, comments) goes into the
+declared ``nrrd`` extension (docs/nrrd.md). The translated header is then checked by
+:func:`jnrrd.header.core_fields`, like any JNRRD header.
 """
 
 from __future__ import annotations
 
 import re
 import warnings
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from ..engine.untiled import UntiledData, data_paths
 from ..errors import (
@@ -26,6 +27,10 @@ from ..errors import (
 from ..header import CoreFields, Header, core_fields
 from ..policy import Policy
 from ..storage.local import LocalStore
+
+if TYPE_CHECKING:
+    from ..storage.remote import RemoteStore
+
 from .fields import FIELD_NAMES, parse_int, unescape_kv
 from .translate import RawHeader, Translator
 
@@ -182,7 +187,8 @@ def read_nrrd_header(f: IO[bytes], *, policy: Policy, source: Any = None
     return header, data_start
 
 
-def open_nrrd(f: IO[bytes], *, path: str | None, store: LocalStore | None, policy: Policy,
+def open_nrrd(f: IO[bytes], *, path: str | None, store: LocalStore | RemoteStore | None,
+              policy: Policy,
               name: Any, index_order: str = "F", src: Any = None) -> Any:
     """Open a classic NRRD file (attached or detached data) as a lazy :class:`jnrrd.Volume`.
 
@@ -198,7 +204,8 @@ def open_nrrd(f: IO[bytes], *, path: str | None, store: LocalStore | None, polic
     if paths is not None and getattr(store, "remote", False) and policy.opener is None:
         from ..storage.remote_stream import opener_of
 
-        policy = Policy.from_kwargs(policy, opener=opener_of(store))  # detached data: URLs
+        # detached data: URLs
+        policy = Policy.from_kwargs(policy, opener=opener_of(cast("RemoteStore", store)))
     if paths is None and data_start is None and core.count:
         raise DataError(f"{where(name)}the header ended at the end of the file: there is no "
                         "data section (and no 'data file' field)")

@@ -4,8 +4,8 @@ The header given in JNRRD field names (as ``jnrrd.read`` returns it, for JNRRD a
 alike) is checked with :func:`jnrrd.header.core_fields` and mapped back to NRRD fields; the
 ``nrrd`` extension's key/value pairs and comments are written as such. The data bytes come from
 :func:`jnrrd.writing.stream.encode_chunks`, one slab at a time; files are replaced atomically
-(CONVENTIONS §1.2): a detached data file gets a fresh name, the header is replaced last, and
-data files of earlier writes to the same target are removed after that.
+(docs/format.md#atomic-writes): a detached data file gets a fresh name, the header is replaced last,
+and data files of earlier writes to the same target are removed after that.
 """
 
 from __future__ import annotations
@@ -110,7 +110,8 @@ def write_nrrd(path: Any, data: Any, header: Mapping[str, Any] | None = None, *,
 
 def _write_files(store: Any, key: str, path: str, out: dict[str, Any], core: CoreFields,
                  chunks: Any, enc: str, detached: bool) -> None:
-    """The header (and data) through the target's write store, atomically (§1.2)."""
+    """The header (and data) through the target's write store, atomically
+    (docs/format.md#atomic-writes)."""
     previous = store.owned(key)  # what the header this write replaces references
     if not detached:
         with store.stage(key) as f:
@@ -119,7 +120,8 @@ def _write_files(store: Any, key: str, path: str, out: dict[str, Any], core: Cor
                 f.write(c)
         store.tidy(key, owned=previous)
         return
-    # Detached: a fresh data file first, then the header, then the old files go (§1.2).
+    # Detached: a fresh data file first, then the header, then the old files go
+    # (docs/format.md#atomic-writes).
     name = f"{_stem(key)}.{fresh_token()}.{_EXT[enc]}"
     with store.stage(name) as f:
         for c in chunks:

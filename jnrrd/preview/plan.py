@@ -2,7 +2,7 @@
 
 Pure decisions on the header and the level shapes (no I/O), all in header axis order:
 
-- **shown axes**: the first three domain axes (CONVENTIONS §7 kinds) that are not ``time`` and
+- **shown axes**: the first three domain axes (docs/format.md#domain-axes) that are not ``time`` and
   have more than one voxel; with fewer than two of those, time axes and then one-voxel axes
   fill up to two. Other domain axes are cut at their middle index.
 - **colour**: the first ``RGB-color``/``RGBA-color`` axis with at least three entries is shown

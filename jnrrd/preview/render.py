@@ -159,7 +159,7 @@ def _projections(r: _Reader) -> list[np.ndarray]:
         mz = np.fmax.reduce(slab, axis=2)
         along_z = mz if along_z is None else np.fmax(along_z, mz)
         part_y, part_x = np.fmax.reduce(slab, axis=0), np.fmax.reduce(slab, axis=1)
-        if along_y is None:
+        if along_y is None or along_x is None:
             along_y = np.empty((nx, nz, *slab.shape[3:]), dtype=part_y.dtype)
             along_x = np.empty((ny, nz, *slab.shape[3:]), dtype=part_x.dtype)
         along_y[:, z0:z1] = part_y

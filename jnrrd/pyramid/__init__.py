@@ -1,10 +1,11 @@
 """Downsampling kernels and streaming level computation for multi-resolution pyramids.
 
-CONVENTIONS §1.1 (level sizes), §1.2 (per-level geometry, level quality, virtual levels) and §3
-("Pyramid methods", defined on the floor-cropped level 0); digest §2.9. Arrays are indexed like
-the header's axes (``a.shape == sizes``; the last axis is the slowest in the file, so streaming
-goes in slabs along it). This package works on NumPy arrays and callables only; it knows
-nothing of headers, tile grids or files.
+docs/format.md#level-scales-and-sizes (level sizes), docs/format.md#per-level-geometry (per-level
+geometry, level quality, virtual levels) and docs/pyramids.md#methods ("Pyramid methods", defined on
+the floor-cropped level 0); docs/format.md#stored-and-virtual-levels. Arrays are indexed like the
+header's axes (``a.shape == sizes``; the last axis is the slowest in the file, so streaming goes in
+slabs along it). This package works on NumPy arrays and callables only; it knows nothing of headers,
+tile grids or files.
 
 - :mod:`.methods` — the one list of downsampling methods (:data:`METHODS`), each with its kernel;
 - :mod:`.blocks` — block geometry and the exact block reductions (average, max, min, mode);

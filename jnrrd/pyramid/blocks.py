@@ -1,11 +1,13 @@
-"""Block geometry and exact block reductions (CONVENTIONS §1.1 level sizes, §3 pyramid methods).
+"""Block geometry and exact block reductions (docs/format.md#level-scales-and-sizes,
+docs/pyramids.md#methods).
 
 A level-L voxel summarises the level-0 block of ``scale`` voxels under it. On an axis shorter
-than its scale the level has one voxel whose block is the whole axis (CONVENTIONS §1.1), so the
-*effective block* ``b_d`` is ``s_d`` when ``N_d >= s_d`` and ``N_d`` otherwise; level 0 is then
-floor-cropped to ``n_d * b_d`` voxels. Every reduction here works on arrays that start on a
-block boundary and reduces one axis at a time with a fixed order of block members, so a region
-computed from part of level 0 is bit-identical to the same region of a whole-volume result.
+than its scale the level has one voxel whose block is the whole axis
+(docs/format.md#level-scales-and-sizes), so the *effective block* ``b_d`` is ``s_d`` when ``N_d >=
+s_d`` and ``N_d`` otherwise; level 0 is then floor-cropped to ``n_d * b_d`` voxels. Every reduction
+here works on arrays that start on a block boundary and reduces one axis at a time with a fixed
+order of block members, so a region computed from part of level 0 is bit-identical to the same
+region of a whole-volume result.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def check_scale(shape0: tuple[int, ...], scale: Any) -> tuple[int, ...]:
 
 
 def level_shape(shape0: Sequence[int], scale: Sequence[int]) -> tuple[int, ...]:
-    """Level shape ``max(1, floor(N / s))`` per axis (CONVENTIONS §1.1)."""
+    """Level shape ``max(1, floor(N / s))`` per axis (docs/format.md#level-scales-and-sizes)."""
     shape = check_shape(shape0)
     s = check_scale(shape, scale)
     return tuple(max(1, n // k) for n, k in zip(shape, s, strict=True))
@@ -75,7 +77,8 @@ def effective_block(shape0: tuple[int, ...], scale: tuple[int, ...]) -> tuple[in
 
 
 def work_dtype(dtype: np.dtype) -> np.dtype:
-    """The float type of the float64 arithmetic of CONVENTIONS §3 (complex128 for complex)."""
+    """The float type of the float64 arithmetic of docs/pyramids.md#methods (complex128 for
+    complex)."""
     return np.dtype(np.complex128 if dtype.kind == "c" else np.float64)
 
 
@@ -287,7 +290,8 @@ def _round_div_split(hi: np.ndarray, lo: np.ndarray, n: int, dtype: np.dtype) ->
 
 
 def finish_mean(sums: Sums) -> np.ndarray:
-    """The level values: the exact mean of each block, rounded half to even (CONVENTIONS §3)."""
+    """The level values: the exact mean of each block, rounded half to even
+    (docs/pyramids.md#methods)."""
     n, dtype = sums.count, sums.dtype
     if len(sums.parts) == 2:
         if n < (1 << 30):

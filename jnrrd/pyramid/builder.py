@@ -1,15 +1,16 @@
-"""Single-pass, bounded-memory pyramid building from level-0 slabs (CONVENTIONS §1.2, §3).
+"""Single-pass, bounded-memory pyramid building from level-0 slabs (docs/format.md#levels-pyramids,
+docs/pyramids.md#methods).
 
 Slabs arrive along the last axis (the slowest in the file). Each level keeps a cursor (its next
 output row along the last axis) and computes every row whose inputs have arrived. Level 0 rows
 and the per-level intermediate state are buffered only while some level still needs them.
 
-Where the result is provably identical (CONVENTIONS §3), a level is computed from the nearest
-finer level whose blocks tile its own (``b_L % b_P == 0`` on every axis) instead of from level
-0: ``max``/``min`` from the finer maxima/minima, integer ``average`` from the finer *unrounded*
-integer sums, and ``mode`` from exact level-0 counts, where a finer block that is uniform, or
-holds only its minimum and maximum, is counted from its statistics (minimum, maximum and their
-counts) without reading level 0. Float ``average``, ``gaussian`` and ``lanczos`` are always
+Where the result is provably identical (docs/pyramids.md#methods), a level is computed from the
+nearest finer level whose blocks tile its own (``b_L % b_P == 0`` on every axis) instead of from
+level 0: ``max``/``min`` from the finer maxima/minima, integer ``average`` from the finer
+*unrounded* integer sums, and ``mode`` from exact level-0 counts, where a finer block that is
+uniform, or holds only its minimum and maximum, is counted from its statistics (minimum, maximum and
+their counts) without reading level 0. Float ``average``, ``gaussian`` and ``lanczos`` are always
 computed from level 0 (float sums in another order would differ in the last bit).
 """
 
@@ -230,7 +231,7 @@ class PyramidBuilder:
         return out
 
     def quality(self) -> list[dict[str, float | None]]:
-        """Per level (in ``scales`` order): ``{"rmse", "psnr"}`` (CONVENTIONS §1.2)."""
+        """Per level (in ``scales`` order): ``{"rmse", "psnr"}`` (docs/format.md#level-quality)."""
         accumulators = [lv.quality for lv in self._levels if lv.quality is not None]
         if len(accumulators) < len(self._levels):
             raise HeaderError(f"{where(None, 'quality')}the builder was made with quality=False")

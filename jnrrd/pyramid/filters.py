@@ -1,4 +1,4 @@
-"""The filtered pyramid methods of CONVENTIONS §3: ``gaussian`` and ``lanczos``.
+"""The filtered pyramid methods of docs/pyramids.md#methods: ``gaussian`` and ``lanczos``.
 
 Both work on a *local* part of the floor-cropped level 0 that includes the filter halo (see
 :func:`gaussian_reach`, :func:`lanczos_reach`). Edge handling (``mode="nearest"``, clamped
@@ -11,7 +11,7 @@ edge voxel (``mode="nearest"``, clamped taps), so the taps past each edge are *f
 weight on the edge voxel (their sum), which is the same filter. Folding is decided from the
 global cropped axis length, so regions and whole volumes fold alike. The Gaussian's
 normalisation over a radius beyond ``_EXACT_RADIUS`` uses its closed form (erf with the
-Euler–Maclaurin end terms, exact to far below the 1e-9 of CONVENTIONS §3); Lanczos kernels
+Euler–Maclaurin end terms, exact to far below the 1e-9 of docs/pyramids.md#methods); Lanczos kernels
 of more than ``MAX_LANCZOS_TAPS`` taps are refused (``UnsupportedError``). A folded Gaussian is
 a dense filter over its axis: over ``_DIRECT_FOLDED`` voxels it is applied by FFT.
 """
@@ -43,7 +43,7 @@ _CACHED_TAPS = 1 << 12
 
 
 def gaussian_sigma(s: int) -> float:
-    """CONVENTIONS §3: sigma = 2·s/6 level-0 voxels on axes with s > 1, else 0."""
+    """docs/pyramids.md#methods: sigma = 2·s/6 level-0 voxels on axes with s > 1, else 0."""
     return 2.0 * s / 6.0 if s > 1 else 0.0
 
 

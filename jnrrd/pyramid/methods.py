@@ -1,4 +1,4 @@
-"""The downsampling methods (CONVENTIONS §3 "Pyramid methods"): the one list, each name next
+"""The downsampling methods (docs/pyramids.md#methods): the one list, each name next
 to its kernel.
 
 A method is a kernel that computes level voxels from a *local* part of the floor-cropped level
@@ -88,7 +88,7 @@ def _lanczos_reach(n0: int, s: int, b: int, r0: int, r1: int) -> tuple[int, int]
     return lanczos_reach(n0, s, b, r0, r1)
 
 
-#: Every downsampling method, by name (CONVENTIONS §3), in the order the docs list them.
+#: Every downsampling method, by name (docs/pyramids.md#methods), in the order the docs list them.
 METHOD_DEFS: dict[str, Method] = {
     "average": Method(_average),
     "gaussian": Method(_gaussian, _gaussian_reach, float_work=True),

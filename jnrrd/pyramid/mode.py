@@ -1,4 +1,4 @@
-"""Exact block modes (CONVENTIONS §3: most frequent level-0 value, ties to the smallest).
+"""Exact block modes (docs/pyramids.md#methods: most frequent level-0 value, ties to the smallest).
 
 Only *mixed* blocks (minimum != maximum) need counting; the others are their minimum. The
 members of the mixed blocks are gathered with one ``take`` per block position from the flat
@@ -250,7 +250,7 @@ def block_mode(x: np.ndarray, block: Sequence[int], lo: np.ndarray | None = None
                hi: np.ndarray | None = None, *,
                children: tuple[Sequence[int], Sequence[np.ndarray]] | None = None
                ) -> np.ndarray:
-    """Most frequent value of each block, ties to the smallest (CONVENTIONS §3).
+    """Most frequent value of each block, ties to the smallest (docs/pyramids.md#methods).
 
     ``x`` starts on a block boundary; the result has ``x.shape // block`` voxels. ``lo``/``hi``
     are the block minima/maxima when already known: blocks with ``lo == hi`` are uniform and

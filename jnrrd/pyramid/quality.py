@@ -1,4 +1,5 @@
-"""Level quality (CONVENTIONS §1.2 ``tile:level_quality``) and per-level geometry (§1.2)."""
+"""Level quality (docs/format.md#level-quality ``tile:level_quality``) and per-level geometry
+(docs/format.md#per-level-geometry)."""
 
 from __future__ import annotations
 
@@ -70,7 +71,7 @@ class QualityAccumulator:
 
 
 def level_quality(level0: Any, level: Any, scale: Sequence[int]) -> dict[str, float | None]:
-    """rmse/psnr of ``level`` (of ``scale``) against ``level0`` (CONVENTIONS §1.2)."""
+    """rmse/psnr of ``level`` (of ``scale``) against ``level0`` (docs/format.md#level-quality)."""
     x0 = np.asarray(level0)
     lv = np.asarray(level)
     shape = blocks.check_shape(x0.shape, "level 0 shape")
@@ -88,7 +89,7 @@ def level_geometry(scale: Sequence[int], space_origin: Sequence[float] | None,
                    space_directions: Sequence[Sequence[float] | None],
                    centers: Sequence[str | None] | None = None
                    ) -> tuple[list[float] | None, list[list[float] | None]]:
-    """Level origin and directions (CONVENTIONS §1.2).
+    """Level origin and directions (docs/format.md#per-level-geometry).
 
     ``dir_L,d = dir_0,d · s_d``; ``origin_L = origin_0 + Σ_d (s_d − 1)/2 · dir_0,d`` over
     cell-centred axes (the default when ``centers`` or an entry is missing/null); node-centred

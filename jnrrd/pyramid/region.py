@@ -1,4 +1,4 @@
-"""Whole levels and level regions computed from level 0 (CONVENTIONS §3 "Pyramid methods")."""
+"""Whole levels and level regions computed from level 0 (docs/pyramids.md#methods)."""
 
 from __future__ import annotations
 
@@ -88,7 +88,8 @@ def compute_region(read0: Callable[[Region], np.ndarray], shape0: Sequence[int],
 
 
 def downsample(a: Any, scale: Sequence[int], method: str = "average") -> np.ndarray:
-    """The whole level of ``scale`` computed from a whole level-0 array (CONVENTIONS §3)."""
+    """The whole level of ``scale`` computed from a whole level-0 array
+    (docs/pyramids.md#methods)."""
     a = np.asarray(a)
     shape = blocks.check_shape(a.shape, "array shape")
     level = tuple(max(1, n // k) for n, k in zip(shape, blocks.check_scale(shape, scale),

@@ -51,7 +51,7 @@ class Store(Protocol):
     visible at once); those write methods are declared next to these by the write side.
     """
 
-    def get(self, key: str, *, limit: int | None = None) -> bytes | memoryview:
+    def get(self, key: str, *, limit: int | None = None) -> bytes | bytearray | memoryview:
         """The whole object, at most ``limit`` bytes (memory follows what it holds, not
         ``limit``); ``FileNotFoundError`` when absent."""
         ...
@@ -129,6 +129,14 @@ class Staged(Protocol):
 
     def close(self) -> None:
         """Close its files (after :meth:`commit` or before :meth:`abort`)."""
+        ...
+
+    def __enter__(self) -> Staged:
+        """The object itself: the block writes it."""
+        ...
+
+    def __exit__(self, kind: Any, value: Any, tb: Any) -> None:
+        """Commit when the block succeeded, else abort; close either way."""
         ...
 
 

@@ -1,5 +1,5 @@
-"""Atomic replacement, durability and the removal of a write's leftovers (CONVENTIONS §1.2
-"Writer layout and atomicity").
+"""Atomic replacement, durability and the removal of a write's leftovers
+(docs/format.md#writer-layout-and-atomicity "Writer layout and atomicity").
 
 A single file is written to a temporary file in the target directory, ``fsync``ed and
 ``os.replace``d (:func:`replace`; the staged files themselves are

@@ -144,7 +144,7 @@ def read_at_most(f: Any, limit: int) -> bytes:
 
     ``read(limit)`` on a file object reserves ``limit`` bytes before reading (CPython's
     ``FileIO.read``), so a 100-byte tile file would cost the whole ``max_tile_bytes`` cap
-    (digest §5, "Huge allocations"). Regular files are read up to their size (+1 to notice a
+    (docs/security.md#caps). Regular files are read up to their size (+1 to notice a
     file that grew); other streams in 1 MiB pieces.
     """
     try:

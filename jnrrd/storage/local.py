@@ -1,5 +1,5 @@
-"""Files on the local disk as a store: path confinement and opening (digest §5, CONVENTIONS
-§1.1, §3), whole-object and byte-range reads.
+"""Files on the local disk as a store: path confinement and opening (docs/security.md#path-policy),
+whole-object and byte-range reads.
 
 A key named by a header (``data_file``, a tile file) is resolved against the store's root under
 the reader's :class:`~jnrrd.policy.Policy` before anything is opened: no absolute paths, no
@@ -174,7 +174,7 @@ def _real_dir(d: str, policy: Policy) -> str:
 
     A header may name up to ``max_files`` files (10^5 by default) in a few directories;
     resolving every directory component for each file cost ~0.3 ms per file, half a minute
-    for a 200-byte header (digest §5, "Amplification through many files").
+    for a 200-byte header (docs/security.md#caps).
     """
     cache = policy.extra.setdefault("_real_dirs", {})
     real = cache.get(d)

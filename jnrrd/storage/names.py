@@ -1,5 +1,5 @@
 """The names a write gives its files: fresh tokens, temporary-file markers, and the fresh
-tile directories and data files of a multi-file dataset (CONVENTIONS §1.2).
+tile directories and data files of a multi-file dataset (docs/format.md#atomic-writes).
 
 Only this library makes such names; which of them a target owns (and cleanup may remove) is
 decided by :mod:`jnrrd.storage.ownership`.

@@ -10,8 +10,8 @@
   :meth:`RemoteReader.fetch_many` merges a selection's ranges (:func:`plan_requests`) and
   returns one future per range while the requests are in flight;
 - :class:`RemoteStore`: the objects under the header's "directory". Keys a header names are
-  confined to it as on a local disk (CONVENTIONS §1.1, §7): no absolute paths or URLs, no
-  ``..`` above it, unless the policy opts in.
+  confined to it as on a local disk (docs/security.md#path-policy, docs/remote.md#security): no
+  absolute paths or URLs, no ``..`` above it, unless the policy opts in.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The write half of local storage: whole objects put under fresh names, staged objects made
-visible at once by an atomic replace, ``fsync`` of what a write made (CONVENTIONS §1.2
-"Writer layout and atomicity").
+visible at once by an atomic replace, ``fsync`` of what a write made
+(docs/format.md#writer-layout-and-atomicity "Writer layout and atomicity").
 
 A writer decides WHAT goes where (tables, layout, header space); this module does the byte
 handling on the local disk: creating files and directories, positional writes, in-kernel

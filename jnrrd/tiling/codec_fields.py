@@ -1,6 +1,6 @@
-"""The tile codec chain fields (CONVENTIONS §1.2): ``tile:codecs``, the ``tile:compression``
-shorthand and the core ``encoding`` resolved into one Zarr v3 chain, checked against each
-other."""
+"""The tile codec chain fields (docs/format.md#codec-chain): ``tile:codecs``, the
+``tile:compression`` shorthand and the core ``encoding`` resolved into one Zarr v3 chain, checked
+against each other."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ..errors import HeaderError, JnrrdWarning
 __all__ = ["CODEC_TO_COMPRESSION", "SHORTHAND", "bytes_codec", "check_codec_objects",
            "codec_names", "compression_chain", "resolve_codecs", "shorthand_names"]
 
-#: tile:compression shorthand -> bytes->bytes codec name (CONVENTIONS §1.2)
+#: tile:compression shorthand -> bytes->bytes codec name (docs/format.md#codec-chain)
 SHORTHAND = {"raw": None, "gzip": "gzip", "gz": "gzip", "bzip2": "bz2", "bz2": "bz2",
              "zstd": "zstd", "lz4": "lz4"}
 #: the value written for an alias of tile:compression
@@ -26,7 +26,7 @@ CODEC_TO_COMPRESSION = {"gzip": "gzip", "bz2": "bzip2", "zstd": "zstd", "lz4": "
 
 def compression_chain(name: str | None, endian: str, dtype: np.dtype,
                       level: int | None = None) -> list[dict[str, Any]]:
-    """The chain a ``tile:compression`` value stands for (CONVENTIONS §1.2)."""
+    """The chain a ``tile:compression`` value stands for (docs/format.md#compression-shorthand)."""
     chain: list[dict[str, Any]] = [bytes_codec(endian, dtype)]
     codec = SHORTHAND.get(name or "raw")
     if codec is not None:
@@ -41,7 +41,8 @@ def compression_chain(name: str | None, endian: str, dtype: np.dtype,
 
 
 def shorthand_names(comp: str) -> list[str]:
-    """The codec names ``tile:compression`` stands for, by the CONVENTIONS §1.2 table."""
+    """The codec names ``tile:compression`` stands for, by the docs/format.md#compression-shorthand
+    table."""
     codec = SHORTHAND[comp]
     return ["bytes"] if codec is None else ["bytes", codec]
 
@@ -87,7 +88,8 @@ def resolve_codecs(header: Mapping[str, Any], p: str, pre: str, core: Any, dtype
                         f"endian {bendian!r} in {p}codecs"
                     )
         if comp is not None and names != shorthand_names(comp):
-            # CONVENTIONS §1.2: with both fields, the chain must be the shorthand's chain
+            # docs/format.md#compression-shorthand: with both fields, the chain must be the
+            # shorthand's chain
             raise HeaderError(
                 f"{pre}{p}compression: {comp!r} stands for the chain {shorthand_names(comp)}, "
                 f"which disagrees with {p}codecs {names!r:.200}"

@@ -1,9 +1,9 @@
 """The tile grid of one level: counts, core and stored extents, and selection mapping.
 
-Digest 2.3–2.5 and CONVENTIONS §1.1. Everything is rank-generic: ``shape`` covers all axes
-(header order, axis 0 fastest); ``axes`` lists the tiled axes (``tile:dimensions``, strictly
-increasing) and ``tile``/``overlap`` are positional over them. The linear tile index has the
-first tiled axis fastest: ``idx = Σ_k t_k · Π_{j<k} G_j``.
+docs/format.md#tiling and docs/format.md#tile-geometry. Everything is rank-generic: ``shape`` covers
+all axes (header order, axis 0 fastest); ``axes`` lists the tiled axes (``tile:dimensions``,
+strictly increasing) and ``tile``/``overlap`` are positional over them. The linear tile index has
+the first tiled axis fastest: ``idx = Σ_k t_k · Π_{j<k} G_j``.
 
 Stored extent of tile coordinate t along a tiled axis (stride T, halo O, length N):
 ``variable``: ``[max(0, tT − O), min(N, (t+1)T + O))``; ``pad``: ``[tT − O, (t+1)T + O)``,

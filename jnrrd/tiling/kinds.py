@@ -1,4 +1,4 @@
-"""Axis kinds in the writer's layout decisions (CONVENTIONS §7).
+"""Axis kinds in the writer's layout decisions (docs/format.md#domain-axes).
 
 Axes whose ``kinds`` entry is ``domain``, ``space``, ``time``, ``none``, ``???`` or absent are
 *domain* axes; every other kind (vector, RGB colour, list, tensor, ...) marks a *non-domain*
@@ -86,7 +86,7 @@ def check_level_scales(scales: Sequence[Sequence[int]], shape: Sequence[int],
     for i, a, k in non_domain_scales(scales, kinds)[:1]:
         raise HeaderError(
             f"{field}: level {i} scales {_describe(kinds, a)} by {k}; a non-domain "
-            "axis is never downsampled (CONVENTIONS §7), its scale must be 1")
+            "axis is never downsampled (docs/format.md#domain-axes), its scale must be 1")
     if len(scales) > 1 and not scaled:
         described = ", ".join(_describe(kinds, a) for a in range(len(kinds)))
         raise HeaderError(f"{field}: {len(scales)} levels need a tiled domain axis to "

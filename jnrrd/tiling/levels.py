@@ -1,4 +1,5 @@
-"""Resolution levels: scales, level shapes, per-level grids, stored/virtual (digest 2.9).
+"""Resolution levels: scales, level shapes, per-level grids, stored/virtual
+(docs/format.md#stored-and-virtual-levels).
 
 An integer scale applies to tiled axes only; a list is positional over ``tile:dimensions`` or
 per-axis over all axes (non-tiled entries must be 1). Level shape ``max(1, floor(N / s))``.
@@ -80,8 +81,8 @@ def levels_from_argument(
     """Scales for ``write(levels=...)``: ``N`` (scales 2**k), or a list of ints/lists.
 
     An integer (``N`` or a list entry) scales the ``scaled`` axes (default: every tiled axis;
-    the writer passes the tiled domain axes, CONVENTIONS §7); a list entry is per tiled axis
-    or per axis as in ``tile:level_scales``.
+    the writer passes the tiled domain axes, docs/format.md#domain-axes); a list entry is per tiled
+    axis or per axis as in ``tile:level_scales``.
     """
     scaled = axes if scaled is None else scaled
     if is_int(levels):

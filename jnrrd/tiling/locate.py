@@ -1,5 +1,5 @@
 """Where tile bytes live, without any I/O: internal tables, external patterns and file lists
-(digest 2.7, 2.8).
+(docs/format.md#offset-table, #pattern-placeholders).
 
 A tile is a byte range of the ``.jnrrd`` file (internal storage: ``offset_table`` /
 ``size_table``, or sizes derived from the geometry and the file size), a file of its own named
@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from ..codecs import is_raw_chain
 from ..errors import DataError, HeaderError, where
 from ..storage.local import is_url
 from .levels import Level, raw_stored_sizes
@@ -26,7 +25,8 @@ __all__ = ["check_pattern", "core_itemsize", "derive_sizes", "derived_offsets",
            "past_the_end", "pattern_dir", "pattern_regex", "raw_tile_sizes", "sizes_to_next"]
 
 _PLACEHOLDER = re.compile(r"\{([a-z]+)\}")
-#: positional placeholders: coordinate along tile:dimensions[0..4] (digest 2.8)
+#: positional placeholders: coordinate along tile:dimensions[0..4]
+#: (docs/format.md#pattern-placeholders)
 _POSITIONS = {"x": 0, "y": 1, "z": 2, "c": 3, "t": 4}
 
 
@@ -126,8 +126,8 @@ def derive_sizes(offsets: np.ndarray, sizes: np.ndarray | None, *, data_start: i
                  file_size: int, fixed_size: int | None, self_delimiting: bool, fmt: str,
                  prefix: str, source: Any = None) -> np.ndarray:
     """The stored size of every internal tile (-1 where sparse), checked against the file:
-    ``size_table`` when present, else derived (digest 2.7); offsets into the header are a
-    ``HeaderError``, tiles running past the end of the file a ``DataError``."""
+    ``size_table`` when present, else derived (docs/format.md#size-table); offsets into the header
+    are a ``HeaderError``, tiles running past the end of the file a ``DataError``."""
     pre = where(source)
     present = offsets != -1
     if present.any() and offsets[present].min() < data_start:
@@ -159,7 +159,7 @@ def derive_sizes(offsets: np.ndarray, sizes: np.ndarray | None, *, data_start: i
 
 def sizes_to_next(offsets: np.ndarray, present: np.ndarray, end: int) -> np.ndarray:
     """Each ``present`` tile's readable range when the file has no ``size_table``: up to the
-    next larger distinct offset, or ``end`` (digest 2.7); -1 elsewhere."""
+    next larger distinct offset, or ``end`` (docs/format.md#size-table); -1 elsewhere."""
     uniq = np.unique(np.append(offsets[present], end))
     nxt = uniq[np.minimum(np.searchsorted(uniq, offsets, side="right"), len(uniq) - 1)]
     return np.where(present, nxt - offsets, -1).astype(np.int64)
@@ -176,7 +176,7 @@ def past_the_end(offsets: np.ndarray, sizes: np.ndarray, file_size: int) -> np.n
 
     Compared as ``size > file_size - offset``: both sides stay inside int64 for any offset
     and size the table checks admit (0..2**63-1), where ``offset + size`` would wrap to a
-    negative end and pass (digest §5, "Integer overflow").
+    negative end and pass (docs/security.md#path-policy).
     """
     present = offsets >= 0
     room = np.int64(file_size) - np.where(present, offsets, 0)
@@ -196,14 +196,16 @@ def raw_tile_sizes(tiling: Any, itemsize: int, offsets: np.ndarray) -> np.ndarra
     return np.where(offsets == -1, -1, sizes).astype(np.int64)
 
 
-def derived_offsets(tiling: Any, itemsize: int, data_start: int | None, name: Any
-                    ) -> np.ndarray:
-    """Contiguous raw files without an offset_table: tiles back to back after the header."""
+def derived_offsets(tiling: Any, itemsize: int, data_start: int | None, name: Any, *,
+                    raw: bool) -> np.ndarray:
+    """Contiguous raw files without an offset_table: tiles back to back after the header.
+    ``raw``: the caller's answer to whether the codec chain is the ``bytes`` codec alone
+    (``jnrrd.codecs.is_raw_chain``; tiling never imports codecs)."""
     import warnings
 
     from ..errors import JnrrdWarning
 
-    if tiling.format != "contiguous" or not is_raw_chain(tiling.codecs):
+    if tiling.format != "contiguous" or not raw:
         raise HeaderError(f"{where(name, tiling.prefix + ':offset_table')}required for "
                           "internal storage (only contiguous raw tiles can do without it)")
     warnings.warn(f"{where(name)}{tiling.prefix}:offset_table is missing: tiles assumed back "

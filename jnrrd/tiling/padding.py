@@ -1,4 +1,4 @@
-"""The padding value as each part of the library sees it (digest 2.2).
+"""The padding value as each part of the library sees it (docs/format.md#tiling-fields).
 
 A sparse tile reads back as the padding value, so the writer may omit a tile only when every
 voxel of its core is *bit-identical* to the padding value in the stored type: ``-0.0`` is not

@@ -1,10 +1,10 @@
-"""Header → tiling description: every ``tile:*`` field checked and resolved (digest §2).
+"""Header → tiling description: every ``tile:*`` field checked and resolved (docs/format.md#tiling).
 
 :func:`parse_tiling` returns a frozen :class:`Tiling` (or ``None`` for untiled files). It
-checks each field's type and consistency, resolves the per-tile codec chain (CONVENTIONS
-§1.2: ``tile:codecs``, else the ``tile:compression`` shorthand, else the core encoding), and
-builds one :class:`~jnrrd.tiling.levels.Level` per resolution level. The codec chain fields
-are checked in :mod:`.codec_fields`, the storage fields (tables, external files) in
+checks each field's type and consistency, resolves the per-tile codec chain
+(docs/format.md#codec-chain: ``tile:codecs``, else the ``tile:compression`` shorthand, else the core
+encoding), and builds one :class:`~jnrrd.tiling.levels.Level` per resolution level. The codec chain
+fields are checked in :mod:`.codec_fields`, the storage fields (tables, external files) in
 :mod:`.storage_fields`; where tile bytes live is checked by :mod:`jnrrd.tiling.locate`.
 """
 
@@ -69,7 +69,8 @@ class Tiling:
 
 def typed_padding(value: Any, dtype: np.dtype, key: str, pre: str,
                   type_name: str | None = None) -> Any:
-    """Check ``tile:padding_value`` against the dtype (digest 2.2) and return a Python scalar.
+    """Check ``tile:padding_value`` against the dtype (docs/format.md#tiling-fields) and return a
+    Python scalar.
 
     ``bfloat16`` (``type_name``, or an ``ml_dtypes`` dtype) is a float type whatever dtype
     carries its words."""

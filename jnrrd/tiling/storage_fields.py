@@ -1,6 +1,7 @@
-"""The tile storage fields (digest 2.5-2.8): ``offset_table``/``size_table`` of internal
-storage, and ``pattern``/``files``/``base_dir`` of external storage, checked against the
-stored tile count and the level grids."""
+"""The tile storage fields (docs/format.md#tiling, #tile-codecs, #internal-storage,
+#external-storage): ``offset_table``/``size_table`` of internal storage, and
+``pattern``/``files``/``base_dir`` of external storage, checked against the stored tile count and
+the level grids."""
 
 from __future__ import annotations
 
@@ -127,5 +128,5 @@ def external_fields(header: Mapping[str, Any], p: str, pre: str, axes: tuple[int
             raise HeaderError(f"{pre}{p}pattern: expected a string, found {pattern!r}")
         check_pattern(pattern, axes, levels, files, field=p + "pattern", prefix=pre)
     # Without a pattern, a stored tile with no files entry is a DataError when it is read
-    # (digest 2.8), or reads as padding with missing="fill".
+    # (docs/format.md#tile-files), or reads as padding with missing="fill".
     return pattern, files, base_dir

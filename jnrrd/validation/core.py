@@ -1,4 +1,5 @@
-"""Cross-field checks of the core header (digest 1.6, 1.7, 1.11) that a schema cannot say.
+"""Cross-field checks of the core header (docs/format.md#core-fields, #attached-and-detached-data)
+that a schema cannot say.
 
 Every check looks at raw header values and skips what the schema already rejects (a value
 of the wrong type), so each mistake is reported once. Data presence (detached files, the
@@ -22,7 +23,7 @@ from .schema import lenient_view
 
 __all__ = ["PER_AXIS", "check_core", "check_data"]
 
-#: per-axis fields: one entry per axis (digest 1.7)
+#: per-axis fields: one entry per axis (docs/format.md#core-fields)
 PER_AXIS = ("space_directions", "spacings", "thicknesses", "axis_mins", "axis_maxs", "centers",
             "kinds", "labels", "units")
 
@@ -69,7 +70,7 @@ def check_core(header: Mapping[str, Any], report: Report) -> None:
     enc = view.get("encoding", "raw")
     if skip == -1 and isinstance(enc, str) and enc != "raw":
         report.error("byte_skip", "-1 (data at the end of the file) is valid only with "
-                     "encoding 'raw' (digest 1.11)", -1, "an integer >= 0")
+                     "encoding 'raw' (docs/format.md#line-and-byte-skips)", -1, "an integer >= 0")
 
 
 def _check_space(view: Mapping[str, Any], report: Report) -> None:
@@ -122,7 +123,8 @@ def _check_space(view: Mapping[str, Any], report: Report) -> None:
 
 def check_data(core: CoreFields, store: Any, data_start: int | None,
                file_size: int | None, policy: Policy, report: Report) -> None:
-    """Detached files exist and are allowed; raw data is long enough (digest 1.11, §5).
+    """Detached files exist and are allowed; raw data is long enough
+    (docs/format.md#attached-and-detached-data, docs/security.md#caps).
 
     ``store`` holds the header's directory: a local or remote store (files next to a URL
     are asked for their size, many at once), ``None`` when the header came from a stream."""

@@ -1,10 +1,11 @@
-"""Deep checks: read and decode every stored tile (CONVENTIONS §4 ``validate --deep``).
+"""Deep checks: read and decode every stored tile (docs/cli.md#validate ``validate --deep``).
 
 Each tile's stored bytes are located exactly as the reader would (offset and size tables,
-or the external file), their prefixed checksum is verified (CONVENTIONS §1.2), and they are
-decoded through the tile's codec chain to the exact stored extent. A bad tile is reported
-with its global index, level, grid coordinates and the reason; the other tiles are still
-checked. Tiles are decoded on a small thread pool (the compressors release the GIL).
+or the external file), their prefixed checksum is verified
+(docs/format.md#tile-statistics-and-checksums), and they are decoded through the tile's codec chain
+to the exact stored extent. A bad tile is reported with its global index, level, grid coordinates
+and the reason; the other tiles are still checked. Tiles are decoded on a small thread pool (the
+compressors release the GIL).
 """
 
 from __future__ import annotations
@@ -72,8 +73,9 @@ class _Tiles:
                                       base_dir=tiling.base_dir, prefix=tiling.prefix)
         # a remote object's byte ranges: a batch's tiles fetched at once (merged, concurrent)
         # a remote object's byte ranges: through its store (requests merged, concurrent)
-        self.held = (f.store, f.key) if tiling.storage == "internal" and getattr(
-            f, "store", None) is not None else None
+        held: Any = f  # a remote object's stream carries its store and key
+        self.held = (held.store, held.key) if tiling.storage == "internal" and getattr(
+            held, "store", None) is not None else None
         self.remote = self.held is not None or bool(self.ext is not None and self.ext.remote)
         self.offsets: np.ndarray | None = None
         self.sizes: np.ndarray | None = None
@@ -83,7 +85,7 @@ class _Tiles:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # the header checks reported it
                     self.offsets = derived_offsets(tiling, self.stored_dtype.itemsize,
-                                                   data_start, None)
+                                                   data_start, None, raw=self.raw)
             self.sizes = self._sizes(self.offsets)
 
     def _sizes(self, offsets: np.ndarray) -> np.ndarray:
@@ -93,12 +95,13 @@ class _Tiles:
         present = offsets >= 0
         if self.raw:
             return raw_tile_sizes(t, self.stored_dtype.itemsize, offsets)
-        # The readable range runs to the next larger distinct offset or EOF (digest 2.7).
+        # The readable range runs to the next larger distinct offset or EOF
+        # (docs/format.md#size-table).
         end = self.file_size if self.file_size is not None else int(offsets.max()) + 1
         return sizes_to_next(offsets, present, end)
 
     def stored(self, level: Level, coords: tuple[int, ...], index: int
-               ) -> tuple[bytes | None, str | None]:
+               ) -> tuple[bytes | memoryview | None, str | None]:
         """(bytes or None when sparse, a reason when they cannot be read in full)."""
         if self.ext is not None:
             data = self.ext.read(level, coords, self.policy.max_tile_bytes + (1 << 20))
@@ -108,7 +111,7 @@ class _Tiles:
         off, size = int(self.offsets[index]), int(self.sizes[index])
         if off < 0:
             return None, None
-        # Python integers: an offset or size near 2**63 never reaches pread (digest §5).
+        # Python integers: an offset or size near 2**63 never reaches pread (docs/security.md#caps).
         end = self.file_size if self.file_size is not None else off + size
         have = max(0, min(size, end - off))
         data = pread(self.f.fileno(), have, off) if have and _has_fileno(self.f) else (
@@ -161,7 +164,7 @@ Stored = Callable[[], "tuple[bytes | memoryview | None, str | None]"]
 
 
 def _taken(ext: ExternalSource, level: Level, coords: tuple[int, ...], pending: Any
-           ) -> tuple[bytes | None, str | None]:
+           ) -> tuple[bytes | memoryview | None, str | None]:
     return ext.take(level, coords, pending), None
 
 

@@ -1,4 +1,4 @@
-"""``Problem`` and the ``Report`` that collects them (CONVENTIONS §3, Validation)."""
+"""``Problem`` and the ``Report`` that collects them (docs/api.md#validation)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ MAX_PER_FIELD = 100
 
 @dataclass(frozen=True)
 class Problem:
-    """One finding of :func:`jnrrd.validate.validate`.
+    """One finding of :func:`jnrrd.validation.validate`.
 
     ``severity`` is ``"error"`` (the file cannot be read as written), ``"warning"`` (it reads,
     leniently) or ``"note"`` (informational). ``field`` is a header key (``"sizes"``,
@@ -34,7 +34,7 @@ class Problem:
     expected: Any = None
 
     def to_json(self) -> dict[str, Any]:
-        """The problem as a JSON object (CONVENTIONS §4 ``--json``, without ``file``)."""
+        """The problem as a JSON object (docs/cli.md#validate ``--json``, without ``file``)."""
         return {
             "severity": self.severity,
             "field": self.field,
@@ -91,7 +91,7 @@ class Report:
     def __init__(self) -> None:
         self.problems: list[Problem] = []
         self._per_field: Counter[str] = Counter()
-        self._dropped: Counter[tuple[str, str]] = Counter()
+        self._dropped: Counter[tuple[Severity, str]] = Counter()
         self._seen: set[tuple[str, str, str]] = set()
 
     def add(self, severity: Severity, field: str, message: str, found: Any = None,

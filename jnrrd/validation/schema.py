@@ -1,8 +1,9 @@
-"""Header checks against the bundled JSON Schemas (digest 1.4, 2.10; CONVENTIONS §5).
+"""Header checks against the bundled JSON Schemas (docs/format.md#extension-prefixes,
+docs/validation.md#what-is-checked).
 
 The core fields are validated against ``jnrrd.schema.json``. Each declared extension is
-validated with its prefix stripped (digest 1.4: "collect a prefix's fields, strip the
-prefix, and validate against the schema at the URI"), but only against a bundled schema:
+validated with its prefix stripped (docs/format.md#extension-prefixes: "collect a prefix's fields,
+strip the prefix, and validate against the schema at the URI"), but only against a bundled schema:
 URIs are never fetched. The tiling extension is recognised by its URI
 ``https://jnrrd.org/extensions/tile/...``; an extension without a bundled schema is a note.
 """
@@ -36,9 +37,9 @@ _SPACE_LOOKUP: dict[str, str] = {
 def lenient_view(header: Mapping[str, Any]) -> dict[str, Any]:
     """The core fields with the spellings the reader accepts silently made canonical.
 
-    Digest 1.7/1.9: encodings and spaces match case-insensitively (``-`` as ``_``), kinds are
-    lower-cased with ``-`` as ``_``, centers lower-cased; NRRD type names may carry extra
-    blanks. The schema then checks the canonical forms only.
+    docs/format.md#core-fields, #encodings: encodings and spaces match case-insensitively (``-`` as
+    ``_``), kinds are lower-cased with ``-`` as ``_``, centers lower-cased; NRRD type names may
+    carry extra blanks. The schema then checks the canonical forms only.
     """
     view = dict(header)
     enc = view.get("encoding")

@@ -32,7 +32,7 @@ def text_lines(file: str, problems: Sequence[Problem]) -> list[str]:
     groups: dict[tuple[str, str, bool, str], list[Problem]] = {}
     for p in problems:
         groups.setdefault(_group_key(p), []).append(p)
-    lines = []
+    lines: list[str] = []
     for (severity, base, indexed, _), group in groups.items():
         if len(group) <= SHOWN or not base:
             lines.extend(_line(file, p) for p in group)

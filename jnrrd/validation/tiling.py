@@ -1,4 +1,4 @@
-"""Cross-field checks of the tiling extension (digest 2.2-2.9, CONVENTIONS §1.2).
+"""Cross-field checks of the tiling extension (docs/format.md, docs/format.md#codec-chain).
 
 The schema has checked each field's shape; here the fields are checked against each other
 and against the core header: ``tile:dimensions`` ordering, per-position list lengths,
@@ -50,7 +50,7 @@ class _Checker(TableChecks, FileChecks):
         enabled = self.get("enabled")
         if enabled is False:
             r.warning(self.key("enabled"), "tiling is off: every other tiling field is ignored "
-                      "and the data is read as untiled (digest 2.1)", False, True)
+                      "and the data is read as untiled (docs/format.md#activation)", False, True)
             return
         if enabled is not True:
             return  # missing or not a boolean: the schema has said so
@@ -59,10 +59,12 @@ class _Checker(TableChecks, FileChecks):
                 r.note(name, "not a field of the tiling extension; kept verbatim")
         if self.get("zarr_compatible") is True:
             r.error(self.key("zarr_compatible"), "true is not defined by the tiling "
-                    "specification and cannot be read (digest 2.2)", True, "absent or false")
+                    "specification and cannot be read "
+                    "(docs/format.md#activation)", True, "absent or false")
         core = self.core
         if core is not None and core.encoding in ("ascii", "hex"):
-            r.error("encoding", f"{core.encoding!r} cannot be used with tiling (digest 2.6)",
+            r.error("encoding", f"{core.encoding!r} cannot be used with tiling "
+                                "(docs/format.md#core-encoding-on-a-tiled-file)",
                     core.encoding, "raw or a compression")
         ndim = core.dimension if core is not None else dimension_of(self.h)
         if ndim is None:
@@ -97,8 +99,9 @@ class _Checker(TableChecks, FileChecks):
                              f"is {ndim})", a, f"an axis in 0..{ndim - 1}")
                 ok = False
         if any(b <= a for a, b in zip(axes, axes[1:], strict=False)):
-            self.r.error(self.key("dimensions"), "axes must be strictly increasing (digest "
-                         "2.2: the first tiled axis is the fastest)", axes, sorted(set(axes)))
+            self.r.error(self.key("dimensions"), "axes must be strictly increasing "
+                                                 "(docs/format.md#tiling-fields: the first tiled "
+                                                 "axis is the fastest)", axes, sorted(set(axes)))
             ok = False
         return tuple(axes) if ok else None
 
@@ -195,10 +198,11 @@ class _Checker(TableChecks, FileChecks):
         for i, a, k in non_domain_scales(scales, axis_kinds(self.h, ndim)):
             r.warning(self.key("level_scales", i), f"level {i} scales axis {a}, a non-domain "
                       f"axis (kind {axis_kinds(self.h, ndim)[a]!r}), by {k}: its values are "
-                      "mixed (CONVENTIONS §7 never downsamples such axes)", k, 1)
+                      "mixed (such axes are never downsampled, docs/format.md#domain-axes)", k, 1)
         tiles = self._level_tiles(n, tile)
         stored = self._stored_levels(n)
-        if not ok or tiles is None or stored is None or overlap is None or core is None:
+        if (not ok or tiles is None or stored is None or overlap is None or core is None
+                or axes is None):
             return  # without sound core fields the tile counts are unknown
         levels, first, total = [], 0, 0
         itemsize = core.itemsize
@@ -244,7 +248,7 @@ class _Checker(TableChecks, FileChecks):
             out.append(tuple(ints))
         if out[0] != tile:
             self.r.error(self.key("level_tile_sizes", 0), f"entry 0 must equal {self.p}sizes",
-                         list(out[0]), list(tile))
+                         list(out[0]), None if tile is None else list(tile))
             return None
         return out
 
@@ -272,7 +276,8 @@ class _Checker(TableChecks, FileChecks):
                     {"stored": stored, "virtual": virtual}, list(range(n)))
             return None
         if 0 not in s:
-            r.error(self.key("levels_stored"), "level 0 must be stored (digest 2.9)",
+            r.error(self.key("levels_stored"), "level 0 must be stored "
+                                               "(docs/format.md#stored-and-virtual-levels)",
                     sorted(s), "a list containing 0")
             return None
         return s
@@ -292,7 +297,8 @@ class _Checker(TableChecks, FileChecks):
                         None, "absent")
                 return
             if core.encoding != "raw":
-                r.error("encoding", f"must be 'raw' with {self.p}codecs (CONVENTIONS §1.2)",
+                r.error("encoding", f"must be 'raw' with {self.p}codecs "
+                                    "(docs/format.md#codec-chain)",
                         self.h.get("encoding"), "raw")
             names = codec_names(codecs)
             for j, c in enumerate(codecs):
@@ -307,7 +313,7 @@ class _Checker(TableChecks, FileChecks):
                 bb = [x for x in names if isinstance(x, str) and x in CODEC_TO_COMPRESSION]
                 r.error(self.key("compression"), f"{comp!r} stands for the chain "
                         f"{shorthand_names(comp)}, which disagrees with {self.p}codecs {names} "
-                        "(CONVENTIONS §1.2: compared by codec name)",
+                        "(docs/format.md#compression-shorthand: compared by codec name)",
                         comp, CODEC_TO_COMPRESSION.get(bb[0], bb[0])
                         if len(bb) == 1 and names == ["bytes", bb[0]]
                         else "raw" if names == ["bytes"] else "tile:compression omitted")

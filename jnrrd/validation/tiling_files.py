@@ -1,6 +1,6 @@
-"""Tiling checks of external storage (digest 2.8): the pattern names every stored tile
-distinctly, ``tile:files`` entries are well formed, and every stored tile's file exists under
-the path policy (or is recorded sparse)."""
+"""Tiling checks of external storage (docs/format.md#external-storage): the pattern names every
+stored tile distinctly, ``tile:files`` entries are well formed, and every stored tile's file exists
+under the path policy (or is recorded sparse)."""
 
 from __future__ import annotations
 
@@ -154,7 +154,7 @@ class FileChecks(TilingChecks):
                 if (lv.index, coords) in files:
                     name, field = files[(lv.index, coords)], self.key("files")
                     if name is None:
-                        continue  # recorded as sparse (CONVENTIONS §1.2)
+                        continue  # recorded as sparse (docs/format.md#sparse-tiles)
                 elif pattern is not None:
                     name = expand_pattern(pattern, coords, lv.index, local)
                     field = self.key("pattern")

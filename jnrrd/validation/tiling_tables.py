@@ -1,6 +1,7 @@
-"""Tiling checks of internal storage (digest 2.5-2.7, CONVENTIONS §1.2): table lengths
-against the stored tile count, null entries, offsets inside the file and after the header,
-contiguity, level offsets, and the per-tile ``metadata`` checksums."""
+"""Tiling checks of internal storage (docs/format.md#tiling, #tile-codecs, #internal-storage,
+#tile-statistics-and-checksums): table lengths against the stored tile count, null entries, offsets
+inside the file and after the header, contiguity, level offsets, and the per-tile ``metadata``
+checksums."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from ..codecs import chain_is_self_delimiting, is_raw_chain
 from ..header.fields import CoreFields
 from ..tiling.levels import raw_stored_sizes
 from ..tiling.locate import past_the_end
-from .report import MAX_PER_FIELD
+from .report import MAX_PER_FIELD, Severity
 from .tiling_base import TilingChecks, describe_tile
 
 __all__ = ["TableChecks"]
@@ -23,8 +24,10 @@ class TableChecks(TilingChecks):
     def _table_lengths(self) -> None:
         n = self.nstored
         internal = self.get("storage") == "internal"
-        for name, severity in (("offset_table", "error"), ("size_table", "error"),
-                               ("metadata", "error"), ("compression_levels", "warning")):
+        checks: tuple[tuple[str, Severity], ...] = (
+            ("offset_table", "error"), ("size_table", "error"), ("metadata", "error"),
+            ("compression_levels", "warning"))
+        for name, severity in checks:
             v = self.get(name)
             if not isinstance(v, list) or (name.endswith("table") and not internal):
                 continue
@@ -61,7 +64,8 @@ class TableChecks(TilingChecks):
         if (sizes is None and fmt == "chunked" and chain is not None and not raw
                 and not chain_is_self_delimiting(chain)):
             r.error(self.key("size_table"), "required for chunked storage whose codec chain "
-                    "does not end in a self-delimiting compressor (CONVENTIONS §1.2)", None,
+                    "does not end in a self-delimiting compressor "
+                    "(docs/format.md#size-table)", None,
                     "present")
         if (offs is None and fmt == "contiguous" and raw and self.levels is not None
                 and self.info.data_start is not None and self.info.file_size is not None):
@@ -157,7 +161,8 @@ class TableChecks(TilingChecks):
             bare += 1
         if bare:
             self.r.note(self.key("metadata"), f"{bare} checksum(s) without a 'crc32:' or "
-                        "'crc32c:' prefix are kept but never verified (CONVENTIONS §1.2)", bare,
+                        "'crc32c:' prefix are kept but never verified "
+                        "(docs/format.md#tile-statistics-and-checksums)", bare,
                         None)
 
 

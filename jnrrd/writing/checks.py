@@ -158,7 +158,8 @@ def check_arguments(header: Mapping[Any, Any] | None, ndim: int, *, encoding: An
 def check_layout_request(p: str, scales: Sequence[tuple[int, ...]], storage: Any,
                          options: Mapping[str, Any], header: Mapping[str, Any]) -> None:
     """What the tiled layout would not carry is an error, never dropped: a level 0 that is
-    not full resolution (digest 2.9), a pattern for tiles stored inside the file."""
+    not full resolution (docs/format.md#levels-pyramids), a pattern for tiles stored inside the
+    file."""
     if any(s != 1 for s in scales[0]):
         raise HeaderError(f"{p}level_scales: level 0 must have scale 1, found "
                           f"{list(scales[0])}")

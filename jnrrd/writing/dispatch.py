@@ -26,11 +26,11 @@ from .checks import (
     check_tile_names,
     probe_header,
 )
+from .formats import file_format_of, jnrrd_spelled, write_nrrd_target
 from .layout import TilePlan
 from .options import WriteOptions
 from .plan import BuildHeader, plan_tiled
 from .source import FileOrder, tile_dtype
-from .targets import file_format_of, jnrrd_spelled, write_nrrd_target
 from .tiled import write_tiled
 from .untiled import write_untiled
 
@@ -62,7 +62,7 @@ def write(target: Any, data: Any, header: Mapping[str, Any] | None = None, *,
     to JNRRD fields as the NRRD reader maps them (docs/nrrd.md).
 
     Everything the format can say can be asked through ``header`` fields; the keywords are
-    shortcuts (CONVENTIONS §3): ``tile=(64, 64, 64)`` or ``{axis: size}``,
+    shortcuts (docs/api.md#writing): ``tile=(64, 64, 64)`` or ``{axis: size}``,
     ``compression="zstd"``, ``codecs=[...]``, ``levels=4`` or a list of scales,
     ``downsample="average"``, ``detached=True``. Further options: ``decision``, ``sparse``,
     ``tile_stats``, ``checksum``, ``quality``, ``progress``, ``align`` (e.g. 4096),
@@ -195,7 +195,7 @@ def _file_header(data: Any, header: Mapping[str, Any] | None, index_order: str
     if not src.shape:
         raise UnsupportedError("cannot write a 0-dimensional array; reshape it to (1,)")
     if 0 in src.shape or len(src.shape) > 16:
-        # digest 1.6: every size ≥ 1 and dimension 1..16 (the reader refuses anything else)
+        # docs/format.md#core-fields: sizes ≥ 1, dimension 1..16 (the reader refuses anything else)
         raise UnsupportedError(f"cannot write shape {tuple(data.shape)}: JNRRD needs 1 to 16 "
                                "axes, each of size ≥ 1")
     if "space" in out:
@@ -214,6 +214,7 @@ def _checked_plan(path: str, src: FileOrder, out: Header, prefix: str, type_name
                              downsample=downsample, index_order=index_order, options=options)
     check_final_header(probe_header(plan, build, path), path)
     if plan.storage == "external":
+        assert plan.pattern is not None  # an external plan always names its tiles
         check_tile_names(plan.pattern, plan, path)
     if type_name != "block":
         check_codec_chain(plan, np.dtype("u2") if type_name == "bfloat16"
@@ -247,7 +248,8 @@ def _type_name(out: Header, dtype: np.dtype) -> str:
 
 
 def _long_space(out: Header) -> Any:
-    """``space`` in its long underscore form (digest 1.7: the writer normalises it)."""
+    """``space`` in its long underscore form (docs/format.md#core-fields: the writer normalises
+    it)."""
     from ..header.fields import core_fields
 
     probe = Header({k: out[k] for k in ("type", "dimension", "sizes", "space",

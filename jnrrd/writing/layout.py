@@ -2,8 +2,8 @@
 
 :class:`TilePlan` holds everything the tiled writer decided (geometry, codecs, storage,
 options); :func:`header_space`, :func:`internal_layout` and :func:`fixed_point` place an
-internal file's tiles after its header with the offsets of digest 2.7. Every writer (NumPy or
-Dask) lays a file out with these, so the same data gives the same bytes.
+internal file's tiles after its header with the offsets of docs/format.md#tile-offsets. Every writer
+(NumPy or Dask) lays a file out with these, so the same data gives the same bytes.
 """
 
 from __future__ import annotations
@@ -72,10 +72,10 @@ def header_space(plan: TilePlan, build: Callable[..., bytes], itemsize: int, exa
     """Where the first tile of an internal file starts (bytes reserved for the header).
 
     ``exact``: every tile's size follows from the geometry (raw tiles, no statistics), so this
-    is the fixed point of digest 2.7 and tiles follow the header with no gap. Otherwise it is
-    the length of the header rendered with the widest values the tables can hold (each tile at
-    most its raw size + 1/32 + 4 KiB), so the real header always fits. Deterministic in the
-    plan alone: every writer (NumPy or Dask) lays a file out the same way.
+    is the fixed point of docs/format.md#tile-offsets and tiles follow the header with no gap.
+    Otherwise it is the length of the header rendered with the widest values the tables can hold
+    (each tile at most its raw size + 1/32 + 4 KiB), so the real header always fits. Deterministic
+    in the plan alone: every writer (NumPy or Dask) lays a file out the same way.
     """
     n = plan.nstored
     raw = raw_stored_sizes(plan.levels, itemsize)
@@ -105,7 +105,7 @@ def internal_layout(plan: TilePlan, tables: Any, build: Callable[..., bytes],
                     quality: list[Any] | None, start: int) -> tuple[bytes, list[int], bool]:
     """``(header, offsets, fits)`` for tiles laid out from ``start`` in global order; when the
     header does not fit before ``start`` (a tile outgrew its bound), the exact fixed point of
-    digest 2.7 instead, with ``fits`` False (the caller must move the tiles)."""
+    docs/format.md#tile-offsets instead, with ``fits`` False (the caller must move the tiles)."""
     offsets, at = [], start
     for s in tables.sizes:
         offsets.append(-1 if s is None else at)
@@ -121,7 +121,7 @@ def fixed_point(plan: TilePlan, sizes: list[int | None], meta: list[Any],
                 build: Callable[..., bytes], quality: list[Any] | None
                 ) -> tuple[bytes, list[int]]:
     """Offsets depend on the header length, which depends on the offsets' digits: iterate
-    from a guess until the header fits before the first tile (digest 2.7)."""
+    from a guess until the header fits before the first tile (docs/format.md#tile-offsets)."""
     start = 0
     for _ in range(16):
         offsets: list[int] = []

@@ -3,7 +3,7 @@
 :func:`plan_tiled` turns header fields and ``write`` keywords into a
 :class:`~jnrrd.writing.layout.TilePlan` and a function that renders the final header once the tile
 tables are known. Axis kinds decide which axes an integer tile covers and which axes levels
-scale (CONVENTIONS §7, :mod:`jnrrd.tiling.kinds`); every layout is checked against the
+scale (docs/format.md#domain-axes, :mod:`jnrrd.tiling.kinds`); every layout is checked against the
 readers' default caps before anything is allocated.
 """
 
@@ -113,7 +113,8 @@ def plan_tiled(src: FileOrder, out: Header, prefix: str, type_name: str, *,
 def _tile_geometry(shape: tuple[int, ...], out: Header, p: str, tile: Any, index_order: str,
                    kinds: tuple[str | None, ...]) -> tuple[tuple[int, ...], tuple[int, ...], bool]:
     """``(tiled axes, tile sizes, auto)``; ``auto`` marks an integer (or the default) tile:
-    it tiles the domain axes only (CONVENTIONS §7) and is capped at the axis lengths later.
+    it tiles the domain axes only (docs/format.md#domain-axes) and is capped at the axis lengths
+    later.
 
     A sequence may hold ``None`` for an axis left untiled; a dict maps axis -> size.
     """
@@ -234,7 +235,7 @@ def _chain(out: Header, p: str, type_name: str, chain_dtype: np.dtype, encoding:
         return chain, endian, comp, False
     chain = [c.to_json() if hasattr(c, "to_json") else c for c in given]
     # The header's endian describes the stored bytes: take it from the bytes codec
-    # (CONVENTIONS §1.2: they must agree).
+    # (docs/format.md#compression-shorthand: they must agree).
     for c in chain:
         cfg = c.get("configuration") if isinstance(c, Mapping) else None
         if isinstance(c, Mapping) and c.get("name") == "bytes" and isinstance(cfg, Mapping):
@@ -300,9 +301,10 @@ def _build_header(out: Header, p: str, comp: str | None, explicit: bool, plan: T
     if any(plan.overlap):
         h[p + "overlap"] = list(plan.overlap)
     if not explicit:
-        h[p + "compression"] = CANONICAL_COMPRESSION.get(comp, comp or "raw")
+        h[p + "compression"] = CANONICAL_COMPRESSION.get(comp, comp) if comp else "raw"
     else:
-        if comp is not None:  # both asked for: they must agree (CONVENTIONS §1.2)
+        # both asked for: they must agree (docs/format.md#compression-shorthand)
+        if comp is not None:
             h[p + "compression"] = CANONICAL_COMPRESSION.get(comp, comp)
         h[p + "codecs"] = plan.codecs
     if len(plan.scales) > 1:

@@ -1,4 +1,4 @@
-"""The level quality of a tiled write (CONVENTIONS §1.2 ``tile:level_quality``) when the
+"""The level quality of a tiled write (docs/format.md#level-quality ``tile:level_quality``) when the
 levels are not built in the writer's single pass: level 0 read region by region and fed to
 the pyramid builder. Used by the NumPy and Dask writers."""
 

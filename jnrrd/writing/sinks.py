@@ -3,9 +3,10 @@
 
 Internal files (:class:`DirectSink`): one staged object; level-0 tiles straight into it after
 reserved header space (:func:`~jnrrd.writing.layout.header_space`), coarser levels spooled and
-appended, the header written last with the offsets of digest 2.7 (:mod:`jnrrd.writing.layout`),
-then committed. External datasets (:class:`ExternalSink`): one object per tile under a fresh
-prefix (CONVENTIONS §1.2); the header is committed last by the writer.
+appended, the header written last with the offsets of docs/format.md#tile-offsets
+(:mod:`jnrrd.writing.layout`), then committed. External datasets (:class:`ExternalSink`): one object
+per tile under a fresh prefix (docs/format.md#atomic-writes); the header is committed last by the
+writer.
 """
 
 from __future__ import annotations
@@ -102,10 +103,10 @@ class DirectSink(Tables):
     Level-0 tiles go straight into the output file after space reserved for the header;
     coarser levels (an eighth of the data, or less) are spooled and appended; the header is
     written into its space last. When every tile size is known in advance (raw tiles, no
-    statistics) the reservation is the exact fixed point of digest 2.7, so tiles follow the
-    header without a gap. Otherwise the space is an upper bound and the gap is zero-filled
-    (digest 2.7 allows a gap; it is never read). Should a tile ever outgrow the bound, the
-    file is rewritten with the exact layout.
+    statistics) the reservation is the exact fixed point of docs/format.md#tile-offsets, so tiles
+    follow the header without a gap. Otherwise the space is an upper bound and the gap is
+    zero-filled (docs/format.md#tile-offsets allows a gap; it is never read). Should a tile ever
+    outgrow the bound, the file is rewritten with the exact layout.
     """
 
     def __init__(self, plan: TilePlan, store: WriteStore, key: str, token: str,

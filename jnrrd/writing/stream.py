@@ -1,4 +1,5 @@
-"""The untiled data section written as a stream of encoded slabs (digest 1.9–1.11).
+"""The untiled data section written as a stream of encoded slabs
+(docs/format.md#encodings-and-endianness, #where-the-data-is).
 
 The volume is read one slab along its slowest file axis at a time, so memory stays bounded by a
 slab whatever the array-like behind it; zstd data is cut into frames that readers decode in

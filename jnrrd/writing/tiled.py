@@ -4,10 +4,10 @@ The source (a NumPy array, a ``np.memmap`` or any array-like with ``shape``/``dt
 ``__getitem__``) is read one slab of tiles at a time along the slowest tiled axis. Tiles are
 encoded on the shared thread pool and handed to a sink (:mod:`jnrrd.writing.sinks`), which
 stores them through the target's write store (:mod:`jnrrd.storage.writes`): internal tiles go
-into one staged object, the header written last with the fixed-point offsets of digest 2.7,
-then committed; external tiles are put under a fresh prefix, synced, and the header committed
-last. Pyramid levels are built in the same pass (:class:`jnrrd.pyramid.PyramidBuilder`) when
-the last axis is tiled.
+into one staged object, the header written last with the fixed-point offsets of
+docs/format.md#tile-offsets, then committed; external tiles are put under a fresh prefix, synced,
+and the header committed last. Pyramid levels are built in the same pass
+(:class:`jnrrd.pyramid.PyramidBuilder`) when the last axis is tiled.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def write_row(plan: TilePlan, enc: TileEncoder, sink: ExternalSink, level: Level
 
     def job(i: int, c: tuple[int, ...]) -> Callable[[], None]:
         if at is not None:
-            return positional(i, c)
+            return positional(i, c, at)
 
         def run() -> None:
             tile = _stored_tile(slab, lo, axis, grid, c, fill)
@@ -130,11 +130,11 @@ def write_row(plan: TilePlan, enc: TileEncoder, sink: ExternalSink, level: Level
             results[i] = (data, enc.metadata(core, data))
         return run
 
-    def positional(i: int, c: tuple[int, ...]) -> Callable[[], None]:
+    def positional(i: int, c: tuple[int, ...], at: np.ndarray) -> Callable[[], None]:
         # Raw tiles at offsets known in advance: cut into a reused buffer, written in place.
         def run() -> None:
             tile = _stored_tile(slab, lo, axis, grid, c, fill, reuse=True)
-            data = memoryview(tile.T).cast("B")
+            data = tile.T.data.cast("B")
             sink.write_at(data, int(at[grid.index(c)]))
             results[i] = (len(data), enc.metadata(tile[grid.stored_from_core(c)], data))
         return run
@@ -318,6 +318,7 @@ class _RowBuffer:
             if self.have < hi:
                 return
             buf = self.buf
+            assert buf is not None  # rows are buffered (self.parts)
             sl = tuple(slice(lo - self.start, hi - self.start) if a == self.axis
                        else slice(None) for a in range(buf.ndim))
             slab = buf[sl]
@@ -327,6 +328,6 @@ class _RowBuffer:
             cut = keep_from - self.start
             if cut > 0:
                 sl = tuple(slice(cut, None) if a == self.axis else slice(None)
-                           for a in range(self.buf.ndim))
-                self.buf = self.buf[sl]
+                           for a in range(buf.ndim))
+                self.buf = buf[sl]
                 self.start = keep_from

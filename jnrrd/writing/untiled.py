@@ -11,9 +11,9 @@ import numpy as np
 from ..codecs.levels import check_level
 from ..errors import HeaderError, UnsupportedError, where
 from ..header import Header, render_header
+from ..storage import Staged
 from ..storage.names import fresh_token, stem
 from ..storage.targets import target_store
-from ..storage.writes import StagedFile
 from .checks import check_final_header
 from .source import FileOrder
 from .stream import encode_chunks
@@ -40,7 +40,7 @@ def write_untiled(target: Any, src: FileOrder, out: Header, type_name: str,
     enc_h = out.get("encoding")
     enc = _ENC_ALIASES.get(encoding, encoding) if encoding is not None else None
     # An explicit argument wins over the header's encoding (how its source was stored).
-    enc = enc or _ENC_ALIASES.get(enc_h, enc_h) or "raw"
+    enc = enc or (_ENC_ALIASES.get(enc_h, enc_h) if isinstance(enc_h, str) else enc_h) or "raw"
     if enc not in _EXT:
         raise HeaderError(f"encoding: expected one of {', '.join(_EXT)}, found {enc!r}")
     if type_name == "block":
@@ -79,7 +79,8 @@ def write_untiled(target: Any, src: FileOrder, out: Header, type_name: str,
             _write_stream(staged, head, chunks)
         store.tidy(key, owned=previous)
         return
-    # Detached: a fresh data file, then the header, then the old files go (CONVENTIONS §1.2).
+    # Detached: a fresh data file, then the header, then the old files go
+    # (docs/format.md#atomic-writes).
     name = f"{stem(key)}.{fresh_token()}.data.{_EXT[enc].replace('.', '')}"
     out["data_file"] = name
     head = render_header(out)
@@ -96,7 +97,7 @@ def write_untiled(target: Any, src: FileOrder, out: Header, type_name: str,
     store.tidy(key, keep=[name], owned=previous)
 
 
-def _write_stream(f: IO[bytes] | StagedFile, head: bytes, chunks: Any) -> None:
+def _write_stream(f: IO[bytes] | Staged, head: bytes, chunks: Any) -> None:
     f.write(head)
     for c in chunks:
         f.write(c)

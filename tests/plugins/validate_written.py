@@ -21,7 +21,7 @@ import pytest
 
 import jnrrd
 import jnrrd.writing.dispatch
-from jnrrd.validate import validate
+from jnrrd.validation import validate
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _ORIGINAL: Callable[..., None] = jnrrd.writing.dispatch.write

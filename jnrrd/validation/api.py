@@ -1,10 +1,11 @@
-"""``jnrrd.validate``: every problem of a JNRRD header or file, not just the first.
+"""``jnrrd.validation.validate`` (also ``jnrrd.validate``): every problem of a header or file.
 
-A header is checked in layers, each collecting all it finds (CONVENTIONS §3, Validation):
+A header is checked in layers, each collecting all it finds (docs/api.md#validation):
 
-1. the wire format (magic, line rules, duplicate core fields: digest 1.1-1.4);
+1. the wire format (magic, line rules, duplicate core fields: docs/format.md#the-header);
 2. the bundled JSON Schemas, core fields and each declared extension with its prefix
-   stripped (digest 1.4, 2.10); an extension without a bundled schema is a note;
+   stripped (docs/format.md#extension-prefixes, docs/validation.md#what-is-checked); an extension
+   without a bundled schema is a note;
 3. cross-field rules a schema cannot state (:mod:`jnrrd.validation.core`,
    :mod:`jnrrd.validation.tiling`): lengths against ``dimension`` and the space dimension,
    tile tables against the tile count of each stored level, codecs against
@@ -26,20 +27,20 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import IO, Any, TextIO, Unpack
 
-from ._config import settings_for
-from .errors import FormatError, JnrrdError, ValidationError, VersionError, describe_source
-from .header.model import CORE_FIELDS, TILE_FIELDS, TILE_URI_PREFIX, build_header, find_prefix
-from .header.wire import MAX_NESTING, nesting_depth, read_entries
-from .policy import IOSettings, Policy, PolicyOptions
-from .storage import Store
-from .storage.remote import is_remote, local_path
-from .storage.resolve import opened
-from .validation.core import check_core, check_data
-from .validation.deep import check_tiles
-from .validation.report import Problem, Report, top_field
-from .validation.schema import BUNDLED_EXTENSIONS, check_core_schema, check_extension_schema
-from .validation.tiling import check_tiling
-from .validation.tiling_base import FileInfo
+from .._config import settings_for
+from ..errors import FormatError, JnrrdError, ValidationError, VersionError, describe_source
+from ..header.model import CORE_FIELDS, TILE_FIELDS, TILE_URI_PREFIX, build_header, find_prefix
+from ..header.wire import MAX_NESTING, nesting_depth, read_entries
+from ..policy import IOSettings, Policy, PolicyOptions
+from ..storage import Store
+from ..storage.remote import is_remote, local_path
+from ..storage.resolve import opened
+from .core import check_core, check_data
+from .deep import check_tiles
+from .report import Problem, Report, top_field
+from .schema import BUNDLED_EXTENSIONS, check_core_schema, check_extension_schema
+from .tiling import check_tiling
+from .tiling_base import FileInfo
 
 __all__ = ["Problem", "run_validate", "validate"]
 
@@ -58,7 +59,7 @@ def validate(
     io: IOSettings | None = None,
     **policy_options: Unpack[PolicyOptions],
 ) -> list[Problem]:
-    """Check a JNRRD file or header and return every problem found (CONVENTIONS §3).
+    """Check a JNRRD file or header and return every problem found (docs/api.md#validation).
 
     ``source_or_header`` is a path, an fsspec URL (``s3://``, ``https://``, ...;
     ``storage_options`` go to fsspec unchanged: detached data and tile files are checked
@@ -103,7 +104,7 @@ def _committed(src: Any, pol: Policy, report: Report) -> IO[bytes]:
     progress or interrupted (docs/editing.md); a damaged one is reported and read as is."""
     if src.remote or src.path is None or not src.owned:
         return src.stream
-    from .editing.consistent import consistent_stream
+    from ..editing.consistent import consistent_stream
 
     try:
         src.stream = consistent_stream(src.stream, src.path, pol.max_header_bytes)
@@ -184,8 +185,8 @@ def _check_nrrd(f: IO[bytes], store: Store | None, pol: Policy, report: Report, 
                 again: tuple[str, dict[str, Any] | None] | None = None) -> None:
     """A classic NRRD file, as ``read``/``open`` take it: the NRRD reader's errors and
     warnings, the data's presence and length, and with ``deep`` the data decoded."""
-    from .header import core_fields
-    from .nrrd.reader import read_nrrd_header
+    from ..header import core_fields
+    from ..nrrd.reader import read_nrrd_header
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -220,7 +221,8 @@ def _field_and_text(text: str, keys: Any) -> tuple[str, str]:
 
 
 def _duplicates(entries: list[Any], pol: Policy, report: Report) -> bool:
-    """Repeated core fields (digest 1.4): errors, or warnings under allow_duplicates.
+    """Repeated core fields (docs/format.md#duplicates-and-unknown-fields): errors, or warnings
+    under allow_duplicates.
 
     Returns whether any were found (the header builder's own warnings about them are then
     dropped as repeats).
@@ -253,7 +255,8 @@ def _check_mapping(header: Mapping[str, Any], report: Report) -> bool:
     if deep:
         return False
     known = set(CORE_FIELDS)
-    declared = header.get("extensions") if isinstance(header.get("extensions"), Mapping) else {}
+    found = header.get("extensions")
+    declared: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     undeclared: dict[str, None] = {}
     tile_declared = find_prefix(header, TILE_URI_PREFIX) is not None
     for key in header:
@@ -275,8 +278,8 @@ def _check_mapping(header: Mapping[str, Any], report: Report) -> bool:
 def _check_header(header: Mapping[str, Any], pol: Policy, report: Report,
                   info: FileInfo) -> tuple[Any, Any]:
     """Schema, cross-field and reader checks; returns (Tiling or None, CoreFields or None)."""
-    from .header import core_fields
-    from .tiling.spec import parse_tiling
+    from ..header import core_fields
+    from ..tiling.spec import parse_tiling
 
     check_core_schema(header, report)
     prefix = _extensions(header, report)
@@ -364,7 +367,7 @@ def _deep_untiled(f: IO[bytes], pol: Policy, report: Report,
     """Decode an untiled data section (bounded by the ``max_bytes`` cap); a remote source
     (``again``: its URL and ``storage_options``) is read by URL, so that detached data files
     resolve next to it."""
-    from .api import read
+    from ..api import read
 
     if progress is not None:
         progress(0, 1)
@@ -387,7 +390,7 @@ def run_validate(files: list[str], *, as_json: bool, deep: bool,
                  out: TextIO = sys.stdout,
                  progress: Callable[[int, int], None] | None = None,
                  storage_options: dict[str, Any] | None = None) -> int:
-    """The ``jnrrd validate`` command (CONVENTIONS §4): 0 when every file is valid, else 1.
+    """The ``jnrrd validate`` command (docs/cli.md#validate): 0 when every file is valid, else 1.
 
     Prints one line per problem (``FILE: severity: field: message``; many problems of one
     table, such as every tile of a truncated file, as one summary line) and ``FILE: valid``
@@ -396,7 +399,7 @@ def run_validate(files: list[str], *, as_json: bool, deep: bool,
     total)`` is passed to :func:`validate` for each file (``deep`` checks report tiles);
     ``storage_options`` to fsspec for the files that are URLs.
     """
-    from .validation.summary import text_lines
+    from .summary import text_lines
 
     status = 0
     rows: list[dict[str, Any]] = []

@@ -1,8 +1,9 @@
 """Which file format ``jnrrd.write`` writes, and the classic NRRD side of it.
 
 The format comes from ``write(..., format="jnrrd"|"nrrd")`` or the target's suffix, compared
-case-insensitively (CONVENTIONS §7); header dicts in NRRD spellings (pynrrd's ``nrrd.read``)
-are mapped to JNRRD fields by the NRRD reader's own translation before either writer sees them.
+case-insensitively (docs/format.md#file-format-by-suffix); header dicts in NRRD spellings (pynrrd's
+``nrrd.read``) are mapped to JNRRD fields by the NRRD reader's own translation before either writer
+sees them.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ..errors import UnsupportedError
 
 __all__ = ["FILE_FORMATS", "SUFFIXES", "file_format_of", "jnrrd_spelled", "write_nrrd_target"]
 
-#: file suffix (compared in lower case) -> file format (CONVENTIONS §7)
+#: file suffix (compared in lower case) -> file format (docs/format.md#file-format-by-suffix)
 SUFFIXES = {".jnrrd": "jnrrd", ".nrrd": "nrrd", ".nhdr": "nrrd"}
 FILE_FORMATS = ("jnrrd", "nrrd")
 _TILE_FORMATS = ("contiguous", "chunked")
