@@ -121,7 +121,12 @@ def commit_loop(target: str, storage_options: dict[str, Any] | None, env: dict[s
             conn.send(("start", v))
             t = time.perf_counter()
             vol.commit()
-            conn.send(("done", v, time.perf_counter() - t))
+            took = time.perf_counter() - t
+            # a pause after the commit point before "done": a kill in it finds the new
+            # version on disk while the parent still counts the last one, so kills land on
+            # both sides of the commit point however short the post-commit steps are
+            time.sleep(took / 2)
+            conn.send(("done", v, took))
 
 
 def _hold(path: str, fallback: bool) -> None:
