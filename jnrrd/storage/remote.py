@@ -32,7 +32,7 @@ from ..errors import (
     UnsupportedError,
     where,
 )
-from ..policy import Policy
+from ..policy import REMOTE_BACKENDS, Policy
 from .keys import check_object_url, confine_key
 from .objects import HeldObjects
 from .remote_fetch import Answer, Fetcher, plan_requests
@@ -70,40 +70,46 @@ def filesystem(url: str, storage_options: dict[str, Any] | None = None, *,
                policy: Policy | None = None, backend: str | None = None) -> tuple[Any, str]:
     """The filesystem and path of ``url``: an fsspec filesystem (``storage_options`` passed
     unchanged), or an :class:`~.remote_obstore.ObstoreFS` when the backend is obstore
-    (:func:`choose_backend`; ``backend`` or the storage option ``"backend"`` force one)."""
+    (:func:`choose_backend`: ``backend`` when the caller needs one, e.g. writes; else the
+    storage option ``"backend"``, never passed on; else the policy's
+    ``io.remote_backend``)."""
     options = dict(storage_options or {})
-    forced = options.pop("backend", None)
-    if choose_backend(url, options, policy, forced or backend) == "obstore":
+    asked = options.pop("backend", None)
+    if choose_backend(url, options, policy, backend or asked) == "obstore":
         from .remote_obstore import obstore_filesystem
 
-        return obstore_filesystem(url, options, policy)
+        return obstore_filesystem(url, options, policy or Policy())
     return fsspec_filesystem(url, options)
 
 
 def choose_backend(url: str, options: dict[str, Any], policy: Policy | None,
                    backend: str | None) -> str:
-    """``"obstore"`` or ``"fsspec"`` for ``url``: ``backend`` when given (else the policy's
-    ``io.remote_backend``). Protocols obstore does not read (``http(s)://``, ``memory://``,
-    ...) always go through fsspec; for the others ``"auto"`` is obstore when it is installed
-    and understands these storage options, else fsspec."""
+    """``"obstore"`` or ``"fsspec"`` for ``url``: ``backend`` when given, else the policy's
+    ``io.remote_backend`` (docs/remote.md, "Backends"). Protocols obstore does not read
+    (``memory://``, ``sftp://``, ...) always go through fsspec. ``s3://``, ``gs://``,
+    ``az://``: ``"auto"`` takes obstore when it is installed and can read the URL with these
+    options (:func:`~.remote_obstore.unusable_reason`), ``"obstore"`` takes it in any case
+    (what it lacks is then the error). ``http(s)://``: obstore only when asked for and able
+    to apply every rule (``follow_redirects=True``), else jnrrd's own HTTP client."""
     choice = backend or (policy.io.remote_backend if policy is not None else "auto")
-    if choice not in ("auto", "fsspec", "obstore"):
+    if choice not in REMOTE_BACKENDS:
         raise UnsupportedError(f"{url}: backend must be 'auto', 'fsspec' or 'obstore', not "
                                f"{choice!r}")
     from . import remote_obstore as ob
 
     scheme = url.partition("://")[0].lower()
-    if choice == "fsspec" or scheme not in ob.OBSTORE_SCHEMES:  # memory://, sftp://, ...
+    if choice == "fsspec" or scheme not in ob.OBSTORE_SCHEMES:
         return "fsspec"
-    if choice == "obstore" or (ob.available() and ob.understands(url, options, policy)):
-        return "obstore"
-    return "fsspec"
+    usable = ob.available() and ob.unusable_reason(url, options, policy) is None
+    if scheme in ob.HTTP_SCHEMES:
+        return "obstore" if choice == "obstore" and usable else "fsspec"
+    return "obstore" if choice == "obstore" or usable else "fsspec"
 
 
 def make_fetcher(fs: Any, policy: Policy) -> Fetcher:
     """The :class:`Fetcher` of a filesystem :func:`filesystem` returned."""
     if getattr(fs, "obstore", False):
-        from .remote_obstore import ObstoreFetcher
+        from .remote_obstore_fetch import ObstoreFetcher
 
         return ObstoreFetcher(fs, policy)
     return Fetcher(fs, policy)
@@ -328,6 +334,8 @@ def version_of(info: dict[str, Any]) -> Hashable:
     for name in _VERSION_FIELDS:
         value = info.get(name)
         if value is not None:
+            if name in ("ETag", "etag"):  # the form of a validator's token (either backend)
+                return Validator(str(value), None, info.get("size")).token()
             return (name, str(value), info.get("size"))
     return ("size", info.get("size"))
 
@@ -437,8 +445,7 @@ class RemoteStore(HeldObjects):
                                    "object by name")
         base = self.path(prefix, field="tile:pattern") if prefix else self.root
         try:
-            found = (self.fs.find(base, self.policy) if getattr(self.fs, "obstore", False)
-                     else self.fs.find(base))
+            found = self.fetcher.filesystem().find(base)
         except FileNotFoundError:
             return
         except Exception as exc:  # a listing that fails, named

@@ -1,70 +1,65 @@
-"""The obstore backend of remote reads: ``s3://``, ``gs://`` and ``az://`` objects through
-obstore (Rust's ``object_store`` client: its requests and body reads run on its own threads,
-outside the GIL).
+"""The obstore backend of remote reads: its choice, its options and its object names.
 
-:func:`obstore_filesystem` turns a URL and the caller's ``storage_options`` into an
-:class:`ObstoreFS` (the object's URL is its path) and :class:`ObstoreFetcher` sends the range
-requests, with the same rules as the fsspec backend (:mod:`.remote_fetch`): each ``GET``
-carries the range and, once the object's version is known, ``If-Match`` (or
-``If-Unmodified-Since``); every answer's ETag / Last-Modified / size is checked
-(:class:`~.validators.Validator`), its range must be the one asked for, its body is read up to
-the range and no further (:mod:`.bodies`), a failure names the URL and the range, and retries
-and timeouts are the policy's (obstore's own retries are off). Confinement happens before any
-request (:mod:`.keys`, :class:`~.remote.RemoteStore`).
+obstore is Rust's ``object_store`` client: requests and body reads run on its own threads,
+outside the GIL. It reads ``s3://``, ``gs://`` and ``az://`` objects, and ``http(s)://``
+objects when it can apply every rule of jnrrd's own HTTP client (docs/remote.md,
+"Backends"):
 
-``http(s)://`` stays with fsspec whatever the backend: obstore's HTTP client follows
-redirects by itself (up to 10, to any host) with no option to refuse them, so
-``follow_redirects`` could not be applied, and with obstore 0.12.1 a server that sends an
-endless body crashed the process (a segmentation fault in obstore's threads, seen with
-tests/hostile_http.py) (docs/remote.md, "Backends").
+- :func:`unusable_reason` says why obstore cannot read a URL with these options under a
+  policy (``None``: it can). HTTP: obstore's client follows redirects by itself (up to 10, to
+  any host) with no option to refuse them, so only ``follow_redirects=True`` allows it; a URL
+  with a query, a fragment or an escaped ``/`` cannot be spelled as an obstore path. And
+  obstore cannot run in a process forked after it ran in the parent (its runtime's threads
+  are gone in the child).
+- :func:`obstore_config` maps fsspec's ``storage_options`` names to obstore's
+  (:data:`OPTION_NAMES`, docs/remote.md); obstore's own names (``aws_*``, ``google_*``,
+  ``azure_*``, ``config``, ``client_options``) pass unchanged.
+- :class:`ObstoreFS` names the objects of one bucket, container or host by URL (an object's
+  path is its URL), makes obstore's store with the policy's timeouts (one per process and
+  configuration; obstore's own retries off: the fetcher retries), lists, and gives the
+  fsspec filesystem of the same URL and options for a forked child
+  (:meth:`ObstoreFS.fallback`).
 
-The mapping of fsspec's ``storage_options`` names to obstore's is :data:`OPTION_NAMES`
-(docs/remote.md); obstore's own names (``aws_*``, ``google_*``, ``azure_*``, ``config``,
-``client_options``) pass unchanged.
+The requests are :class:`~.remote_obstore_fetch.ObstoreFetcher`'s.
 """
 
 from __future__ import annotations
 
-import email.utils
-import errno
+import os
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any, cast
-from urllib.parse import urlsplit
+from typing import Any
+from urllib.parse import unquote, urlsplit
 
-from ..errors import (
-    DataError,
-    JnrrdError,
-    MissingDependencyError,
-    ObjectNotFoundError,
-    RemoteError,
-    UnsupportedError,
-)
+from ..errors import MissingDependencyError, RemoteError, UnsupportedError
 from ..policy import Policy
-from .bodies import PIECE, Answer, LongBody, Read, Retry, ShortBody, Sink, read_exact
-from .remote_fetch import Fetcher
-from .remote_http import NO_RANGES, describe, span
-from .validators import Validator
 
-__all__ = ["OBSTORE_SCHEMES", "OPTION_NAMES", "ObstoreFS", "ObstoreFetcher", "available",
-           "obstore_filesystem", "understands"]
+__all__ = ["HTTP_SCHEMES", "OBSTORE_SCHEMES", "OPTION_NAMES", "ObstoreFS", "available",
+           "forked", "obstore_config", "obstore_filesystem", "unusable_reason"]
 
 #: the URL schemes this backend reads
-OBSTORE_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss")
-#: fsspec's ``storage_options`` names (s3fs, gcsfs, adlfs) → obstore's config keys
+OBSTORE_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "http", "https")
+HTTP_SCHEMES = ("http", "https")
+#: fsspec's ``storage_options`` names (s3fs, adlfs) → obstore's config keys, by store family
 OPTION_NAMES = {
-    "key": "aws_access_key_id", "secret": "aws_secret_access_key",
-    "token": "aws_session_token", "endpoint_url": "aws_endpoint",
-    "region_name": "aws_region", "account_name": "azure_storage_account_name",
-    "account_key": "azure_storage_account_key", "sas_token": "azure_storage_sas_token",
+    "s3": {"key": "aws_access_key_id", "secret": "aws_secret_access_key",
+           "token": "aws_session_token", "endpoint_url": "aws_endpoint",
+           "region_name": "aws_region"},
+    "az": {"account_name": "azure_storage_account_name",
+           "account_key": "azure_storage_account_key", "sas_token": "azure_storage_sas_token"},
 }
-_NATIVE = ("aws_", "google_", "azure_")
+_NATIVE = {"s3": "aws_", "gs": "google_", "az": "azure_"}
 _SKIP_SIGNATURE = {"s3": "aws_skip_signature", "gs": "google_skip_signature",
                    "az": "azure_skip_signature"}
-_FAMILY = {"s3a": "s3", "gcs": "gs", "abfs": "az", "abfss": "az"}
+_FAMILY = {"s3a": "s3", "gcs": "gs", "abfs": "az", "abfss": "az", "https": "http"}
 _lock = threading.Lock()
+#: obstore's stores of this process, by configuration; ``pid``: the process that made them
 _stores: dict[str, Any] = {}
+_runtime: dict[str, int] = {}
+_FORKED = ("obstore ran in the process (pid {pid}) this one was forked from, and cannot make "
+           "requests in a forked child; open the file in the child with "
+           "remote_backend='fsspec', or start the child with the 'spawn' method")
 
 
 def available() -> bool:
@@ -76,81 +71,123 @@ def available() -> bool:
     return True
 
 
-def understands(url: str, options: dict[str, Any], policy: Policy | None) -> bool:
-    """Whether this backend can read ``url`` with these options under ``policy``."""
-    try:
-        _check(url, policy)
-        _config(_scheme(url), options)
-    except (UnsupportedError, TypeError):
-        return False
-    return True
+def forked() -> bool:
+    """Whether obstore ran in a process this one was forked from: its runtime's threads did
+    not survive the fork, so its requests would never be answered here."""
+    pid = _runtime.get("pid")
+    return pid is not None and pid != os.getpid()
 
 
-def _scheme(url: str) -> str:
-    return urlsplit(url).scheme.lower()
+def _family(url: str) -> str:
+    scheme = urlsplit(url).scheme.lower()
+    return _FAMILY.get(scheme, scheme)
 
 
-def _check(url: str, policy: Policy | None) -> None:
-    scheme = _scheme(url)
+def unusable_reason(url: str, options: dict[str, Any], policy: Policy | None) -> str | None:
+    """Why obstore cannot read ``url`` with ``options`` under ``policy`` (``None``: it can)."""
+    scheme = urlsplit(url).scheme.lower()
     if scheme not in OBSTORE_SCHEMES:
-        raise UnsupportedError(f"{url}: the obstore backend reads {', '.join(OBSTORE_SCHEMES)}"
-                               f" URLs, not {scheme}://; pass remote_backend='fsspec'")
+        return f"the obstore backend reads {', '.join(OBSTORE_SCHEMES)} URLs, not {scheme}://"
+    if forked():
+        return _FORKED.format(pid=_runtime["pid"])
+    if scheme in HTTP_SCHEMES:
+        follow = policy.follow_redirects if policy is not None else "same-host"
+        if follow is not True:
+            return (f"obstore's HTTP client follows redirects to any host by itself, so "
+                    f"follow_redirects={follow!r} cannot be applied by it (pass "
+                    "follow_redirects=True to read HTTP through obstore)")
+        parts = urlsplit(url)
+        if parts.query or parts.fragment or "%2f" in parts.path.lower():
+            return ("obstore names HTTP objects by path: a URL with a query, a fragment or "
+                    "an escaped '/' cannot be spelled in it")
+    try:
+        obstore_config(url, options)
+    except UnsupportedError as exc:
+        return str(exc)
+    return None
 
 
-def _config(scheme: str, options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(config, client_options)`` of obstore for fsspec-style ``options``
+def obstore_config(url: str, options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(config, client_options)`` of obstore for fsspec-style ``options`` of ``url``
     (``UnsupportedError`` naming an option it cannot map)."""
-    family = _FAMILY.get(scheme, scheme)
-    config: dict[str, Any] = dict(options.get("config") or {})
-    client: dict[str, Any] = dict(options.get("client_options") or {})
+    family = _family(url)
+    config: dict[str, Any] = dict(_mapping(options.get("config"), "config"))
+    client: dict[str, Any] = dict(_mapping(options.get("client_options"), "client_options"))
+    names = OPTION_NAMES.get(family, {})
     for name, value in options.items():
         if name in ("config", "client_options"):
             continue
-        if name.startswith(_NATIVE):
+        if family in _NATIVE and name.startswith(_NATIVE[family]):
             config[name] = value
-        elif name in OPTION_NAMES and family in ("s3", "az") and OPTION_NAMES[name][:3] == (
-                "aws" if family == "s3" else "azu"):
-            config[OPTION_NAMES[name]] = value
+        elif name in names:
+            config[names[name]] = value
         elif name == "anon" and family in _SKIP_SIGNATURE:
             config[_SKIP_SIGNATURE[family]] = bool(value)
-        elif name == "client_kwargs" and family == "s3" and set(value or {}) <= {
-                "region_name", "endpoint_url"}:
-            for k, v in (value or {}).items():
-                config[OPTION_NAMES[k]] = v
+        elif name == "client_kwargs" and family == "s3" and set(
+                _mapping(value, name)) <= {"region_name", "endpoint_url"}:
+            config.update({names[k]: v for k, v in _mapping(value, name).items()})
+        elif name == "headers" and family == "http":
+            client["default_headers"] = {str(k): str(v)
+                                         for k, v in _mapping(value, name).items()}
         else:
-            raise UnsupportedError(f"storage option {name!r} has no obstore equivalent for "
-                                   f"{scheme}:// (docs/remote.md, \"Backends\"); pass its "
+            raise UnsupportedError(f"{url}: storage option {name!r} has no obstore "
+                                   "equivalent (docs/remote.md, \"Backends\"); pass its "
                                    "obstore name, or remote_backend='fsspec'")
-    endpoint = str(config.get("aws_endpoint", ""))
-    if endpoint.startswith("http://"):
+    if family == "http":  # byte offsets of the object, never of a compressed form of it
+        client["default_headers"] = {"Accept-Encoding": "identity",
+                                     **client.get("default_headers", {})}
+    if urlsplit(url).scheme.lower() == "http" or str(
+            config.get("aws_endpoint", "")).startswith("http://"):
         client.setdefault("allow_http", True)
     return config, client
 
 
-def obstore_filesystem(url: str, storage_options: dict[str, Any] | None, policy: Policy | None
+def _mapping(value: Any, name: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise UnsupportedError(f"storage option {name!r} must be a dict for obstore, not "
+                               f"{type(value).__name__}")
+    return value
+
+
+def obstore_filesystem(url: str, storage_options: dict[str, Any] | None, policy: Policy
                        ) -> tuple[ObstoreFS, str]:
-    """The :class:`ObstoreFS` of ``url`` and the object's path (its URL)."""
+    """The :class:`ObstoreFS` of ``url`` and the object's path (its URL);
+    ``MissingDependencyError`` without obstore, ``UnsupportedError`` naming what it cannot
+    do."""
     if not available():
         raise MissingDependencyError(f"{url}: remote_backend='obstore' needs obstore: pip "
                                      "install 'jnrrd[obstore]'")
-    _check(url, policy)
-    return ObstoreFS(url, dict(storage_options or {})), url
+    options = dict(storage_options or {})
+    reason = unusable_reason(url, options, policy)
+    if reason is not None:
+        raise UnsupportedError(f"{url}: {reason}")
+    return ObstoreFS(url, options, policy), url
 
 
 class ObstoreFS:
-    """The store of one bucket / container / host, named by URLs (an object's path is its
+    """The objects of one bucket, container or host, named by URL (an object's path is its
     URL); the little of fsspec's filesystem interface a :class:`~.remote.RemoteStore` uses."""
 
+    #: the marker :func:`~.remote.make_fetcher` looks for
     obstore = True
+    #: its requests are coroutines (as an asynchronous fsspec filesystem's)
+    async_impl = True
 
-    def __init__(self, url: str, options: dict[str, Any]) -> None:
+    def __init__(self, url: str, options: dict[str, Any], policy: Policy) -> None:
         parts = urlsplit(url)
         self.scheme = parts.scheme.lower()
+        self.http = self.scheme in HTTP_SCHEMES
         self.base = f"{parts.scheme}://{parts.netloc}"
         self.protocol = (self.scheme,)
         self.storage_options = options
-        self.config, self.client = _config(self.scheme, options)
-        self._last: Any = None  # the store last made (listings without a policy use it)
+        self.config, self.client = obstore_config(url, options)
+        io = policy.io
+        self.client = {"connect_timeout": timedelta(seconds=io.connect_timeout),
+                       "read_timeout": timedelta(seconds=io.read_timeout),
+                       "timeout": timedelta(seconds=io.request_timeout), **self.client}
+        self._fallback: Any = None
 
     def unstrip_protocol(self, path: str) -> str:
         """The URL of a path (a URL, or the form :meth:`strip` gives)."""
@@ -161,201 +198,66 @@ class ObstoreFS:
         return url.partition("://")[2] if "://" in url else url
 
     def key(self, path: str) -> str:
-        """The object's key in the store (as written: object stores take keys literally)."""
+        """The object's key in the store: as written for object stores (their keys are
+        literal); HTTP: the URL's path percent-decoded once (obstore encodes it again)."""
         if "://" not in path:  # the form :meth:`strip` gives: "bucket/key"
             rest = path.partition("/")[2]
         else:
             rest = path[len(self.base):] if path.startswith(self.base) else urlsplit(path).path
-        return rest.lstrip("/")
+        rest = rest.lstrip("/")
+        return unquote(rest) if self.http else rest
 
-    def store(self, policy: Policy) -> Any:
+    def store(self) -> Any:
         """obstore's store for this base URL, options and timeouts (one per process)."""
-        io = policy.io
-        client = {"connect_timeout": timedelta(seconds=io.connect_timeout),
-                  "timeout": timedelta(seconds=io.request_timeout), **self.client}
-        ident = repr((self.base, sorted(self.config.items()), sorted(client.items())))
+        ident = repr((self.base, sorted(self.config.items()), sorted(self.client.items())))
         with _lock:
+            if forked():  # the stores (and obstore's runtime) are the parent's
+                raise RemoteError(f"{self.base}: " + _FORKED.format(pid=_runtime["pid"]))
+            _runtime.setdefault("pid", os.getpid())
             found = _stores.get(ident)
             if found is None:
                 from obstore.store import from_url
 
-                kw: dict[str, Any] = {"client_options": client,
+                kw: dict[str, Any] = {"client_options": self.client,
                                       "retry_config": {"max_retries": 0}}
                 if self.config:
                     kw["config"] = self.config
                 try:
                     found = from_url(self.base, **kw)
-                except Exception as exc:  # obstore's configuration errors
-                    raise RemoteError(f"{self.base}: {describe(exc)}") from None
+                except Exception as exc:  # obstore's configuration errors, named
+                    raise RemoteError(f"{self.base}: obstore refused the configuration: "
+                                      f"{str(exc).splitlines()[0]}") from None
                 _stores[ident] = found
-            self._last = found
             return found
 
-    def find(self, base: str, policy: Policy | None = None) -> Iterator[str]:
+    def find(self, base: str) -> Iterator[str]:
         """The objects under ``base`` (a URL or a stripped path), in the form of
-        :meth:`strip` (with the store of ``policy``, else the one last used)."""
+        :meth:`strip` (through :meth:`fallback` in a forked child)."""
+        if forked():
+            yield from self.fallback().find(self.unstrip_protocol(base))
+            return
         import obstore
 
         prefix = self.key(base).rstrip("/")
-        store = self.store(policy) if policy is not None else self._last
         netloc = self.base.partition("://")[2]
-        for batch in obstore.list(store, prefix or None):
+        for batch in obstore.list(self.store(), prefix or None):
             for meta in batch:
                 yield f"{netloc}/{meta['path']}"
 
+    def fallback(self) -> Any:
+        """The fsspec filesystem of the same URL and options: what a process forked after
+        obstore ran reads through (:func:`forked`)."""
+        if self._fallback is None:
+            from .remote import fsspec_filesystem
 
-class ObstoreFetcher(Fetcher):
-    """The range requests of one :class:`ObstoreFS` (the fsspec :class:`Fetcher`'s
-    submitting, waiting, retrying and part hand-out, obstore's requests)."""
-
-    def __init__(self, fs: ObstoreFS, policy: Policy) -> None:
-        from .aio import loop as aio_loop
-
-        self.fs = fs
-        self.policy = policy
-        self.http = False
-        self.s3 = False
-        self.ranged_open = True
-        self.client = None
-        self.loop = aio_loop()
-        self._sem = None
-        self._lock = threading.Lock()
-        self._waiting = 0
-        self._store = fs.store(policy)
-
-    def info(self, path: str, *, url: str) -> dict[str, Any]:
-        """The object's size and version from a ranged ``GET`` of its first byte."""
-        import asyncio
-
-        assert self.loop is not None
-        coro = self._attempts(path, 0, 1, url, False, None, head=True)
-        answer = self.wait(asyncio.run_coroutine_threadsafe(coro, self.loop), url, 0, 1)
-        return {"name": path, "size": answer.total, "type": "file",
-                "validator": answer.validator}
-
-    async def _once(self, path: str, start: int, stop: int, url: str,
-                    expect: Validator | None, sink: Sink | None, head: bool) -> Answer:
-        import obstore
-
-        if stop <= start:
-            return Answer(b"")
-        options: dict[str, Any] = {"range": (start, stop)}
-        if expect is not None:
-            cond = expect.conditions()
-            if "If-Match" in cond:
-                options["if_match"] = cond["If-Match"]
-            elif "If-Unmodified-Since" in cond:
-                options["if_unmodified_since"] = email.utils.parsedate_to_datetime(
-                    cond["If-Unmodified-Since"])
-        key = self.fs.key(path)
-        try:
-            result = await obstore.get_async(self._store, key, options=cast(Any, options))
-        except Exception as exc:
-            if "Range request not supported" not in str(exc):
-                return await self._failed(exc, key, start, stop, url, expect)
-            result = await self._whole(key, start, stop, url, options)
-        meta = result.meta
-        got = _validator(meta)
-        if expect is not None:
-            expect.check(got, url)
-        encoding = str((result.attributes or {}).get("Content-Encoding", "")).lower()
-        if encoding not in ("", "identity"):
-            raise RemoteError(f"{url}: {span(start, stop)}: the server encoded its answer "
-                              f"(Content-Encoding: {encoding}): its bytes are not the object's")
-        first, last = result.range
-        size = int(meta["size"])
-        if first == 0 and last == size and "range" not in options:  # a whole object
-            first, last = start, min(stop, size)
-        if first != start or last != min(stop, size) or last < first:
-            raise RemoteError(f"{url}: {span(start, stop)}: the answer holds bytes "
-                              f"{first}-{last - 1}, not the range asked for")
-        n = min(stop, size) - start
-        try:
-            data = await _read(result, n, sink)
-        except ShortBody as exc:
-            raise Retry(str(exc)) from None
-        except LongBody as exc:
-            raise RemoteError(f"{url}: {span(start, stop)}: {exc}") from None
-        except Exception as exc:  # the connection dropped while the body was read
-            raise Retry(describe(exc)) from None
-        return Answer(data, size, got)
-
-    async def _whole(self, key: str, start: int, stop: int, url: str,
-                     options: dict[str, Any]) -> Any:
-        """The answer of a server that ignores ``Range`` (HTTP 200): accepted only from
-        byte 0 and only when the whole object fits the request (as the fsspec backend)."""
-        import obstore
-
-        options.pop("range")
-        try:
-            result = await obstore.get_async(self._store, key, options=cast(Any, options))
-        except Exception as exc:
-            return await self._failed(exc, key, start, stop, url, None)
-        if start != 0 or int(result.meta["size"]) > stop:
-            raise RemoteError(f"{url}: {span(start, stop)}: {NO_RANGES}")
-        return result
-
-    async def _failed(self, exc: Exception, key: str, start: int, stop: int, url: str,
-                      expect: Validator | None) -> Answer:
-        """What a failed ``GET`` means (raised), or an empty object's answer."""
-        import obstore
-        from obstore.exceptions import (
-            PermissionDeniedError,
-            PreconditionError,
-            UnauthenticatedError,
-        )
-
-        where = f"{url}: {span(start, stop)}"
-        text = str(exc)
-        head = text.split("\n", 1)[0]
-        if isinstance(exc, FileNotFoundError):
-            raise ObjectNotFoundError(errno.ENOENT, "no such object", url) from None
-        if isinstance(exc, PreconditionError):
-            was = (expect.etag or expect.last_modified) if expect is not None else None
-            raise DataError(f"{url}: the object changed while it was read (HTTP 412: it is "
-                            f"no longer the version it was, {was})") from None
-        if isinstance(exc, (PermissionDeniedError, UnauthenticatedError)):
-            raise RemoteError(f"{where}: access denied ({head})") from None
-        if "416" in text or "Range Not Satisfiable" in text or "InvalidRange" in text:
-            if expect is not None:
-                raise DataError(f"{url}: the object changed while it was read "
-                                f"({span(start, stop)} is past its end now)") from None
             try:
-                meta = await obstore.head_async(self._store, key)
-            except Exception as again:
-                raise Retry(describe(again)) from None
-            return Answer(b"", int(meta["size"]), _validator(meta))
-        if "timed out" in text or "TimedOut" in text:
-            raise RemoteError(f"{where}: no complete answer within the timeouts "
-                              f"(connect_timeout, read_timeout, request_timeout): {head}"
-                              ) from None
-        if "non-2xx status code: 4" in text:
-            raise RemoteError(f"{where}: {head}") from None
-        if isinstance(exc, (JnrrdError, ValueError, TypeError)):
-            raise RemoteError(f"{where}: {describe(exc)}") from None
-        raise Retry(f"{type(exc).__name__}: {head}")
-
-
-def _validator(meta: Any) -> Validator:
-    last = meta.get("last_modified")  # obstore says 1970-01-01 when the server said nothing
-    text = (email.utils.format_datetime(last, usegmt=True)
-            if last is not None and last.timestamp() > 0 else None)
-    return Validator(meta.get("e_tag") or None, text, int(meta["size"]))
-
-
-async def _read(result: Any, n: int, sink: Sink | None) -> bytearray:
-    """Exactly ``n`` bytes of an answer's body (bounded, :func:`~.bodies.read_exact`)."""
-    stream = result.stream(min_chunk_size=min(max(n, 1), PIECE))
-    pending = memoryview(b"")
-
-    async def read(k: int) -> memoryview:
-        nonlocal pending
-        if not pending:
-            try:
-                pending = memoryview(await stream.__anext__())
-            except StopAsyncIteration:
-                return memoryview(b"")
-        out, pending = pending[:k], pending[k:]
-        return out
-
-    return await read_exact(cast(Read, read), n, sink, more=lambda: len(pending) > 0)
+                self._fallback = fsspec_filesystem(self.base + "/", self.storage_options)[0]
+            except MissingDependencyError as exc:
+                raise RemoteError(f"{self.base}: obstore cannot make requests in a process "
+                                  "forked after it ran, and the fsspec backend a forked "
+                                  f"child reads through is missing ({exc})") from None
+            except (TypeError, ValueError) as exc:
+                raise RemoteError(f"{self.base}: obstore cannot make requests in a process "
+                                  "forked after it ran, and fsspec does not take these "
+                                  f"storage_options ({exc})") from None
+        return self._fallback

@@ -63,7 +63,7 @@ class VersionCheck:
         if fetcher.ranged_open:
             future: Future[Any] = fetcher.submit(path, 0, 1, url=url, exact=False)
         else:
-            future = io_submit(_fresh_info, fetcher.fs, path)
+            future = io_submit(_fresh_info, fetcher.filesystem(), path)
         return cls(fetcher, path, url, future)
 
     def result(self) -> Hashable:
