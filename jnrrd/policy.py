@@ -40,9 +40,10 @@ class IOSettings:
     request may take in all, ``request_retries`` how often a 5xx answer or a dropped
     connection is retried (a timeout is not), ``connect_timeout`` seconds to connect and
     ``read_timeout`` seconds an HTTP answer may stay silent; ``remote_backend`` the client
-    of ``s3://``, ``gs://`` and ``az://`` reads (``"auto"``: obstore when it
-    is installed and understands the ``storage_options``, else fsspec; ``"fsspec"`` or
-    ``"obstore"`` force one; docs/remote.md, "Backends").
+    of remote reads (``"auto"``: obstore for ``s3://``, ``gs://`` and ``az://`` when it is
+    installed and takes the ``storage_options``, else fsspec; ``"fsspec"`` or ``"obstore"``
+    force one; HTTP goes through obstore only when it is forced and
+    ``follow_redirects=True``; docs/remote.md, "Backends").
     """
 
     threads: int | None = None

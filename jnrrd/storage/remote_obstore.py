@@ -103,7 +103,7 @@ def unusable_reason(url: str, options: dict[str, Any], policy: Policy | None) ->
     try:
         obstore_config(url, options)
     except UnsupportedError as exc:
-        return str(exc)
+        return str(exc).removeprefix(f"{url}: ")
     return None
 
 
@@ -111,8 +111,8 @@ def obstore_config(url: str, options: dict[str, Any]) -> tuple[dict[str, Any], d
     """``(config, client_options)`` of obstore for fsspec-style ``options`` of ``url``
     (``UnsupportedError`` naming an option it cannot map)."""
     family = _family(url)
-    config: dict[str, Any] = dict(_mapping(options.get("config"), "config"))
-    client: dict[str, Any] = dict(_mapping(options.get("client_options"), "client_options"))
+    config: dict[str, Any] = dict(_mapping(options.get("config"), "config", url))
+    client = dict(_mapping(options.get("client_options"), "client_options", url))
     names = OPTION_NAMES.get(family, {})
     for name, value in options.items():
         if name in ("config", "client_options"):
@@ -124,11 +124,11 @@ def obstore_config(url: str, options: dict[str, Any]) -> tuple[dict[str, Any], d
         elif name == "anon" and family in _SKIP_SIGNATURE:
             config[_SKIP_SIGNATURE[family]] = bool(value)
         elif name == "client_kwargs" and family == "s3" and set(
-                _mapping(value, name)) <= {"region_name", "endpoint_url"}:
-            config.update({names[k]: v for k, v in _mapping(value, name).items()})
+                _mapping(value, name, url)) <= {"region_name", "endpoint_url"}:
+            config.update({names[k]: v for k, v in _mapping(value, name, url).items()})
         elif name == "headers" and family == "http":
             client["default_headers"] = {str(k): str(v)
-                                         for k, v in _mapping(value, name).items()}
+                                         for k, v in _mapping(value, name, url).items()}
         else:
             raise UnsupportedError(f"{url}: storage option {name!r} has no obstore "
                                    "equivalent (docs/remote.md, \"Backends\"); pass its "
@@ -142,11 +142,11 @@ def obstore_config(url: str, options: dict[str, Any]) -> tuple[dict[str, Any], d
     return config, client
 
 
-def _mapping(value: Any, name: str) -> dict[str, Any]:
+def _mapping(value: Any, name: str, url: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise UnsupportedError(f"storage option {name!r} must be a dict for obstore, not "
+        raise UnsupportedError(f"{url}: storage option {name!r}: obstore takes a dict, not "
                                f"{type(value).__name__}")
     return value
 

@@ -142,9 +142,13 @@ class ObstoreFetcher(Fetcher):
             raise RemoteError(f"{where}: access denied ({head})") from None
         if status == 416 or "Range Not Satisfiable" in text or "InvalidRange" in text:
             return await self._past_the_end(key, start, stop, url, expect)
-        if "redirect" in text.lower() and "scheme" in text.lower():
-            raise SecurityError(f"{url}: the server redirects to a URL that is not HTTP "
-                                f"({head})") from None
+        if status is not None and 300 <= status < 400:  # a redirect its client did not follow
+            raise SecurityError(f"{url}: the server redirects (HTTP {status}) to a URL that "
+                                "is not an HTTP URL (or not a valid one)") from None
+        if "error following redirect" in text or "redirect without" in text:
+            raise RemoteError(f"{where}: a redirect that could not be followed: too many "
+                              f"redirects (a loop), or one without a Location ({head})"
+                              ) from None
         if "timed out" in text or "TimedOut" in text:
             raise RemoteError(f"{where}: no complete answer within the timeouts "
                               f"(connect_timeout, read_timeout, request_timeout): {head}"
