@@ -3,7 +3,7 @@
 
 - :func:`filesystem`: a URL and the caller's ``storage_options`` → fsspec filesystem and path
   (``MissingDependencyError`` naming the extra when fsspec or the protocol's package is
-  absent);
+  absent), or the obstore backend's (:func:`choose_backend`, :mod:`.remote_obstore`);
 - :class:`RemoteReader`: byte ranges of one object. Opening it costs one or two requests
   (the object's size and version, and its first block, which usually holds the whole
   header); ranges inside that block are served from it;

@@ -5,7 +5,8 @@ A :class:`Fetcher` runs the requests of one filesystem. On an asynchronous files
 loop, at most ``policy.io.request_concurrency`` at once, each returning a
 :class:`concurrent.futures.Future` at once, so decoding starts on the first bytes while later
 ones are still on the wire. Other filesystems (``memory://``, ``sftp``, ...) run them on the
-I/O pool of :mod:`jnrrd._threads`.
+I/O pool of :mod:`jnrrd._threads`. In a forked child a fetcher makes its own client, loop and
+locks on first use, so an object opened before the fork reads there too.
 
 Every answer is checked. HTTP requests are sent and checked by :mod:`.remote_http` (status,
 redirects, ``Content-Range``, encoding, the object's version, bodies bounded by the request);
