@@ -78,7 +78,7 @@ def filesystem(url: str, storage_options: dict[str, Any] | None = None, *,
     if choose_backend(url, options, policy, backend or asked) == "obstore":
         from .remote_obstore import obstore_filesystem
 
-        return obstore_filesystem(url, options, policy or Policy())
+        return obstore_filesystem(url, options, policy or Policy(), fsspec_filesystem)
     return fsspec_filesystem(url, options)
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -41,6 +41,8 @@ __all__ = ["HTTP_SCHEMES", "OBSTORE_SCHEMES", "OPTION_NAMES", "ObstoreFS", "avai
 #: the URL schemes this backend reads
 OBSTORE_SCHEMES = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "http", "https")
 HTTP_SCHEMES = ("http", "https")
+#: ``(url, storage_options) -> (fsspec filesystem, path)``: :func:`~.remote.fsspec_filesystem`
+Fsspec = Callable[[str, dict[str, Any]], tuple[Any, str]]
 #: fsspec's ``storage_options`` names (s3fs, adlfs) → obstore's config keys, by store family
 OPTION_NAMES = {
     "s3": {"key": "aws_access_key_id", "secret": "aws_secret_access_key",
@@ -151,11 +153,11 @@ def _mapping(value: Any, name: str, url: str) -> dict[str, Any]:
     return value
 
 
-def obstore_filesystem(url: str, storage_options: dict[str, Any] | None, policy: Policy
-                       ) -> tuple[ObstoreFS, str]:
+def obstore_filesystem(url: str, storage_options: dict[str, Any] | None, policy: Policy,
+                       fsspec: Fsspec) -> tuple[ObstoreFS, str]:
     """The :class:`ObstoreFS` of ``url`` and the object's path (its URL);
     ``MissingDependencyError`` without obstore, ``UnsupportedError`` naming what it cannot
-    do."""
+    do. ``fsspec`` makes the fsspec filesystem a forked child reads through instead."""
     if not available():
         raise MissingDependencyError(f"{url}: remote_backend='obstore' needs obstore: pip "
                                      "install 'jnrrd[obstore]'")
@@ -163,7 +165,7 @@ def obstore_filesystem(url: str, storage_options: dict[str, Any] | None, policy:
     reason = unusable_reason(url, options, policy)
     if reason is not None:
         raise UnsupportedError(f"{url}: {reason}")
-    return ObstoreFS(url, options, policy), url
+    return ObstoreFS(url, options, policy, fsspec), url
 
 
 class ObstoreFS:
@@ -175,7 +177,8 @@ class ObstoreFS:
     #: its requests are coroutines (as an asynchronous fsspec filesystem's)
     async_impl = True
 
-    def __init__(self, url: str, options: dict[str, Any], policy: Policy) -> None:
+    def __init__(self, url: str, options: dict[str, Any], policy: Policy, fsspec: Fsspec
+                 ) -> None:
         parts = urlsplit(url)
         self.scheme = parts.scheme.lower()
         self.http = self.scheme in HTTP_SCHEMES
@@ -187,6 +190,7 @@ class ObstoreFS:
         self.client = {"connect_timeout": timedelta(seconds=io.connect_timeout),
                        "read_timeout": timedelta(seconds=io.read_timeout),
                        "timeout": timedelta(seconds=io.request_timeout), **self.client}
+        self._fsspec = fsspec
         self._fallback: Any = None
 
     def unstrip_protocol(self, path: str) -> str:
@@ -248,10 +252,8 @@ class ObstoreFS:
         """The fsspec filesystem of the same URL and options: what a process forked after
         obstore ran reads through (:func:`forked`)."""
         if self._fallback is None:
-            from .remote import fsspec_filesystem
-
             try:
-                self._fallback = fsspec_filesystem(self.base + "/", self.storage_options)[0]
+                self._fallback = self._fsspec(self.base + "/", self.storage_options)[0]
             except MissingDependencyError as exc:
                 raise RemoteError(f"{self.base}: obstore cannot make requests in a process "
                                   "forked after it ran, and the fsspec backend a forked "
