@@ -171,9 +171,20 @@ def storage_face_offenders() -> list[str]:
     import jnrrd.storage
 
     face = set(jnrrd.storage.__all__)
-    return [f"{m}:{line} imports {t} {name}".rstrip() for m in MODULES
-            if not _within(m, ("jnrrd.storage",)) for t, name, line in imports_of(m)
-            if t.startswith("jnrrd.storage.") or (t == "jnrrd.storage" and name not in face)]
+    subs = {m.rsplit(".", 1)[1] for m in MODULES if m.startswith("jnrrd.storage.")}
+    bad = [f"{m}:{line} imports {t} {name}".rstrip() for m in MODULES
+           if not _within(m, ("jnrrd.storage",)) for t, name, line in imports_of(m)
+           if t.startswith("jnrrd.storage.")
+           or (t == "jnrrd.storage" and name and name not in face)]
+    for m, (path, _) in MODULES.items():  # `from .. import storage`, then storage.remote.x
+        if not _within(m, ("jnrrd.storage",)):
+            bad += [f"{m}:{node.lineno} reads storage.{node.attr}"
+                    for node in ast.walk(ast.parse(path.read_text()))
+                    if isinstance(node, ast.Attribute) and node.attr in subs
+                    and isinstance(node.value, (ast.Name, ast.Attribute))
+                    and (node.value.id if isinstance(node.value, ast.Name)
+                         else node.value.attr) == "storage"]
+    return bad
 
 
 def test_storage_is_imported_only_through_its_face() -> None:
