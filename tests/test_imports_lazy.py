@@ -1,5 +1,6 @@
-"""Local reads and writes load no remote machinery: ``jnrrd.read(path)`` and
-``jnrrd.write(path, ...)`` import neither aiohttp, fsspec, asyncio nor ssl, nor jnrrd's remote
+"""Local reads and writes load no remote machinery: ``jnrrd.read(path)``,
+``jnrrd.write(path, ...)`` (and ``open``, an in-place edit, ``validate``, ``convert``,
+``cleanup`` of local files) import neither aiohttp, fsspec, asyncio nor ssl, nor jnrrd's remote
 modules; those load when a URL is first opened (docs/architecture.md, "The storage face").
 Each probe runs in a fresh interpreter, so nothing an earlier test imported can hide a load."""
 
@@ -21,6 +22,11 @@ assert (data == x).all()
 with jnrrd.open({plain!r}) as vol:
     assert (vol[2:5, 1:3, 4] == x[2:5, 1:3, 4]).all()
 jnrrd.read_header({tiled!r})
+with jnrrd.open({tiled!r}, mode="r+") as vol:  # an in-place edit: lock, journal, commit
+    vol[0:2, 0:2, 0:2] = 7
+assert jnrrd.validate({tiled!r}) == []
+jnrrd.convert({plain!r}, {plain!r} + ".nrrd")
+jnrrd.cleanup({tmp!r})
 print(json.dumps(sorted(sys.modules)))
 """
 
@@ -43,7 +49,7 @@ def _modules_after(code: str) -> set[str]:
 
 def test_local_reads_and_writes_load_no_remote_machinery(tmp_path):
     loaded = _modules_after(_PROBE.format(tiled=str(tmp_path / "t.jnrrd"),
-                                          plain=str(tmp_path / "p.jnrrd")))
+                                          plain=str(tmp_path / "p.jnrrd"), tmp=str(tmp_path)))
     assert "jnrrd.storage.local" in loaded  # the probe did read through the storage face
     assert not loaded & REMOTE_ONLY, sorted(loaded & REMOTE_ONLY)
 
