@@ -34,6 +34,9 @@ import remote_fuzz as rf
 from hostile_http import Behaviour, HostileServer
 from hypothesis import given, settings
 
+#: every test here runs through both backends of remote reads (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("remote_backend")
+
 pytest.importorskip("aiohttp")
 
 DEADLINE_S = float(os.environ.get("JNRRD_FUZZ_DEADLINE_S", "20"))

@@ -21,6 +21,9 @@ from jnrrd.storage import Staged, WriteStore
 from jnrrd.storage.remote_writes import PUTS_IN_FLIGHT, RemoteWriteStore
 from jnrrd.storage.targets import target_store
 
+#: every test here runs through both backends of remote reads (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("remote_backend")
+
 fsspec = pytest.importorskip("fsspec")
 
 #: every kind of write: (file name, keywords)
