@@ -152,6 +152,8 @@ class TileDecoder(TileCodec):
         #: whether the tiles come over the network (fetch a batch at once: :meth:`prefetch`)
         self.remote = bool(getattr(source, "remote", False))
         self._limits: dict[int, tuple[Any, int]] = {}
+        #: the file's prefix of error messages (built once: a read names it per tile)
+        self.where = where(name)
 
     def stored_bytes(self, level: Level, coords: tuple[int, ...],
                      fetched: Fetched | None = None) -> Any:
@@ -207,7 +209,7 @@ class TileDecoder(TileCodec):
             need = math.prod(shape) * self.stored_dtype.itemsize
             buf = _scratch(need) if scratch and self.simple == "zstd" else None
             data = decompress_prefix(self.simple, data, need, out=buf,
-                                     what=f"{where(self.name)}tile {index}: ")
+                                     what=f"{self.where}tile {index}: ")
             arr = np.frombuffer(data, self.stored_dtype).reshape(shape, order="F")
         elif self.raw or self.simple:
             count = math.prod(shape)
@@ -216,7 +218,7 @@ class TileDecoder(TileCodec):
                 gz = self.simple == "gzip"
                 data = decompress(self.simple, data, need,
                                   allow_zlib=self.tiling.gzip_lenient and gz,
-                                  what=f"{where(self.name)}tile {index}: ",
+                                  what=f"{self.where}tile {index}: ",
                                   out=_scratch(need) if scratch and gz else None)
             elif len(data) < need:
                 raise DataError(f"{where(self.name)}tile {index}: {len(data)} bytes stored, "
