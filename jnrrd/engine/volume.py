@@ -399,9 +399,9 @@ class Volume(WorldQueries, LevelView):
                 batch = self._cache.copy_hits(level.index, batch, out)
             # remote tiles: every request of the batch in flight before the first decode
             fetched = dec.prefetch(level, [p.coords for p in batch]) if dec.remote else None
-            if fetched is not None:  # decode the tiles in the order their bytes arrive
-                batch.sort(key=lambda p: fetched.rank(p.coords))
             tasks = [task(p, fetched) for p in batch]
+            if fetched is not None:  # decode the tiles in the order their bytes arrive
+                tasks = fetched.as_they_arrive([p.coords for p in batch], tasks)
             if inline:
                 for t in tasks:
                     t()

@@ -300,7 +300,7 @@ class Parts:
         self._by_end = sorted(range(len(self.parts)), key=lambda i: self.parts[i][1])
         self._next = 0
 
-    def received(self, buf: bytearray, got: int) -> None:
+    def received(self, buf: memoryview, got: int) -> None:
         """Resolve every part that ends within the first ``got`` bytes of ``buf``."""
         order, parts = self._by_end, self.parts
         while self._next < len(order) and parts[order[self._next]][1] <= got:
@@ -308,7 +308,7 @@ class Parts:
             self._next += 1
             fut = self.futures[i]
             if not fut.done():  # a retried request passes parts it already handed out
-                fut.set_result(memoryview(buf)[parts[i][0] : parts[i][1]])
+                fut.set_result(buf[parts[i][0] : parts[i][1]])
         if got < len(buf):
             return
         self._next = 0  # a retry starts over
