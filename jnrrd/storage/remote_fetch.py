@@ -164,8 +164,8 @@ class Fetcher:
         async with self._sem:
             for attempt in range(retries + 1):
                 try:
-                    answer = await asyncio.wait_for(
-                        self._once(path, start, stop, url, expect, sink, head), timeout)
+                    async with asyncio.timeout(timeout):  # no task of its own (wait_for's)
+                        answer = await self._once(path, start, stop, url, expect, sink, head)
                 except Retry as exc:
                     reason = exc.message
                 except TimeoutError:  # not retried: a person waits once
