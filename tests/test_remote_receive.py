@@ -1,10 +1,17 @@
-"""Remote tiles are decoded in the order their bytes arrive (jnrrd/engine/sources.py,
-``Arrivals``): a request that lags never holds the decoding threads while the bytes of other
-requests are there; every tile is decoded once; a request that never answers still ends in
-its own bounded wait."""
+"""How remote bytes are received and handed to the decoders.
+
+- Tiles are decoded in the order their bytes arrive (jnrrd/engine/sources.py, ``Arrivals``):
+  a request that lags never holds the decoding threads while the bytes of other requests are
+  there; every tile is decoded once; a request that never answers still ends in its own
+  bounded wait.
+- A body is taken piece by piece as the client buffered it (jnrrd/storage/bodies.py,
+  ``read_exact``; remote_http.py, ``_piece``): every byte copied once, HTTP chunk boundaries
+  are not the body's end, and the bounds of issue 29 hold (a piece past the range is an
+  error, a short body a retry)."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from concurrent.futures import Future
 
@@ -16,7 +23,10 @@ from remote_cases import big_volume
 import jnrrd
 from jnrrd.engine import sources, tiles
 from jnrrd.engine.sources import Arrivals
+from jnrrd.storage.bodies import LongBody, ShortBody, read_exact
 from jnrrd.storage.objects import Ready
+from jnrrd.storage.remote_fetch import Parts
+from jnrrd.storage.remote_http import _piece
 
 pytest.importorskip("aiohttp")
 
@@ -96,3 +106,36 @@ def test_a_lagging_request_does_not_hold_the_others(tmp_path, monkeypatch) -> No
     stalled = [c for c, (s, e) in spans.items() if first <= s and e <= last + 1]
     assert stalled and len(stalled) < len(spans)
     assert set(order[-len(stalled):]) == set(stalled)
+
+
+class _Content:
+    """aiohttp's ``StreamReader.readchunk`` as a list of answers."""
+
+    def __init__(self, answers) -> None:
+        self.answers = list(answers)
+
+    async def readchunk(self):
+        return self.answers.pop(0) if self.answers else (b"", False)
+
+
+def _read_all(content, size, sink=None):
+    return asyncio.run(read_exact(lambda _: _piece(content), size, sink))
+
+
+def test_pieces_are_taken_as_buffered_and_chunk_ends_are_not_the_body_end() -> None:
+    body = bytes(range(256)) * 4
+    content = _Content([(body[:300], True), (b"", True), (body[300:700], False),
+                        (body[700:], True)])
+    assert bytes(_read_all(content, len(body))) == body
+    sink = Parts([(0, 10), (500, 1024)])
+    content = _Content([(body[:300], False), (b"", True), (body[300:], False)])
+    got = _read_all(content, len(body), sink)
+    assert bytes(got) == body and bytes(sink.futures[1].result()) == body[500:]
+
+
+def test_a_piece_past_the_range_or_a_body_cut_short_is_refused() -> None:
+    body = b"x" * 1000
+    with pytest.raises(LongBody, match="more than the 1000 bytes"):
+        _read_all(_Content([(body[:600], False), (body, False)]), 1000)
+    with pytest.raises(ShortBody, match="ended early .600 of 1000"):
+        _read_all(_Content([(body[:600], False), (b"", True), (b"", False)]), 1000)
