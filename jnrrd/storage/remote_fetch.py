@@ -220,11 +220,6 @@ class Fetcher:
             kw["IfMatch"] = expect.etag
         resp = await in_thread(fs.call_s3, "get_object", Bucket=bucket, Key=key, **kw)
         body = resp["Body"]
-
-        async def read(n: int) -> bytes:  # the body's stream belongs to s3fs's loop
-            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
-                body.read(n), fs.loop))
-
         try:
             m = _TOTAL.match(resp.get("ContentRange") or "")
             total = int(m.group(1)) if m else None
@@ -235,8 +230,9 @@ class Fetcher:
             if not isinstance(n, int) or n > stop - start:
                 raise RemoteError(f"{url}: {span(start, stop)}: the answer holds {n} bytes, "
                                   "not the range asked for")
-            try:
-                data = await read_exact(read, n, sink)
+            try:  # read on s3fs's loop, where the body's stream belongs: one hop, not one a piece
+                data = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
+                    read_exact(body.read, n, sink), fs.loop))
             except ShortBody as exc:
                 raise Retry(str(exc)) from None
             except LongBody as exc:
