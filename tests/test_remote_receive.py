@@ -93,7 +93,6 @@ def test_a_lagging_request_does_not_hold_the_others(tmp_path, monkeypatch) -> No
         return out
 
     monkeypatch.setattr(tiles.TileDecoder, "decode", recording)
-    monkeypatch.setattr(sources.Arrivals, "QUIET", 5.0)
     with RangeServer(tmp_path) as server:
         with jnrrd.open(server.url_for("v.jnrrd"), cache_bytes=0, threads=2) as vol:
             spans = {c: (loc.offset, loc.offset + loc.size)

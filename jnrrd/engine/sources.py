@@ -159,10 +159,13 @@ class Arrivals:
 
     :meth:`next` hands out each index once: a tile whose bytes are there (or whose request
     failed), waiting for one; after :data:`QUIET` seconds without any, the first tile not
-    handed out yet, whose ``take`` then waits for it within its request's own time bound."""
+    handed out yet, whose ``take`` then waits for it within its request's own time bound.
+    Every request ends within its own timeouts, so the fallback only guards against a pending
+    buffer that never reports (no hang); it is long enough that a slow link, whose tiles
+    arrive seconds apart, still has them decoded in arrival order."""
 
     #: seconds without an arrival after which :meth:`next` hands out a tile still on its way
-    QUIET = 1.0
+    QUIET = 5.0
 
     def __init__(self, pending: Sequence[Any]) -> None:
         self._queue: queue.SimpleQueue[int] = queue.SimpleQueue()
