@@ -21,7 +21,7 @@ from http_server import RangeServer
 from remote_cases import big_volume
 
 import jnrrd
-from jnrrd.engine import sources, tiles
+from jnrrd.engine import tiles
 from jnrrd.engine.sources import Arrivals
 from jnrrd.storage.bodies import LongBody, ShortBody, read_exact
 from jnrrd.storage.objects import Ready
