@@ -414,10 +414,10 @@ class Volume(WorldQueries, LevelView):
             if self._use_cache:  # tiles in the cache are copied here, the rest decoded
                 batch = self._cache.copy_hits(level.index, batch, out)
             fetched = dec.prefetch(level, [p.coords for p in batch]) if dec.remote else None
+            tasks: list[Callable[[], None]] = [partial(copy, p, fetched) for p in batch]
             if fetched is not None:  # decode the tiles in the order their bytes arrive
-                batch.sort(key=lambda p: fetched.rank(p.coords))
-            run_parallel([partial(copy, p, fetched) for p in batch],
-                         threads=self._policy.io.threads)
+                tasks = fetched.as_they_arrive([p.coords for p in batch], tasks)
+            run_parallel(tasks, threads=self._policy.io.threads)
 
     def _decoded(self, level: Level, coords: tuple[int, ...], planes: int | None = None,
                  fetched: Any = None) -> np.ndarray | None:
