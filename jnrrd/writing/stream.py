@@ -98,8 +98,10 @@ def _gzip(data: Any, st: np.dtype, type_name: str, index_order: str, total: int,
             parts = [_file_bytes(s, st, type_name) for s in file_order_slabs(
                 data, index_order, _SLAB_BYTES, rows=(split, nrows))]
             tail = parts[0] if len(parts) == 1 else b"".join(parts)
+        # slabs of two blocks: the first blocks start while the rest is read
+        slab = min(_SLAB_BYTES, 2 * gzip_stream.BLOCK_BYTES)
         body = (_file_bytes(s, st, type_name) for s in file_order_slabs(
-            data, index_order, _SLAB_BYTES, rows=(0, split)))
+            data, index_order, slab, rows=(0, split)))
         yield from gzip_stream.gzip_pieces(body, total, lvl, threads=threads, submit=submit,
                                            tail=tail)
 
