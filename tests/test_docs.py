@@ -212,8 +212,8 @@ def test_readme_first_screen_and_tour(tmp_path: Path, monkeypatch: pytest.Monkey
     assert first[0] == "# jnrrd"
     assert ("python3 -m venv .venv && . .venv/bin/activate && pip install -e . && "
             "python examples/quickstart.py") in first
-    assert 'pip install -e ".[test]" && python -m pytest' in first
-    assert any('python -m pytest -m "not slow"' in line for line in first)
+    assert 'pip install -e ".[test]" && python -m pytest -n auto' in first
+    assert any('python -m pytest -m "not slow" -n auto' in line for line in first)
     assert any(line.startswith("Docs: ") for line in first)
     # The tour runs as written, on a volume large enough for its slices and levels.
     tour = python_blocks(ROOT / "README.md")[0]

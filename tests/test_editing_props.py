@@ -6,8 +6,9 @@ writes often repeat), ``pad`` and ``variable`` edges, halos, local paths and S3.
 every commit and reopening the file equals the model at every level; the volume always
 reads its own writes; at the end the file validates with ``deep=True``.
 
-The quick run takes a few examples; the slow one at least 2,000
-(``JNRRD_EDIT_EXAMPLES``), about one in six of them on S3.
+The quick run takes a few examples; the slow one the CI profile's count in the full suite and
+at least 2,000 in the long profile (``HYPOTHESIS_PROFILE=long``, ``JNRRD_EDIT_EXAMPLES`` to
+raise it), about one in six of them on S3.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from hypothesis import strategies as st
 import jnrrd
 from jnrrd.tiling.kinds import max_levels
 
-LONG_EXAMPLES = max(2000, int(os.environ.get("JNRRD_EDIT_EXAMPLES", "2000")))
+LONG_EXAMPLES = (max(2000, int(os.environ.get("JNRRD_EDIT_EXAMPLES", "2000")))
+                 if os.environ.get("HYPOTHESIS_PROFILE", "ci") == "long"
+                 else settings.default.max_examples)
 _FIXTURES = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 
 

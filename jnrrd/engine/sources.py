@@ -18,13 +18,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import DataError, UnsupportedError, where
-from ..storage.fileobj import StreamReader
-from ..storage.local import LocalStore, is_url
+from ..storage import LocalStore, StreamReader, StreamStore, is_url
 
 if TYPE_CHECKING:
-    from ..storage.remote import RemoteStore
+    from ..storage import RemoteStore
 
-from ..storage.objects import StreamStore
 from ..tiling.levels import Level
 from ..tiling.locate import (
     derive_sizes,

@@ -36,6 +36,7 @@ from ..policy import Policy
 from .keys import check_object_url, confine_key
 from .objects import HeldObjects
 from .remote_fetch import Answer, Fetcher, plan_requests
+from .urls import is_remote, local_path
 from .validators import Validator, warn_unversioned
 
 __all__ = ["RemoteReader", "RemoteStore", "filesystem", "is_remote", "local_path",
@@ -47,23 +48,6 @@ FIRST_BLOCK = 256 << 10
 #: the info fields that identify an object's content, by filesystem (first found wins)
 _VERSION_FIELDS = ("ETag", "etag", "generation", "VersionId", "version_id", "md5Hash",
                    "LastModified", "last_modified", "mtime", "updated", "created")
-
-
-def is_remote(source: Any) -> bool:
-    """True for a URL string served through fsspec (any scheme but ``file://``)."""
-    if not isinstance(source, str):
-        return False
-    m = _URL.match(source)
-    return m is not None and m.group(1).lower() != "file"
-
-
-def local_path(source: Any) -> Any:
-    """A ``file://`` URL as a local path; anything else unchanged."""
-    if isinstance(source, str) and source[:7].lower() == "file://":
-        from urllib.parse import unquote, urlsplit
-
-        return unquote(urlsplit(source).path)
-    return source
 
 
 def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple[Any, str]:
