@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
     from .integrations.zarr_refs import kerchunk_refs
     from .opening import open
     from .policy import IOSettings, Policy
-    from .storage.leftovers import cleanup
+    from .storage import cleanup
     from .validation import Problem, validate
     from .web import serve
     from .world import WorldRegion
@@ -58,7 +58,7 @@ _LAZY = {
     "Header": "header",
     "kerchunk_refs": "integrations.zarr_refs",
     "IOSettings": "policy", "Policy": "policy",
-    "cleanup": "storage.leftovers",
+    "cleanup": "storage",
     "Problem": "validation", "validate": "validation",
     "serve": "web",
     "WorldRegion": "world",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import IO, Any, Unpack, cast
+from typing import IO, TYPE_CHECKING, Any, Unpack, cast
 
 import numpy as np
 
@@ -17,11 +17,11 @@ from .header import CoreFields, Header, core_fields, parse_header
 from .header.foreign import check_not_a_folder
 from .header.geometry_fields import canonical_space
 from .policy import POLICY_FIELDS, IOSettings, Policy, PolicyOptions
-from .storage.local import file_version
-from .storage.remote import RemoteStore, is_remote, local_path
-from .storage.remote_stream import opener_of
-from .storage.resolve import Opened, opened, resolve
+from .storage import Opened, file_version, is_remote, local_path, open_source, opened
 from .tiling.spec import TILE_URI, Tiling, parse_tiling
+
+if TYPE_CHECKING:
+    from .storage import RemoteStore
 
 __all__ = ["Reopen", "check_header", "open", "read", "read_header"]
 
@@ -100,11 +100,13 @@ def _open(source: Any, index_order: str, missing: str,
     if missing not in ("error", "fill"):
         raise ValueError(f"missing must be 'error' or 'fill', got {missing!r}")
     check_not_a_folder(source)  # a DICOM series or a Zarr store: say so, and how to convert
-    src = resolve(source, pol, storage_options)
+    src = open_source(source, pol, storage_options)
     by_path = isinstance(source, (str, os.PathLike))
     base = pol
     if src.remote:  # detached data files: the URLs the store resolved, opened through it
-        pol = Policy.from_kwargs(pol, opener=opener_of(cast(RemoteStore, src.store)))
+        from .storage import opener_of
+
+        pol = Policy.from_kwargs(pol, opener=opener_of(cast("RemoteStore", src.store)))
         if cache_bytes is None:
             cache_bytes = default_cache_bytes(remote=True)
     try:

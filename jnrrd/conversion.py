@@ -191,7 +191,7 @@ def convert(source: Any, target: Any, *, storage_options: Mapping[str, Any] | No
     if (isinstance(source, (str, os.PathLike)) and isinstance(target, (str, os.PathLike))
             and os.path.abspath(source) == os.path.abspath(target)):
         raise ValueError(f"{target}: the source and the target are the same file")
-    from .storage.targets import local_target
+    from .storage import local_target
     from .writing.dispatch import write
 
     # OME-Zarr and NIfTI targets are written from header-order data; index_order only maps

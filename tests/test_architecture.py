@@ -163,6 +163,46 @@ def test_import_directions() -> None:
     assert direction_offenders() == []
 
 
+def storage_face_offenders() -> list[str]:
+    """Every import, from outside ``jnrrd/storage/``, of a storage submodule or of a name the
+    face does not offer: the rest of the package imports storage only through
+    ``jnrrd.storage`` and the names of its ``__all__`` (docs/architecture.md, "The storage
+    face")."""
+    import jnrrd.storage
+
+    face = set(jnrrd.storage.__all__)
+    subs = {m.rsplit(".", 1)[1] for m in MODULES if m.startswith("jnrrd.storage.")}
+    bad = [f"{m}:{line} imports {t} {name}".rstrip() for m in MODULES
+           if not _within(m, ("jnrrd.storage",)) for t, name, line in imports_of(m)
+           if t.startswith("jnrrd.storage.")
+           or (t == "jnrrd.storage" and name and name not in face)]
+    for m, (path, _) in MODULES.items():  # `from .. import storage`, then storage.remote.x
+        if not _within(m, ("jnrrd.storage",)):
+            bad += [f"{m}:{node.lineno} reads storage.{node.attr}"
+                    for node in ast.walk(ast.parse(path.read_text()))
+                    if isinstance(node, ast.Attribute) and node.attr in subs
+                    and isinstance(node.value, (ast.Name, ast.Attribute))
+                    and (node.value.id if isinstance(node.value, ast.Name)
+                         else node.value.attr) == "storage"]
+    return bad
+
+
+def test_storage_is_imported_only_through_its_face() -> None:
+    # the walk names a storage submodule as such (how a reach past the face would show)
+    assert any(t == "jnrrd.storage.local" for t, _, _ in imports_of("jnrrd.storage.resolve"))
+    assert any(t == "jnrrd.storage" and n == "opened" for t, n, _ in imports_of("jnrrd.api"))
+    assert storage_face_offenders() == []
+
+
+def test_the_storage_face_names_no_submodule() -> None:
+    # a face name equal to a submodule's (``resolve``) would be either, depending on what was
+    # imported first, and an import of it would read as a reach past the face
+    import jnrrd.storage
+
+    submodules = {m.rsplit(".", 1)[1] for m in MODULES if m.startswith("jnrrd.storage.")}
+    assert sorted(set(jnrrd.storage.__all__) & submodules) == []
+
+
 def test_integrations_use_only_public_names() -> None:
     bad = []
     for m in MODULES:

@@ -21,7 +21,7 @@ from jnrrd.storage.remote_fetch import Fetcher
 from jnrrd.storage.remote_obstore import ObstoreFS
 from jnrrd.storage.remote_obstore_fetch import ObstoreFetcher
 from jnrrd.storage.remote_writes import remote_target
-from jnrrd.storage.resolve import resolve
+from jnrrd.storage.resolve import open_source
 
 pytest.importorskip("obstore")  # (in the test extra: .ci/run installs it)
 pytestmark = pytest.mark.timeout(60)
@@ -109,7 +109,7 @@ def test_s3_reads_go_through_obstore_in_ranged_gets(s3, tmp_path) -> None:
     a = random_volume((64, 64, 40))  # 320 KiB of noise: past the first block
     jnrrd.write(tmp_path / "v.jnrrd", a, tile=8, compression="zstd")
     put_to_s3(s3, tmp_path / "v.jnrrd", "d/v.jnrrd")
-    opened = resolve(s3.url("d/v.jnrrd"), Policy(), s3.storage_options)
+    opened = open_source(s3.url("d/v.jnrrd"), Policy(), s3.storage_options)
     try:
         assert isinstance(opened.store.fetcher, ObstoreFetcher)
     finally:
@@ -147,7 +147,7 @@ def test_http_through_obstore_when_asked_and_redirects_may_go_anywhere(http_serv
     jnrrd.write(http_server.root / "v.jnrrd", a, tile=16, compression="zstd")
     url = http_server.url_for("v.jnrrd")
     io = IOSettings(remote_backend="obstore")
-    opened = resolve(url, _policy("obstore", **ANYWHERE), None)
+    opened = open_source(url, _policy("obstore", **ANYWHERE), None)
     try:
         assert isinstance(opened.store.fetcher, ObstoreFetcher)
     finally:

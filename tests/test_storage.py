@@ -11,10 +11,9 @@ import pytest
 
 import jnrrd
 from jnrrd.policy import GiB, Policy
-from jnrrd.storage import Store
+from jnrrd.storage import Store, open_source, opened
 from jnrrd.storage.fileobj import StreamReader, stream_dir
 from jnrrd.storage.local import LocalStore
-from jnrrd.storage.resolve import opened, resolve
 
 BYTES = bytes(range(256)) * 4
 
@@ -203,14 +202,14 @@ def test_resolve_a_named_stream_and_an_anonymous_one(tmp_path):
     p = tmp_path / "v.jnrrd"
     p.write_bytes(b"abc")
     with open(p, "rb") as f:
-        src = resolve(f, Policy())
+        src = open_source(f, Policy())
         assert not src.owned and src.store is not None and src.path == str(p)
         src.close()
         assert not f.closed  # a caller's stream is never closed
-    src = resolve(io.BytesIO(b"abc"), Policy())
+    src = open_source(io.BytesIO(b"abc"), Policy())
     assert src.store is None and src.path is None and src.name is None
     with pytest.raises(TypeError, match="path or a binary file object"):
-        resolve(3, Policy())
+        open_source(3, Policy())
 
 
 def test_resolved_store_keeps_the_policy(tmp_path):

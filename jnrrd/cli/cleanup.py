@@ -27,7 +27,7 @@ def _seconds(text: str) -> float:
 
 def register(sub: Any) -> None:
     """Add the ``cleanup`` sub-command to the ``add_subparsers`` object ``sub``."""
-    from ..storage.leftovers import STALE_AFTER
+    from ..storage import STALE_AFTER
 
     p = sub.add_parser(
         "cleanup", help="remove leftovers of interrupted writes",
@@ -45,7 +45,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Clean ``args.dirs``; print one removed path per line; return the exit code."""
-    from ..storage.leftovers import cleanup
+    from ..storage import cleanup
 
     for d in args.dirs:
         if not os.path.isdir(d):

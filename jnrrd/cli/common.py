@@ -148,7 +148,7 @@ def storage_options(items: list[str] | None) -> dict[str, Any] | None:
 def options_for(path: str, options: dict[str, Any] | None) -> dict[str, Any]:
     """``{"storage_options": options}`` when ``path`` is a URL and there are options, else
     ``{}`` (local files take none)."""
-    from ..storage.remote import is_remote, local_path
+    from ..storage import is_remote, local_path
 
     if options and is_remote(local_path(path)):
         return {"storage_options": options}

@@ -133,7 +133,7 @@ def _preview_line(path: str) -> str:
 
 
 def _level_facts(vol: Any, k: int, options: dict[str, Any] | None = None) -> dict[str, Any]:
-    from ..storage.remote import is_remote
+    from ..storage import is_remote
 
     lv = vol.levels[k]
     stored = bool(lv.stored)
@@ -176,7 +176,7 @@ def _remote_untiled_bytes(vol: Any, options: dict[str, Any]) -> int:
     """:func:`_untiled_stored_bytes` of a URL: the object after its header, or the detached
     data objects next to it (one metadata request each)."""
     from ..policy import Policy
-    from ..storage.resolve import opened
+    from ..storage import opened
 
     h = vol.header
     files: list[str] = []

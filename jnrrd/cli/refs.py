@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output is None:
         sys.stdout.write(text + "\n")
         return 0
-    from ..storage.writes import atomic_file
+    from ..storage import atomic_file
 
     with atomic_file(args.output) as f:  # never a half-written reference file
         f.write((text + "\n").encode())

@@ -33,8 +33,7 @@ import numpy as np
 from ..errors import JnrrdWarning, UnsupportedError, where
 from ..header import core_fields
 from ..header.model import TILE_URI_PREFIX, find_prefix, split_key
-from ..storage.atomic import reported_as
-from ..storage.targets import target_store
+from ..storage import reported_as, target_store
 from ..tiling.kinds import axis_kinds, is_domain
 from .labels import is_label_map, label_prefix
 from .nifti import NIFTI_URI, SPACE_UNITS, TIME_UNITS, _nibabel

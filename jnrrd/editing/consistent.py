@@ -21,7 +21,7 @@ import time
 from typing import IO, Any
 
 from ..errors import DataError, HeaderError
-from ..storage.journal import file_identity, read_journal
+from ..storage import file_identity, read_journal
 
 __all__ = ["CHECKSUM", "ROOM", "add_checksum", "consistent_stream", "header_end",
            "verify"]

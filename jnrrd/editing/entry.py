@@ -21,15 +21,24 @@ from ..codecs import chain_is_self_delimiting, is_raw_chain
 from ..errors import UnsupportedError, where
 from ..header import Header, parse_header, parse_header_bytes
 from ..policy import IOSettings, Policy
-from ..storage.atomic import durability
-from ..storage.journal import file_identity, journal_path, read_journal, remove_journal
-from ..storage.local import LocalStore
-from ..storage.locks import STALE_AFTER, acquire, lock_name
-from ..storage.names import fresh_token, stem
-from ..storage.remote import is_remote, local_path
-from ..storage.resolve import resolve
-from ..storage.targets import target_store
-from ..storage.writeback import pwrite_all
+from ..storage import (
+    LOCK_STALE_AFTER,
+    LocalStore,
+    acquire,
+    durability,
+    file_identity,
+    fresh_token,
+    is_remote,
+    journal_path,
+    local_path,
+    lock_name,
+    open_source,
+    pwrite_all,
+    read_journal,
+    remove_journal,
+    stem,
+    target_store,
+)
 from ..tiling.locate import core_itemsize, derive_sizes, derived_offsets, raw_tile_sizes
 from ..writing.dispatch import tiled_plan
 from .consistent import CHECKSUM, ROOM, consistent_stream, verify
@@ -44,7 +53,7 @@ __all__ = ["compact", "create", "open_rw", "recover"]
 
 
 def open_rw(source: Any, *, index_order: str = "F",
-            storage_options: dict[str, Any] | None = None, stale_after: float = STALE_AFTER,
+            storage_options: dict[str, Any] | None = None, stale_after: float = LOCK_STALE_AFTER,
             durable: bool = True, dirty_bytes: int = DIRTY_BYTES, threads: int | None = None,
             policy: Policy | None = None, io: IOSettings | None = None, **policy_options: Any
             ) -> WritableVolume:
@@ -98,7 +107,7 @@ def _open_locked(target: str, source: Any, wstore: Any, key: str, lock: Any, pol
     name = source if isinstance(source, str) else os.fspath(source)
     remote = is_remote(target)
     if remote:
-        src = resolve(target, pol, storage_options)
+        src = open_source(target, pol, storage_options)
         stream, store = src.stream, src.store
     else:
         own = open(target, "r+b")
@@ -200,7 +209,7 @@ def create(path: Any, shape: Any, dtype: Any, header: Any = None, *, tile: Any =
            compression: str | None = "zstd", levels: Any = 1, downsample: str | None = None,
            fill_value: Any = 0, storage: str = "internal",
            storage_options: dict[str, Any] | None = None, index_order: str = "F",
-           stale_after: float = STALE_AFTER, durable: bool = True,
+           stale_after: float = LOCK_STALE_AFTER, durable: bool = True,
            dirty_bytes: int = DIRTY_BYTES, **options: Any) -> WritableVolume:
     """A new empty volume (every tile sparse, reading ``fill_value``), open for writing:
     see ``jnrrd.create``."""

@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import DataError, HeaderError, where
 from ..header import Header
 from ..policy import Policy
-from ..storage.names import TOKEN_RE, fresh_token, stem
+from ..storage import TOKEN_RE, fresh_token, stem
 from ..tiling.levels import Level
 from ..tiling.locate import check_pattern, expand_pattern
 from ..writing.plan import default_pattern

@@ -28,10 +28,15 @@ from .. import _platform
 from ..errors import DataError
 from ..header import Header
 from ..policy import Policy
-from ..storage.atomic import durability
-from ..storage.journal import file_identity, remove_journal, write_journal
-from ..storage.writeback import WriteBack, pwrite_all
-from ..storage.writes import target_store
+from ..storage import (
+    WriteBack,
+    durability,
+    file_identity,
+    local_target_store,
+    pwrite_all,
+    remove_journal,
+    write_journal,
+)
 from ..tiling.levels import Level
 from .headers import check_rendered, render_internal
 from .layout import Counters, aligned, room_for
@@ -209,7 +214,7 @@ class LocalInternal:
 
     def rewrite(self, header: Header, prefix: str, tables: Tables, lock: Any,
                 policy: Policy, name: Any) -> Tables:
-        store, key = target_store(self.path)
+        store, key = local_target_store(self.path)
         nstored = sum(lv.grid.ntiles for lv in tables.levels if lv.stored)
         with durability(self.durable):
             staged = store.stage(key)

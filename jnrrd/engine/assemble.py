@@ -11,7 +11,7 @@ from ..codecs import chain_is_self_delimiting, is_raw_chain
 from ..errors import DataError, UnsupportedError, where
 from ..header import Header
 from ..policy import Policy
-from ..storage.resolve import Opened
+from ..storage import Opened
 from ..tiling.locate import core_itemsize, derived_offsets, raw_tile_sizes
 from ..tiling.spec import Tiling
 from .sources import ExternalSource, InternalSource, held_object, untiled_data

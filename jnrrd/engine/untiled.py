@@ -31,8 +31,7 @@ from ..codecs.encodings import (
 from ..dtypes import storage_dtype, to_user, user_dtype
 from ..errors import DataError, HeaderError, JnrrdWarning, UnsupportedError, where
 from ..policy import Policy
-from ..storage.local import is_url
-from ..storage.objects import RangeStream
+from ..storage import RangeStream, is_url
 from ..tiling.grid import AxisSel
 from .untiled_parts import Part, check_room, data_paths, open_data, remaining
 

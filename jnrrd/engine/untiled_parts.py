@@ -13,10 +13,10 @@ from typing import IO, TYPE_CHECKING, Any
 from ..codecs.encodings import COMPRESSED
 from ..errors import DataError, HeaderError, UnsupportedError, where
 from ..policy import Policy
-from ..storage.local import LocalStore, open_resolved
+from ..storage import LocalStore, open_resolved
 
 if TYPE_CHECKING:
-    from ..storage.remote import RemoteStore
+    from ..storage import RemoteStore
 
 
 __all__ = ["MAX_RATIO", "Part", "check_room", "data_names", "data_paths", "open_data", "remaining",

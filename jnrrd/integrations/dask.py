@@ -28,8 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError, UnsupportedError, where
-from ..storage.local import file_version
-from ..storage.remote import is_remote
+from ..storage import file_version, is_remote
 
 __all__ = ["FileRef", "InProcess", "adopt", "chunk_sizes", "clear_cache", "core_chunks",
            "read_region", "volume_to_dask"]
@@ -95,7 +94,7 @@ class FileRef:
 
     @contextlib.contextmanager
     def _remote_borrow(self) -> Iterator[Any]:
-        from ..storage.version_check import VersionCheck
+        from ..storage import VersionCheck
 
         check = VersionCheck.start(self.reopen)
         try:

@@ -28,11 +28,7 @@ import numpy as np
 
 from ..engine.tiles import TileEncoder
 from ..errors import UnsupportedError, where
-from ..storage import WriteStore
-from ..storage.names import MARK, fresh_token
-from ..storage.remote_writes import RemoteWriteStore
-from ..storage.targets import target_store
-from ..storage.writes import LocalWriteStore
+from ..storage import MARK, LocalWriteStore, WriteStore, fresh_token, target_store
 from ..tiling.padding import all_padding, value_fill
 from ..writing.layout import TilePlan, header_space, internal_layout
 from ..writing.quality import quality_by_region
@@ -393,7 +389,7 @@ def _spool_store(store: WriteStore) -> WriteStore:
     """Where an internal write's tiles wait for their layout: beside the target, except for
     an object store written from this process's own scheduler (no ``distributed`` client):
     then a local temporary directory, so that tiles are not uploaded twice."""
-    if isinstance(store, RemoteWriteStore) and _active_client() is None:
+    if getattr(store, "remote", False) and _active_client() is None:
         return LocalWriteStore(tempfile.mkdtemp(prefix="jnrrd-spool-"))
     return store
 

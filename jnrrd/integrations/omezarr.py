@@ -31,8 +31,7 @@ from ..clinical.labels import is_label_map, palette, segments
 from ..errors import JnrrdWarning, MissingDependencyError, UnsupportedError
 from ..header.foreign import is_zarr_path
 from ..optional import missing_message
-from ..storage.leftovers import write_guard
-from ..storage.names import fresh_token, tmp_marker
+from ..storage import fresh_token, tmp_marker, write_guard
 from .ngff import NGFF_VERSION, export_order, is_oblique, multiscales
 
 __all__ = ["AXES_ATTRIBUTE", "HEADER_ATTRIBUTE", "header_attribute", "is_zarr_path", "regions",

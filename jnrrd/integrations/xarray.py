@@ -30,7 +30,7 @@ from xarray.backends import BackendArray, BackendEntrypoint
 from xarray.core import indexing
 
 from ..errors import HeaderError, where
-from ..storage.remote import is_remote
+from ..storage import is_remote
 from .dask import FileRef, InProcess, adopt
 
 __all__ = ["JSON_ATTRS", "JnrrdArray", "JnrrdBackendEntrypoint", "decode_attrs",

@@ -44,8 +44,7 @@ from ..errors import (
 )
 from ..header.wire import MAX_NESTING
 from ..policy import Policy
-from ..storage.local import LocalStore
-from ..storage.remote import RemoteStore, filesystem, is_remote, local_path
+from ..storage import LocalStore, is_remote, local_path
 from .zarr_codecs import MAX_INNER_CHUNKS, ShardingDecode, chunk_chain, v2_codecs
 
 __all__ = ["FILL_RATIO", "FREE_CHUNKS", "ZarrArray", "ZarrGroup", "check_levels",
@@ -73,6 +72,8 @@ def open_group(source: Any, *, storage_options: Mapping[str, Any] | None = None,
     if not isinstance(name, str):
         raise FormatError(f"{name!r:.80}: an OME-Zarr source is a directory path or a URL")
     if is_remote(name):
+        from ..storage import RemoteStore, filesystem
+
         fs, path = filesystem(name, dict(storage_options or {}))
         store: Any = RemoteStore(fs, path.rstrip("/"), pol, source=name)
     else:

@@ -31,8 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import HeaderError, UnsupportedError, where
-from ..storage.local import is_url
-from ..storage.remote import filesystem, is_remote
+from ..storage import is_remote, is_url
 from .ngff import axis_names, multiscales
 
 __all__ = ["REFS_VERSION", "kerchunk_refs", "zarr_codecs", "zarr_fill_value"]
@@ -84,6 +83,8 @@ def kerchunk_refs(source: Any, *, storage_options: Mapping[str, Any] | None = No
         kwargs["storage_options"] = dict(storage_options)
     to_url = None
     if is_remote(url):
+        from ..storage import filesystem
+
         fs = filesystem(url, dict(storage_options or {}), backend="fsspec")[0]
         to_url = fs.unstrip_protocol
     with jopen(source, **kwargs) as vol:

@@ -26,10 +26,10 @@ from ..errors import (
 )
 from ..header import CoreFields, Header, core_fields
 from ..policy import Policy
-from ..storage.local import LocalStore
+from ..storage import LocalStore
 
 if TYPE_CHECKING:
-    from ..storage.remote import RemoteStore
+    from ..storage import RemoteStore
 
 from .fields import FIELD_NAMES, parse_int, unescape_kv
 from .translate import RawHeader, Translator
@@ -202,7 +202,7 @@ def open_nrrd(f: IO[bytes], *, path: str | None, store: LocalStore | RemoteStore
     header, core, data_start = _read(f, policy, name)
     paths = data_paths(core, store, policy, name)
     if paths is not None and getattr(store, "remote", False) and policy.opener is None:
-        from ..storage.remote_stream import opener_of
+        from ..storage import opener_of
 
         # detached data: URLs
         policy = Policy.from_kwargs(policy, opener=opener_of(cast("RemoteStore", store)))

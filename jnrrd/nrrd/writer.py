@@ -23,9 +23,7 @@ from ..dtypes import TYPES, canonical_type, type_name_for
 from ..errors import HeaderError, JnrrdWarning, UnsupportedError, where
 from ..header import CoreFields, core_fields
 from ..header.model import TILE_URI_PREFIX, find_prefix, split_key
-from ..storage.atomic import reported_as
-from ..storage.names import fresh_token
-from ..storage.targets import target_store
+from ..storage import fresh_token, reported_as, target_store
 from ..writing.source import FileOrder
 from ..writing.stream import encode_chunks
 from .fields import (

@@ -9,8 +9,7 @@ import zlib
 
 import numpy as np
 
-from ..storage.targets import local_target
-from ..storage.writes import atomic_file
+from ..storage import atomic_file, local_target
 
 __all__ = ["encode_png", "write_png"]
 

@@ -1,10 +1,25 @@
-"""Where bytes live: the :class:`Store` protocol and its implementations.
+"""Where bytes live: the store protocols, their implementations, and the one public face the
+rest of jnrrd imports them through.
 
 A store holds objects under keys: ``'/'``-separated names relative to the store's root (a
 header's ``data_file`` or a tile file name, as the header spells it). The tiling layer says
 which key and byte range hold a tile (:mod:`jnrrd.tiling.locate`), a store fetches those bytes,
 the engine decodes them; nothing here knows about headers, tiles or codecs.
 
+**The face.** Every module outside ``jnrrd/storage/`` imports storage through this package
+(``from jnrrd.storage import open_source``), never a submodule (tests/test_architecture.py checks
+it): the names in :data:`__all__` are the whole interface, and the modules behind them can
+move. The local names are imported with this package; the remote ones (:data:`_REMOTE`:
+:class:`~.remote.RemoteStore`, :func:`~.remote.filesystem`, ...) load on first use, so a
+program that reads and writes local files never imports fsspec, aiohttp, asyncio or ssl. A
+module that needs a remote name imports it where it handles a URL (inside the function), and
+for annotations under ``TYPE_CHECKING``.
+
+The modules behind the face:
+
+- :mod:`.protocols`: :class:`Store`, :class:`WriteStore`, :class:`Staged`;
+- :mod:`.urls`: whether a source is a URL, a remote URL, or a ``file://`` path (nothing
+  remote imported);
 - :mod:`.objects`: the read seam every store shares (``get_ranges`` over objects held open
   or opened per call, :class:`~.objects.RangeStream`, :class:`~.objects.StreamStore`);
 - :mod:`.local`: files on the local disk (path confinement under the reader's policy, only
@@ -28,174 +43,109 @@ the engine decodes them; nothing here knows about headers, tiles or codecs.
   concurrently, staged objects in local temporary files uploaded as one object at commit;
 - :mod:`.targets`: a write's target (a path or a URL) → its write store and key;
 - :mod:`.atomic`, :mod:`.leftovers`, :mod:`.ownership`: atomic replacement, the leftovers of
-  interrupted writes, and what a write target provably owns (the only names cleanup removes).
-
-A writer decides what goes where; it hands bytes to a :class:`WriteStore`. The order a tiled
-write uses: external tiles are ``put`` under a fresh prefix (in any order, concurrently if
-the store allows), ``sync``ed, and the header is committed last as a :class:`Staged` object;
-an internal file is one staged object whose commit makes it visible at once.
+  interrupted writes, and what a write target provably owns (the only names cleanup removes);
+- :mod:`.journal`, :mod:`.locks`: an in-place edit's undo journal and its writer lock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
-from typing import IO, Any, Protocol, runtime_checkable
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["Staged", "Store", "WriteStore"]
+from .atomic import durability, reported_as
+from .fileobj import StreamReader
+from .journal import file_identity, journal_path, read_journal, remove_journal, write_journal
+from .leftovers import STALE_AFTER, cleanup, write_guard
+from .local import LocalStore, file_version, open_resolved, resolve_path
+from .locks import STALE_AFTER as LOCK_STALE_AFTER
+from .locks import acquire, lock_name
+from .names import MARK, TOKEN_RE, fresh_token, stem, tmp_marker
+from .objects import RangeStream, StreamStore
+from .protocols import Staged, Store, WriteStore
+from .resolve import Opened, open_source, opened
+from .targets import local_target, target_store
+from .urls import is_remote, is_url, local_path
+from .writeback import WriteBack, pwrite_all
+from .writes import LocalWriteStore, atomic_file
+from .writes import target_store as local_target_store
 
+if TYPE_CHECKING:  # the remote names, for type checkers (loaded on first use at run time)
+    from .remote import RemoteStore, filesystem
+    from .remote_stream import opener_of
+    from .remote_writes import RemoteWriteStore, check_writable
+    from .version_check import VersionCheck
 
-@runtime_checkable
-class Store(Protocol):
-    """Objects under keys: the read methods every store has.
+#: remote name -> the module that defines it (imported on first use: fsspec, aiohttp and the
+#: event loop come with it)
+_REMOTE = {
+    "RemoteStore": "remote", "filesystem": "remote",
+    "opener_of": "remote_stream",
+    "RemoteWriteStore": "remote_writes", "check_writable": "remote_writes",
+    "VersionCheck": "version_check",
+}
 
-    Writers add ``put`` (a whole object) and staged objects with ``commit`` (write, then make
-    visible at once); those write methods are declared next to these by the write side.
-    """
-
-    def get(self, key: str, *, limit: int | None = None) -> bytes | bytearray | memoryview:
-        """The whole object, at most ``limit`` bytes (memory follows what it holds, not
-        ``limit``); ``FileNotFoundError`` when absent."""
-        ...
-
-    def get_ranges(self, key: str, ranges: Sequence[tuple[int, int | None]], *,
-                   field: str = "data_file", limit: int | None = None, wait: bool = True,
-                   out: Sequence[Any] | None = None) -> list[Any]:
-        """The bytes ``start:stop`` of one object for each ``(start, stop)``, in order: the
-        one read seam (:mod:`.objects`). ``stop`` ``None``: to the object's end, at most
-        ``limit`` bytes; ``wait=False``: pending buffers at once (``result()``); ``out``:
-        read into these buffers."""
-        ...
-
-    def size(self, key: str) -> int:
-        """The object's size in bytes; ``FileNotFoundError`` when absent."""
-        ...
-
-    def exists(self, key: str) -> bool:
-        """Whether the object exists (and can hold data)."""
-        ...
-
-    def version(self, key: str) -> Hashable:
-        """A token that changes when the object is replaced or rewritten."""
-        ...
-
-
-@runtime_checkable
-class Staged(Protocol):
-    """A new object being written: invisible under its key until :meth:`commit`.
-
-    An internal file's writer also uses the object as a local file: :attr:`file` (sequential
-    writes and seeks), :meth:`scratch` files appended with :meth:`append`, :meth:`relayout`,
-    :meth:`wrote`. A remote store backs its staged objects with a local temporary file and
-    uploads it at :meth:`commit`. As a context manager it commits when the block succeeds and
-    drops the object otherwise.
-    """
-
-    file: IO[bytes]
-
-    def write(self, data: Any) -> None:
-        """Append ``data`` at the current position."""
-        ...
-
-    def write_at(self, data: memoryview, offset: int) -> None:
-        """Write ``data`` at ``offset`` (safe from several threads at once)."""
-        ...
-
-    def wrote(self, nbytes: int) -> None:
-        """Note ``nbytes`` written by :meth:`write_at` (the local store starts writing them
-        back to disk now and then)."""
-        ...
-
-    def scratch(self, suffix: str) -> IO[bytes]:
-        """A scratch file that goes with this object (removed when it is committed or
-        dropped)."""
-        ...
-
-    def append(self, src: IO[bytes], size: int) -> None:
-        """Copy the first ``size`` bytes of ``src`` to the position of :attr:`file`."""
-        ...
-
-    def relayout(self, head: bytes, first: int, tail_from: int) -> None:
-        """Commit instead ``head``, zeros up to ``first``, then this object's bytes from
-        ``tail_from`` on."""
-        ...
-
-    def commit(self) -> None:
-        """Make the object visible under its key at once, replacing any old one (durably,
-        unless the write asked otherwise)."""
-        ...
-
-    def abort(self) -> None:
-        """Drop the object; the key's old object stays."""
-        ...
-
-    def close(self) -> None:
-        """Close its files (after :meth:`commit` or before :meth:`abort`)."""
-        ...
-
-    def __enter__(self) -> Staged:
-        """The object itself: the block writes it."""
-        ...
-
-    def __exit__(self, kind: Any, value: Any, tb: Any) -> None:
-        """Commit when the block succeeded, else abort; close either way."""
-        ...
+__all__ = [
+    "LOCK_STALE_AFTER",
+    "MARK",
+    "STALE_AFTER",
+    "TOKEN_RE",
+    "LocalStore",
+    "LocalWriteStore",
+    "Opened",
+    "RangeStream",
+    "RemoteStore",
+    "RemoteWriteStore",
+    "Staged",
+    "Store",
+    "StreamReader",
+    "StreamStore",
+    "VersionCheck",
+    "WriteBack",
+    "WriteStore",
+    "acquire",
+    "atomic_file",
+    "check_writable",
+    "cleanup",
+    "durability",
+    "file_identity",
+    "file_version",
+    "filesystem",
+    "fresh_token",
+    "is_remote",
+    "is_url",
+    "journal_path",
+    "local_path",
+    "local_target",
+    "local_target_store",
+    "lock_name",
+    "open_resolved",
+    "open_source",
+    "opened",
+    "opener_of",
+    "pwrite_all",
+    "read_journal",
+    "remove_journal",
+    "reported_as",
+    "resolve_path",
+    "stem",
+    "target_store",
+    "tmp_marker",
+    "write_guard",
+    "write_journal",
+]
 
 
-@runtime_checkable
-class WriteStore(Protocol):
-    """The write methods of a store (the target of ``jnrrd.write``).
+if not TYPE_CHECKING:  # hidden from type checkers, so that a misspelt name stays an error
 
-    ``put`` may return before the object is stored (a remote store may upload tiles
-    concurrently); :meth:`sync` waits until everything put under a prefix is stored durably,
-    and only then does a writer commit the header that names those objects.
-    """
+    def __getattr__(name: str) -> Any:
+        """A remote name (:data:`_REMOTE`), imported on first use."""
+        module = _REMOTE.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
 
-    def path(self, key: str) -> str:
-        """Where ``key`` lives (a local path, or a URL), for messages and the leftovers
-        sweep."""
-        ...
 
-    def put(self, key: str, data: Any) -> None:
-        """Write a whole object under a fresh key (nobody reads it before a header names it;
-        not atomic, durable only after :meth:`sync`)."""
-        ...
-
-    def reserve(self, prefix: str) -> None:
-        """Claim a fresh prefix for :meth:`put` (``FileExistsError`` when taken)."""
-        ...
-
-    def sync(self, prefix: str) -> None:
-        """Make every object put under ``prefix`` durable."""
-        ...
-
-    def stage(self, key: str, *, token: str | None = None, random_access: bool = False,
-              write_back: bool = False) -> Staged:
-        """A new object for ``key``, visible only once committed."""
-        ...
-
-    def append_object(self, staged: Staged, key: str, size: int) -> None:
-        """Append the first ``size`` bytes of the object ``key`` to ``staged``."""
-        ...
-
-    def delete(self, key: str) -> None:
-        """Remove the object ``key``."""
-        ...
-
-    def discard(self, prefix: str) -> None:
-        """Remove everything under ``prefix`` (best effort)."""
-        ...
-
-    def owned(self, key: str) -> list[str]:
-        """The fresh data files and tile prefixes beside ``key`` that its current header
-        references and a write to ``key`` made (:mod:`.ownership`): what a rewrite removes
-        once its new header is in place. Called before the new header is committed."""
-        ...
-
-    def tidy(self, key: str, *, keep: Iterable[str] = (), owned: Iterable[str] = ()
-             ) -> list[str]:
-        """After ``key``'s new header is in place (or before a write, without ``owned``):
-        remove the names in ``owned`` (what :meth:`owned` returned before the header was
-        replaced), except the keys in ``keep``; a local store also removes ``key``'s
-        temporary files. Nothing else is removed, however it is named. Best effort; returns
-        what was removed."""
-        ...
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_REMOTE))

@@ -21,10 +21,10 @@ from ..errors import DataError, SecurityError, where
 from ..policy import Policy
 from .fileobj import StreamReader, read_at_most
 from .objects import HeldObjects, Ready, ready
+from .urls import is_url
 
 __all__ = ["LocalStore", "file_version", "is_url", "open_resolved", "resolve_path"]
 
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
@@ -113,11 +113,6 @@ def file_version(path: str | int) -> tuple[int, int, int]:
     except FileNotFoundError:
         raise DataError(f"{where(path)}the file no longer exists") from None
     return (st.st_ino, st.st_size, st.st_mtime_ns)
-
-
-def is_url(path: str) -> bool:
-    """True for ``scheme://...`` strings."""
-    return bool(_URL.match(path))
 
 
 def resolve_path(

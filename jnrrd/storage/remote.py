@@ -20,7 +20,7 @@ import contextlib
 import errno
 import posixpath
 import re
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -33,9 +33,11 @@ from ..errors import (
     where,
 )
 from ..policy import REMOTE_BACKENDS, Policy
+from .bodies import Bytes
 from .keys import check_object_url, confine_key
 from .objects import HeldObjects
 from .remote_fetch import Answer, Fetcher, plan_requests
+from .urls import is_remote, local_path
 from .validators import Validator, warn_unversioned
 
 __all__ = ["RemoteReader", "RemoteStore", "filesystem", "is_remote", "local_path",
@@ -47,23 +49,6 @@ FIRST_BLOCK = 256 << 10
 #: the info fields that identify an object's content, by filesystem (first found wins)
 _VERSION_FIELDS = ("ETag", "etag", "generation", "VersionId", "version_id", "md5Hash",
                    "LastModified", "last_modified", "mtime", "updated", "created")
-
-
-def is_remote(source: Any) -> bool:
-    """True for a URL string served through fsspec (any scheme but ``file://``)."""
-    if not isinstance(source, str):
-        return False
-    m = _URL.match(source)
-    return m is not None and m.group(1).lower() != "file"
-
-
-def local_path(source: Any) -> Any:
-    """A ``file://`` URL as a local path; anything else unchanged."""
-    if isinstance(source, str) and source[:7].lower() == "file://":
-        from urllib.parse import unquote, urlsplit
-
-        return unquote(urlsplit(source).path)
-    return source
 
 
 def filesystem(url: str, storage_options: dict[str, Any] | None = None, *,
@@ -193,14 +178,14 @@ class RemoteReader:
                 self.expect = Validator(info.get("ETag") or None, None, size)
             answer = (self._get(0, min(first, size)) if size else Answer(b""))
         self.file_size = size
-        self.head = answer.data
+        self.head: bytes | bytearray = bytes(answer.data)
 
     def grow_head(self, upto: int) -> None:
         """Extend :attr:`head` to the first ``upto`` bytes (or the whole object)."""
         upto = min(upto, self.file_size)
         if upto > len(self.head):
             more = self._fetch(len(self.head), upto)
-            self.head = self.head + more
+            self.head = b"".join((self.head, more))
 
     def get_range(self, start: int, stop: int) -> memoryview | bytes | bytearray:
         """Bytes ``start:stop``; ``DataError("file ended early")`` past the object's end."""
@@ -246,12 +231,12 @@ class RemoteReader:
                      for m in piece.members]
             futures = self.fetcher.submit_parts(self.path, piece.start, piece.stop, parts,
                                                 url=self.url, expect=self.expect)
-            for rank, (m, fut) in enumerate(zip(piece.members, futures, strict=True)):
+            for m, fut in zip(piece.members, futures, strict=True):
                 a, b = ranges[todo[m]]
-                out[todo[m]] = Slice(Pending(fut, self, a, b), 0, b - a, rank=rank)
+                out[todo[m]] = Slice(Pending(fut, self, a, b), 0, b - a)
         return [s for s in out if s is not None]
 
-    def _fetch(self, start: int, stop: int) -> bytes | bytearray:
+    def _fetch(self, start: int, stop: int) -> Bytes:
         return self._get(start, stop).data
 
     def _get(self, start: int, stop: int) -> Answer:
@@ -266,11 +251,14 @@ class RemoteReader:
 class Done:
     """An already available answer, shaped like a pending one."""
 
-    def __init__(self, data: bytes | bytearray) -> None:
+    def __init__(self, data: Bytes) -> None:
         self.data = data
 
-    def result(self) -> bytes | bytearray:
+    def result(self) -> Bytes:
         return self.data
+
+    def when_ready(self, fn: Callable[[], object]) -> None:
+        fn()
 
 
 class Pending:
@@ -285,6 +273,11 @@ class Pending:
         r = self.reader
         with gone_is_changed(r.url):
             return r.fetcher.wait(self.future, r.url, self.start, self.stop)
+
+    def when_ready(self, fn: Callable[[], object]) -> None:
+        """``fn()`` once the bytes are there or the request failed (on the thread that
+        completes it, or now)."""
+        self.future.add_done_callback(lambda _: fn())
 
 
 @contextlib.contextmanager
@@ -301,23 +294,30 @@ def gone_is_changed(url: str) -> Iterator[None]:
 class Whole:
     """A whole object on its way (at most the limit asked for); :meth:`result` waits."""
 
-    rank = 0
-
     def __init__(self, fetcher: Fetcher, future: Future[Answer], url: str) -> None:
         self.fetcher, self.future, self.url = fetcher, future, url
 
     def result(self) -> bytes | bytearray:
         return self.fetcher.wait(self.future, self.url, 0, None).data
 
+    def when_ready(self, fn: Callable[[], object]) -> None:
+        """``fn()`` once the object is there or the request failed."""
+        self.future.add_done_callback(lambda _: fn())
+
 
 class Slice:
-    """The bytes of one range: a slice of an available block, or a pending range;
-    ``rank``: its place in its request (0: first to arrive)."""
+    """The bytes of one range: a slice of an available block, or a pending range."""
 
     def __init__(self, source: Done | Pending | None, start: int, stop: int, *,
-                 error: Exception | None = None, rank: int = 0) -> None:
+                 error: Exception | None = None) -> None:
         self.source, self.start, self.stop, self.error = source, start, stop, error
-        self.rank = rank
+
+    def when_ready(self, fn: Callable[[], object]) -> None:
+        """``fn()`` once :meth:`result` no longer waits."""
+        if self.source is None:
+            fn()
+        else:
+            self.source.when_ready(fn)
 
     def result(self) -> memoryview:
         if self.error is not None:
@@ -391,7 +391,7 @@ class RemoteStore(HeldObjects):
         return self.fetcher.submit(path, 0, limit, url=self.url(path), exact=False)
 
     def get(self, key: str, *, limit: int | None = None, field: str = "data_file",
-            what: str = "") -> bytes | bytearray:
+            what: str = "") -> Bytes:
         """The whole object, at most ``limit`` bytes (default ``max_bytes``);
         ``FileNotFoundError`` when it is absent."""
         path = self.path(key, field=field)

@@ -195,8 +195,8 @@ class Fetcher:
         async with self._sem:
             for attempt in range(retries + 1):
                 try:
-                    answer = await asyncio.wait_for(
-                        self._once(path, start, stop, url, expect, sink, head), timeout)
+                    async with asyncio.timeout(timeout):  # no task of its own (wait_for's)
+                        answer = await self._once(path, start, stop, url, expect, sink, head)
                 except Retry as exc:
                     reason = exc.message
                 except TimeoutError:  # not retried: a person waits once
@@ -251,11 +251,6 @@ class Fetcher:
             kw["IfMatch"] = expect.etag
         resp = await in_thread(fs.call_s3, "get_object", Bucket=bucket, Key=key, **kw)
         body = resp["Body"]
-
-        async def read(n: int) -> bytes:  # the body's stream belongs to s3fs's loop
-            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
-                body.read(n), fs.loop))
-
         try:
             m = _TOTAL.match(resp.get("ContentRange") or "")
             total = int(m.group(1)) if m else None
@@ -266,8 +261,9 @@ class Fetcher:
             if not isinstance(n, int) or n > stop - start:
                 raise RemoteError(f"{url}: {span(start, stop)}: the answer holds {n} bytes, "
                                   "not the range asked for")
-            try:
-                data = await read_exact(read, n, sink)
+            try:  # read on s3fs's loop, where the body's stream belongs: one hop, not one a piece
+                data = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
+                    read_exact(body.read, n, sink), fs.loop))
             except ShortBody as exc:
                 raise Retry(str(exc)) from None
             except LongBody as exc:
@@ -331,7 +327,7 @@ class Parts:
         self._by_end = sorted(range(len(self.parts)), key=lambda i: self.parts[i][1])
         self._next = 0
 
-    def received(self, buf: bytearray, got: int) -> None:
+    def received(self, buf: memoryview, got: int) -> None:
         """Resolve every part that ends within the first ``got`` bytes of ``buf``."""
         order, parts = self._by_end, self.parts
         while self._next < len(order) and parts[order[self._next]][1] <= got:
@@ -339,7 +335,7 @@ class Parts:
             self._next += 1
             fut = self.futures[i]
             if not fut.done():  # a retried request passes parts it already handed out
-                fut.set_result(memoryview(buf)[parts[i][0] : parts[i][1]])
+                fut.set_result(buf[parts[i][0] : parts[i][1]])
         if got < len(buf):
             return
         self._next = 0  # a retry starts over

@@ -25,7 +25,7 @@ from typing import Any, cast
 
 from ..errors import DataError, ObjectNotFoundError, RemoteError, SecurityError
 from ..policy import Policy
-from .bodies import PIECE, Answer, LongBody, Read, Retry, ShortBody, Sink, read_exact
+from .bodies import PIECE, Answer, Bytes, LongBody, Read, Retry, ShortBody, Sink, read_exact
 from .remote_fetch import Fetcher
 from .remote_http import NO_RANGES, describe, span
 from .remote_obstore import ObstoreFS
@@ -191,7 +191,7 @@ def _validator(meta: Any) -> Validator:
     return Validator(meta.get("e_tag") or None, text, int(meta["size"]))
 
 
-async def _read(result: Any, n: int, sink: Sink | None) -> bytearray:
+async def _read(result: Any, n: int, sink: Sink | None) -> Bytes:
     """Exactly ``n`` bytes of an answer's body (bounded, :func:`~.bodies.read_exact`)."""
     stream = result.stream(min_chunk_size=min(max(n, 1), PIECE))
     pending = memoryview(b"")

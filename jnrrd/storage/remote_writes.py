@@ -38,9 +38,10 @@ from typing import Any
 
 from .._threads import io_submit
 from ..errors import AccessDeniedError, ObjectNotFoundError, RemoteError, UnsupportedError
-from . import Staged, aio
+from . import aio
 from .names import fresh_token
 from .ownership import read_head, referenced_names
+from .protocols import Staged
 from .remote import filesystem, split_url, strip_protocol
 from .writes import StagedFile
 
@@ -76,6 +77,8 @@ def remote_target(url: str, storage_options: dict[str, Any] | None = None
 class RemoteWriteStore:
     """The objects under ``root`` (an fsspec path of a "directory") on ``fs`` as the target of
     a write; keys are names under it. Pickled (a Dask task's copy), it puts synchronously."""
+
+    remote = True  # as the read side's RemoteStore: the objects are not on the local disk
 
     def __init__(self, fs: Any, root: str) -> None:
         self.fs = fs

@@ -17,15 +17,17 @@ import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from ..policy import Policy
 from .fileobj import stream_dir
 from .local import LocalStore
-from .remote import RemoteReader, RemoteStore, filesystem, is_remote, local_path, split_url
-from .remote_stream import RemoteStream
+from .urls import is_remote, local_path
 
-__all__ = ["Opened", "named", "opened", "resolve"]
+if TYPE_CHECKING:  # the remote modules load when a URL is opened (:func:`_resolve_url`)
+    from .remote import RemoteStore
+
+__all__ = ["Opened", "named", "open_source", "opened"]
 
 
 @dataclass
@@ -49,7 +51,7 @@ class Opened:
     @property
     def remote(self) -> bool:
         """Whether the source is a remote object (a URL)."""
-        return isinstance(self.store, RemoteStore)
+        return bool(getattr(self.store, "remote", False))
 
     def close(self) -> None:
         """Close the stream when it was opened here."""
@@ -64,7 +66,7 @@ def named(source: Any) -> bool:
     )
 
 
-def resolve(source: Any, policy: Policy, storage_options: dict[str, Any] | None = None
+def open_source(source: Any, policy: Policy, storage_options: dict[str, Any] | None = None
             ) -> Opened:
     """Open a path or URL (owned) or take a binary stream as it is (not owned)."""
     source = local_path(source)
@@ -93,6 +95,9 @@ def resolve(source: Any, policy: Policy, storage_options: dict[str, Any] | None 
 
 def _resolve_url(url: str, policy: Policy, storage_options: dict[str, Any] | None
                  ) -> Opened:
+    from .remote import RemoteReader, RemoteStore, filesystem, split_url
+    from .remote_stream import RemoteStream
+
     fs, path = filesystem(url, storage_options, policy=policy)
     root, key = split_url(path, name_url=url)
     store = RemoteStore(fs, root, policy, source=url)
@@ -103,8 +108,8 @@ def _resolve_url(url: str, policy: Policy, storage_options: dict[str, Any] | Non
 @contextlib.contextmanager
 def opened(source: Any, policy: Policy, storage_options: dict[str, Any] | None = None
            ) -> Iterator[Opened]:
-    """:func:`resolve` as a context manager (an opened path is closed on exit)."""
-    src = resolve(source, policy, storage_options)
+    """:func:`open_source` as a context manager (an opened path is closed on exit)."""
+    src = open_source(source, policy, storage_options)
     try:
         yield src
     finally:

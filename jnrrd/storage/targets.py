@@ -20,9 +20,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import SecurityError, UnsupportedError
-from . import WriteStore
-from .remote import is_remote, local_path
-from .remote_writes import remote_target
+from .protocols import WriteStore
+from .urls import is_remote, local_path
 from .writes import target_store as local_target_store
 
 __all__ = ["SUFFIX_BYTES", "is_remote_target", "local_target", "target_store"]
@@ -44,6 +43,8 @@ def target_store(target: str | os.PathLike[str], storage_options: dict[str, Any]
     (``storage_options`` go to fsspec for a URL; for a path they are a ``TypeError``)."""
     path: str = local_path(os.fspath(target))
     if is_remote(path):
+        from .remote_writes import remote_target  # loaded by the first write to a URL
+
         return remote_target(path, storage_options)
     if storage_options:
         raise TypeError(f"storage_options= is for URLs (s3://, memory://, ...); {path!r} "

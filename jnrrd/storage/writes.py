@@ -18,10 +18,10 @@ import shutil
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
-from . import Staged
 from .atomic import durable, remove_leftovers, replace, reported_as
 from .names import fresh_token, tmp_marker
 from .ownership import case_insensitive, claim, open_plain, read_head, referenced_names
+from .protocols import Staged
 from .writeback import WriteBack, copy_range, pwrite_all
 
 __all__ = ["LocalWriteStore", "StagedFile", "atomic_file", "target_store"]

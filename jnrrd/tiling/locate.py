@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError, HeaderError, where
-from ..storage.local import is_url
+from ..storage import is_url
 from .levels import Level, raw_stored_sizes
 
 __all__ = ["check_pattern", "core_itemsize", "derive_sizes", "derived_offsets",

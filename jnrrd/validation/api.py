@@ -32,9 +32,7 @@ from ..errors import FormatError, JnrrdError, ValidationError, VersionError, des
 from ..header.model import CORE_FIELDS, TILE_FIELDS, TILE_URI_PREFIX, build_header, find_prefix
 from ..header.wire import MAX_NESTING, nesting_depth, read_entries
 from ..policy import IOSettings, Policy, PolicyOptions
-from ..storage import Store
-from ..storage.remote import is_remote, local_path
-from ..storage.resolve import opened
+from ..storage import Store, is_remote, local_path, opened
 from .core import check_core, check_data
 from .deep import check_tiles
 from .report import Problem, Report, top_field

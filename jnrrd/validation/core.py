@@ -17,7 +17,7 @@ from ..errors import JnrrdError
 from ..header.fields import CoreFields
 from ..header.geometry_fields import SPACES
 from ..policy import Policy
-from ..storage.local import LocalStore
+from ..storage import LocalStore
 from .report import Report, pointer
 from .schema import lenient_view
 

@@ -27,7 +27,7 @@ from ..engine.tiles import TileCodec, checksum_of
 from ..errors import DataError, JnrrdError, where
 from ..header.fields import CoreFields
 from ..policy import Policy
-from ..storage.local import LocalStore
+from ..storage import LocalStore
 from ..tiling.levels import Level
 from ..tiling.locate import derived_offsets, raw_tile_sizes, sizes_to_next
 from ..tiling.spec import Tiling

@@ -12,7 +12,7 @@ from typing import Any
 from .._threads import ordered_map
 from ..errors import JnrrdError
 from ..policy import Policy
-from ..storage.local import resolve_path
+from ..storage import resolve_path
 from ..tiling.locate import check_pattern, expand_pattern
 from .core import _int
 from .report import MAX_PER_FIELD

@@ -175,7 +175,7 @@ def probe_header(plan: Any, build: Callable[..., bytes], target: str) -> bytes:
     n = plan.nstored
     base_dir = None
     if plan.storage == "external":
-        from ..storage.names import stem
+        from ..storage import stem
 
         base_dir = f"{stem(target)}.00000000.tiles"
     offsets = [0] * n if plan.storage == "internal" else []
@@ -211,8 +211,7 @@ def check_tile_names(pattern: str, plan: Any, target: str) -> None:
     stored level stand for all of them.
     """
     from ..policy import Policy
-    from ..storage.local import resolve_path
-    from ..storage.names import stem
+    from ..storage import resolve_path, stem
     from ..tiling.locate import check_pattern, expand_pattern
 
     field = f"{plan.prefix}:pattern"

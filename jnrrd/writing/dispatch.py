@@ -14,11 +14,7 @@ from .._config import config
 from ..dtypes import type_name_for
 from ..errors import HeaderError, UnsupportedError
 from ..header import TILE_URI, TILE_URI_PREFIX, Header
-from ..storage.atomic import durability, reported_as
-from ..storage.leftovers import write_guard
-from ..storage.remote import is_remote, local_path
-from ..storage.remote_writes import check_writable
-from ..storage.targets import local_target
+from ..storage import durability, is_remote, local_path, local_target, reported_as, write_guard
 from .checks import (
     check_arguments,
     check_codec_chain,
@@ -89,6 +85,8 @@ def write(target: Any, data: Any, header: Mapping[str, Any] | None = None, *,
         raise TypeError("storage_options= is for URLs (s3://, memory://, ...); "
                         f"{target!r:.200} is not one")
     if remote:
+        from ..storage import check_writable
+
         check_writable(target)
     opts: dict[str, Any] = dict(options)
     file_format = file_format_of(target, format, opts)

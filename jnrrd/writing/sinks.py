@@ -18,8 +18,7 @@ from typing import IO, Any
 import numpy as np
 
 from .._threads import OrderedQueue
-from ..storage import WriteStore
-from ..storage.names import stem
+from ..storage import WriteStore, stem
 from ..tiling.levels import Level, raw_stored_sizes
 from ..tiling.locate import expand_pattern
 from .layout import TilePlan, header_space, internal_layout

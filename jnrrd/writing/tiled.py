@@ -21,8 +21,7 @@ import numpy as np
 
 from .._threads import OrderedQueue, Running
 from ..engine.tiles import TileEncoder
-from ..storage.names import fresh_token
-from ..storage.targets import target_store
+from ..storage import fresh_token, target_store
 from ..tiling.grid import TileGrid
 from ..tiling.levels import Level
 from ..tiling.padding import all_padding, value_fill

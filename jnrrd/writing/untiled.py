@@ -11,9 +11,7 @@ import numpy as np
 from ..codecs.levels import check_level
 from ..errors import HeaderError, UnsupportedError, where
 from ..header import Header, render_header
-from ..storage import Staged
-from ..storage.names import fresh_token, stem
-from ..storage.targets import target_store
+from ..storage import Staged, fresh_token, stem, target_store
 from .checks import check_final_header
 from .source import FileOrder
 from .stream import encode_chunks
