@@ -217,3 +217,34 @@ def test_a_volume_opened_before_a_fork_reads_in_the_child(s3, tmp_path, backend)
          json.dumps(s3.storage_options), backend, "30"],
         capture_output=True, text=True, timeout=90, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     assert done.returncode == 0, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
+
+
+_ALONE_SCRIPT = """
+import json, sys
+for name in ("fsspec", "s3fs", "aiohttp", "botocore", "aiobotocore"):
+    sys.modules[name] = None  # import fails: jnrrd[obstore] without jnrrd[remote]/[s3]
+import numpy as np
+import jnrrd
+
+url, opts, n = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+with jnrrd.open(url, storage_options=opts) as vol:
+    assert vol[:].sum() == n * (n - 1) // 2, "wrong data"
+assert jnrrd.validate(url, storage_options=opts, deep=True) == []
+"""
+
+
+@pytest.mark.slow
+def test_the_obstore_extra_alone_reads_s3(s3, tmp_path) -> None:
+    import json
+
+    from remote_cases import put_to_s3
+
+    n = 64 * 64 * 40
+    jnrrd.write(tmp_path / "v.jnrrd", np.arange(n, dtype=np.int64).reshape(64, 64, 40),
+                tile=16, compression="zstd", storage="external")
+    put_to_s3(s3, tmp_path, "d")
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_ALONE_SCRIPT), s3.url("d/v.jnrrd"),
+         json.dumps(s3.storage_options), str(n)],
+        capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])

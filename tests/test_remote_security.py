@@ -559,6 +559,19 @@ def test_a_silent_server_fails_in_the_read_timeout(hostile):
     assert seconds < 4
 
 
+@pytest.mark.timeout(30)
+def test_a_body_that_stalls_fails_in_the_read_timeout_without_a_retry(pair):
+    """A timeout is not retried, also when it strikes while the body is read (obstore: its
+    client's own timeout, told from a dropped connection)."""
+    a, one, two = pair
+    with HostileServer({"v.jnrrd": (one, two)}, trickle_interval=1.0) as server:
+        server.load([Behaviour(), Behaviour(body="trickle")])
+        out, seconds, _ = _peak(lambda: jnrrd.read(server.url_for("v.jnrrd"),
+                                                   io=io_settings(read_timeout=0.3)))
+    assert isinstance(out, jnrrd.RemoteError) and "read_timeout" in str(out), repr(out)
+    assert seconds < 4
+
+
 @pytest.mark.parametrize("knob", ["connect_timeout", "read_timeout"])
 @pytest.mark.parametrize("value", [0, -1, float("inf"), "5", True])
 def test_timeouts_are_checked(knob, value):

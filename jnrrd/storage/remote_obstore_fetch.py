@@ -35,6 +35,8 @@ __all__ = ["ObstoreFetcher"]
 
 #: the HTTP status obstore's error texts give
 _STATUS = re.compile(r"\bstatus(?: code)?:? (\d{3})\b", re.IGNORECASE)
+_TIMEOUTS = ("no complete answer within the timeouts (connect_timeout, read_timeout, "
+             "request_timeout)")
 
 
 class ObstoreFetcher(Fetcher):
@@ -83,7 +85,9 @@ class ObstoreFetcher(Fetcher):
             raise Retry(str(exc)) from None
         except LongBody as exc:
             raise RemoteError(f"{url}: {span(start, stop)}: {exc}") from None
-        except Exception as exc:  # the connection dropped while the body was read
+        except Exception as exc:  # a timeout (not retried), or the connection dropped
+            if _timed_out(str(exc)):
+                raise RemoteError(f"{url}: {span(start, stop)}: {_TIMEOUTS}") from None
             raise Retry(describe(exc)) from None
         return Answer(data, size, got)
 
@@ -149,10 +153,8 @@ class ObstoreFetcher(Fetcher):
             raise RemoteError(f"{where}: a redirect that could not be followed: too many "
                               f"redirects (a loop), or one without a Location ({head})"
                               ) from None
-        if "timed out" in text or "TimedOut" in text:
-            raise RemoteError(f"{where}: no complete answer within the timeouts "
-                              f"(connect_timeout, read_timeout, request_timeout): {head}"
-                              ) from None
+        if _timed_out(text):
+            raise RemoteError(f"{where}: {_TIMEOUTS} ({head})") from None
         if status is not None and 400 <= status < 500 and status != 429:
             raise RemoteError(f"{where}: HTTP {status} ({head})") from None
         if isinstance(exc, (ValueError, TypeError)):  # a key or option obstore refuses
@@ -174,6 +176,12 @@ class ObstoreFetcher(Fetcher):
         except Exception as again:
             raise Retry(describe(again)) from None
         return Answer(b"", int(meta["size"]), _validator(meta))
+
+
+def _timed_out(text: str) -> bool:
+    """Whether an obstore error is one of its client's timeouts (its text says so: obstore's
+    exceptions carry no status or kind)."""
+    return "timed out" in text or "TimedOut" in text or "kind: Timeout" in text
 
 
 def _validator(meta: Any) -> Validator:
