@@ -8,7 +8,8 @@
   :func:`fork_join` and :func:`background`. Both are created on first use, and again in a
   child after ``fork()``;
 - :func:`ordered_map`: a private pool of a given size mapping a function in order (deep
-  validation, the frame-parallel zstd decoder);
+  validation, the frame-parallel zstd decoder); :func:`private_pool`: such a pool's
+  ``submit`` for a block of code (the parallel gzip writer);
 - :class:`OrderedQueue`: callables run in order on one background thread (a tiled write
   stores a row of tiles while the next is encoded);
 - :func:`io_submit`: blocking I/O (a remote store's requests on filesystems without an event
@@ -19,6 +20,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -30,7 +32,8 @@ from ._config import current
 from ._platform import available_cpus, register_at_fork
 
 __all__ = ["IO_THREADS", "OrderedQueue", "Running", "background", "default_threads",
-           "fork_join", "io_submit", "ordered_map", "run_each", "run_parallel", "start_daemon",
+           "fork_join", "io_submit", "ordered_map", "private_pool", "run_each", "run_parallel",
+           "start_daemon",
            "thread_count",
            "zstd_frame_map"]
 
@@ -294,6 +297,17 @@ def ordered_map(fn: Callable[[Any], Any], items: Iterable[Any], *, workers: int,
         finally:
             for f in pending:
                 f.cancel()
+
+
+@contextlib.contextmanager
+def private_pool(workers: int, name: str) -> Iterator[Callable[..., Future[Any]]]:
+    """A fresh pool of ``workers`` threads named ``name`` for the ``with`` block, as its
+    ``submit``; on leaving, work not started is cancelled and running work waited for."""
+    pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix=name)
+    try:
+        yield pool.submit
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def zstd_frame_map(fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:

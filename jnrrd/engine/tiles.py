@@ -16,7 +16,7 @@ import math
 import sys
 import threading
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ from ..dtypes import from_user, storage_dtype, to_user, user_dtype
 from ..errors import DataError, where
 from ..tiling.levels import Level
 from ..tiling.padding import chain_fill
+from .sources import Arrivals
 
 __all__ = ["TileCodec", "TileDecoder", "TileEncoder", "checksum_of", "parse_checksum",
            "shorthand_compressor"]
@@ -258,10 +259,16 @@ class Fetched:
         started = self.source.prefetch(level, coords, decoder.tile_limit(level))
         self.pending = dict(zip(coords, started, strict=True))
 
-    def rank(self, coords: tuple[int, ...]) -> int:
-        """When the tile's bytes come, relative to the others (its place in its request):
-        decoding the tiles in this order waits least."""
-        return self.source.rank(self.pending.get(coords))
+    def as_they_arrive(self, coords: Sequence[tuple[int, ...]],
+                       tasks: Sequence[Callable[[], None]]) -> list[Callable[[], None]]:
+        """``tasks`` (one per tile of ``coords``) as interchangeable closures, each running
+        the task of a tile whose bytes have arrived (:class:`~.sources.Arrivals`): run in any
+        order and on any threads, they run every task once, in the order the bytes come."""
+        arrivals = Arrivals([self.pending.get(c) for c in coords])
+
+        def run() -> None:
+            tasks[arrivals.next()]()
+        return [run] * len(tasks)
 
     def take(self, coords: tuple[int, ...]) -> Any:
         """The bytes of the tile at ``coords`` (waits for them; ``None`` when sparse)."""

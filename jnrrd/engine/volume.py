@@ -33,6 +33,7 @@ from .pickling import reduce_view
 from .readonly import ReadOnly
 from .sources import ExternalSource, InternalSource
 from .tiles import TileDecoder
+from .virtual import VirtualLevels
 
 __all__ = ["LevelView", "Volume"]
 
@@ -224,7 +225,7 @@ class LevelView(ReadOnly):
         return self._vol.to_dask(level=self.index)
 
 
-class Volume(WorldQueries, LevelView):
+class Volume(WorldQueries, VirtualLevels, LevelView):
     """A lazily read JNRRD volume (``jnrrd.open``): level 0, with ``levels`` for the rest."""
 
     def __init__(self, header: Header, *, tiling: Tiling | None, core: Any, policy: Policy,
@@ -403,10 +404,10 @@ class Volume(WorldQueries, LevelView):
             if self._use_cache:  # tiles in the cache are copied here, the rest decoded
                 batch = self._cache.copy_hits(level.index, batch, out)
             fetched = dec.prefetch(level, [p.coords for p in batch]) if dec.remote else None
+            tasks: list[Callable[[], None]] = [partial(copy, p, fetched) for p in batch]
             if fetched is not None:  # decode the tiles in the order their bytes arrive
-                batch.sort(key=lambda p: fetched.rank(p.coords))
-            run_parallel([partial(copy, p, fetched) for p in batch],
-                         threads=self._policy.io.threads)
+                tasks = fetched.as_they_arrive([p.coords for p in batch], tasks)
+            run_parallel(tasks, threads=self._policy.io.threads)
 
     def _decoded(self, level: Level, coords: tuple[int, ...], planes: int | None = None,
                  fetched: Any = None) -> np.ndarray | None:
@@ -442,39 +443,6 @@ class Volume(WorldQueries, LevelView):
         if tile is None:
             return np.full(shape, self._fill_value(), dtype=self.dtype, order="F")
         return np.array(tile, order="F", copy=True)
-
-    # -- virtual levels ---------------------------------------------------------------------
-    def _read_virtual(self, level: Level, sel: tuple[AxisSel, ...], out: np.ndarray) -> None:
-        grid = level.grid
-        for piece in grid.pieces(sel):
-            core = self._virtual_core(level, piece.coords)
-            src = grid.stored_from_core(piece.coords)
-            # piece.src indexes the stored tile; shift into the core array
-            shifted = tuple(
-                slice(s.start - c.start, s.stop - c.start if s.stop is not None else None, s.step)
-                for s, c in zip(piece.src, src, strict=True)
-            )
-            out[piece.dst] = core[shifted]
-
-    def _virtual_core(self, level: Level, coords: tuple[int, ...]) -> np.ndarray:
-        """The core of a virtual level's tile, computed (through the decoded-tile cache)."""
-        core = self._cache.get_or_load(
-            (level.index, coords), lambda: self._virtual_region(level, level.grid.core(coords)))
-        assert core is not None
-        return core
-
-    def _virtual_region(self, level: Level, region: tuple[slice, ...]) -> np.ndarray:
-        """Level-L voxels of ``region``, computed from level 0 as the writer would store them."""
-        from ..pyramid.region import compute_region
-
-        assert self._tiling is not None
-        base = self._levels[0]
-
-        def read0(r: tuple[slice, ...]) -> np.ndarray:
-            return self._read(base, tuple(AxisSel(s.start, 1, s.stop - s.start) for s in r))
-
-        return compute_region(read0, base.shape, level.scale, self._tiling.downsample_method,
-                              region, dtype=self.dtype)
 
     # -- metadata ---------------------------------------------------------------------------
     def _stored_bytes(self, level: Level) -> int:
