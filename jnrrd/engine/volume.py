@@ -379,6 +379,7 @@ class Volume(WorldQueries, VirtualLevels, LevelView):
         def copy(piece: Any, fetched: Any = None) -> None:  # one tile's part into ``out``
             tile = decoded(level, piece.coords, planes_read(piece.src[-1]), fetched)
             out[piece.dst] = fill if tile is None else tile[piece.src]
+
         pieces = level.grid.pieces(sel)
         if dec.raw and out.nbytes <= _INLINE_RAW_BYTES:
             for p in pieces:  # small raw reads are memory copies: hand-offs would cost more
