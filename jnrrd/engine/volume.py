@@ -374,41 +374,31 @@ class Volume(WorldQueries, VirtualLevels, LevelView):
             return out
         dec = self._decoder
         assert dec is not None
-        copy = self._piece_copier(level, out)
+        fill, decoded = self._fill_value(), self._decoded
+
+        def copy(piece: Any, fetched: Any = None) -> None:  # one tile's part into ``out``
+            tile = decoded(level, piece.coords, planes_read(piece.src[-1]), fetched)
+            out[piece.dst] = fill if tile is None else tile[piece.src]
+
         pieces = level.grid.pieces(sel)
         if dec.raw and out.nbytes <= _INLINE_RAW_BYTES:
             for p in pieces:  # small raw reads are memory copies: hand-offs would cost more
-                copy(p, None)
+                copy(p)
         elif not (dec.remote or self._use_cache):
-            # local tiles: each thread takes the next piece as it comes free (nothing is
-            # built per tile ahead of time; the tiles are read in order)
-            run_each(pieces, lambda p: copy(p, None), threads=self._policy.io.threads)
+            # each thread takes the next tile as it comes free (no task built per tile)
+            run_each(pieces, copy, threads=self._policy.io.threads)
         else:
             self._read_batches(level, pieces, copy, out)
         return out
 
-    def _piece_copier(self, level: Level, out: np.ndarray) -> Callable[[Any, Any], None]:
-        """``copy(piece, fetched)``: one tile's part of a selection into ``out``."""
-        fill = self._fill_value()
-        decoded = self._decoded
-
-        def copy(piece: Any, fetched: Any) -> None:
-            tile = decoded(level, piece.coords, planes_read(piece.src[-1]), fetched)
-            if tile is None:
-                out[piece.dst] = fill
-            else:
-                out[piece.dst] = tile[piece.src]
-        return copy
-
     def _read_batches(self, level: Level, pieces: Iterator[Any],
                       copy: Callable[[Any, Any], None], out: np.ndarray) -> None:
-        """The pieces in bounded batches: cache hits copied at once, a remote batch's
-        requests all in flight before the first decode."""
+        """The pieces in bounded batches (memory does not grow with the tile count; a failing
+        tile ends the read before the rest are listed): cache hits copied at once, a remote
+        batch's requests all in flight before the first decode."""
         dec = self._decoder
         assert dec is not None
         while True:
-            # bounded batches: memory does not grow with the tile count, and a failing tile
-            # (a missing file) ends the read before the rest are even listed
             batch = list(islice(pieces, _REMOTE_BATCH if dec.remote else _TASK_BATCH))
             if not batch:
                 return
