@@ -12,7 +12,9 @@ policy before anything is opened.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import queue
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,7 +37,8 @@ from ..tiling.locate import (
 from .untiled import UntiledData
 from .untiled_parts import data_names
 
-__all__ = ["ExternalSource", "InternalSource", "TileSource", "held_object", "untiled_data"]
+__all__ = ["Arrivals", "ExternalSource", "InternalSource", "TileSource", "held_object",
+           "untiled_data"]
 
 #: ``(key, field, start, stop)`` of a tile's stored bytes (``stop`` ``None``: the whole object)
 Span = tuple[str, str, int, "int | None"]
@@ -147,18 +150,62 @@ class TileSource:
         except (OSError, DataError) as exc:
             return self.failed(level, coords, span, exc)
 
-    @staticmethod
-    def rank(pending: Any) -> int:
-        """When a prefetched tile's bytes come relative to the others of its request."""
-        return 0 if pending is None else getattr(pending[1], "rank", 0)
+
+
+class Arrivals:
+    """The tiles of a prefetched batch (:meth:`TileSource.prefetch`'s items) in the order
+    their bytes arrive, so that the threads decoding them never wait on a tile whose request
+    lags while another's bytes are there.
+
+    :meth:`next` hands out each index once: a tile whose bytes are there (or whose request
+    failed), waiting for one; after :data:`QUIET` seconds without any, the first tile not
+    handed out yet, whose ``take`` then waits for it within its request's own time bound.
+    Every request ends within its own timeouts, so the fallback only guards against a pending
+    buffer that never reports (no hang); it is long enough that a slow link, whose tiles
+    arrive seconds apart, still has them decoded in arrival order."""
+
+    #: seconds without an arrival after which :meth:`next` hands out a tile still on its way
+    QUIET = 5.0
+
+    def __init__(self, pending: Sequence[Any]) -> None:
+        self._queue: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self._taken = [False] * len(pending)
+        self._first = 0  # no index below this is left
+        self._lock = threading.Lock()
+        for i, p in enumerate(pending):
+            hook = None if p is None else getattr(p[1], "when_ready", None)
+            if hook is None:
+                self._queue.put(i)
+            else:
+                hook(lambda i=i: self._queue.put(i))
+
+    def next(self) -> int:
+        """The index of the next tile to decode (each index once; at most as many calls as
+        there are tiles)."""
+        while True:
+            try:
+                i = self._queue.get(timeout=self.QUIET)
+            except queue.Empty:
+                i = None
+            with self._lock:
+                if i is None:  # nothing arrived for a while: take the first left
+                    while self._taken[self._first]:
+                        self._first += 1
+                    i = self._first
+                if not self._taken[i]:
+                    self._taken[i] = True
+                    return i
 
 
 class _Failed:
     def __init__(self, exc: Exception) -> None:
-        self.exc, self.rank = exc, 0
+        self.exc = exc
 
     def result(self) -> Any:
         raise self.exc
+
+    def when_ready(self, fn: Callable[[], object]) -> None:
+        fn()
 
 
 class InternalSource(TileSource):

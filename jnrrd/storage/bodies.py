@@ -16,16 +16,21 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
+
+import numpy as np
 
 from .validators import Validator
 
-__all__ = ["PIECE", "Answer", "LongBody", "Retry", "ShortBody", "read_at_most", "read_exact"]
+__all__ = ["PIECE", "Answer", "Bytes", "LongBody", "Retry", "ShortBody", "read_at_most",
+           "read_exact"]
 
 #: the most bytes asked of a body at a time
 PIECE = 256 << 10
 
 Read = Callable[[int], Awaitable[bytes]]
+#: a body's bytes: whole (``bytes``/``bytearray``) or a view of the buffer they arrived in
+Bytes = bytes | bytearray | memoryview
 
 
 @dataclass
@@ -33,7 +38,7 @@ class Answer:
     """What a request returned: the bytes, the object's total size when the answer said it,
     and the object's version as the answer gave it (``None``: a backend that says nothing)."""
 
-    data: bytes | bytearray
+    data: Bytes
     total: int | None = None
     validator: Validator | None = None
 
@@ -57,34 +62,41 @@ class LongBody(Exception):
 class Sink(Protocol):
     """Told how far a body has arrived (:class:`jnrrd.storage.remote_fetch.Parts`)."""
 
-    def received(self, buf: bytearray, got: int) -> None: ...
+    def received(self, buf: memoryview, got: int) -> None: ...
 
 
 async def read_exact(read: Read, size: int, sink: Sink | None = None, *,
-                     more: Callable[[], bool] | None = None) -> bytearray:
-    """Exactly ``size`` body bytes, read at most :data:`PIECE` at a time; ``more()``, asked
-    after the last one, says whether the body already holds another byte. ``ShortBody`` /
-    ``LongBody`` otherwise. With a ``sink`` (told as the bytes arrive, and handing out views
-    of them) the buffer is allocated at once; without, it grows with what arrives, so a
-    server that promises much and sends little costs only what it sent."""
-    buf = bytearray(size) if sink is not None else bytearray()
+                     more: Callable[[], bool] | None = None) -> Bytes:
+    """Exactly ``size`` body bytes; ``read(n)`` gives the body's next bytes (at most ``n``, or
+    one piece as it arrived: a piece past ``size`` is ``LongBody``, so a backend may hand
+    out its buffered pieces without joining them); ``more()``, asked after the last one,
+    says whether the body already holds another byte. ``ShortBody`` / ``LongBody``
+    otherwise. Each byte is copied once: with a ``sink`` (told as the bytes arrive, and
+    handing out views of them) into a buffer allocated at once; without, the pieces are kept
+    and joined at the end, so a server that promises much and sends little costs only what
+    it sent."""
+    # uninitialised memory (NumPy's, on huge pages when large): a zero-filled bytearray of a
+    # long request costs a page fault per 4 KiB before the first byte lands
+    buf = np.empty(size, np.uint8).data if sink is not None else None
+    pieces: list[Any] = []
     got = 0
     while got < size:
         chunk = await read(min(size - got, PIECE))
-        if not chunk:
+        n = len(chunk)
+        if not n:
             raise ShortBody(f"the body ended early ({got} of {size} bytes)")
-        if len(chunk) > size - got:
+        if n > size - got:
             raise LongBody(f"the body holds more than the {size} bytes asked for")
-        if sink is not None:
-            buf[got : got + len(chunk)] = chunk
-            got += len(chunk)
-            sink.received(buf, got)
+        if buf is not None:
+            buf[got : got + n] = chunk
+            got += n
+            sink.received(buf, got)  # type: ignore[union-attr]
         else:
-            buf += chunk
-            got += len(chunk)
+            pieces.append(chunk)
+            got += n
     if more is not None and more():
         raise LongBody(f"the body holds more than the {size} bytes asked for")
-    return buf
+    return buf if buf is not None else bytearray().join(pieces)
 
 
 async def read_at_most(read: Read, limit: int) -> bytearray:

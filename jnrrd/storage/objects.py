@@ -10,16 +10,16 @@ meanwhile; a data file being decoded); a key not held is opened for the call alo
 
 A range is ``(start, stop)``, or ``(start, None)``: from ``start`` to the object's end, at
 most ``limit`` bytes (a whole tile file). With ``wait=False`` the call returns at once, one
-pending buffer per range (``result()`` waits for it, ``rank`` says when it comes relative to
-the others of its request): a remote store has the requests in flight, merged, and the
-first buffers arrive while later ones are on the wire.
+pending buffer per range (``result()`` waits for it; ``when_ready(fn)`` calls ``fn()`` once
+it is there, or failed): a remote store has the requests in flight, merged, and the first
+buffers arrive while later ones are on the wire.
 """
 
 from __future__ import annotations
 
 import io
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import DataError
@@ -32,15 +32,19 @@ Range = tuple[int, "int | None"]
 class Ready:
     """A buffer (or the error reading it) that is already there, shaped like a pending one."""
 
-    __slots__ = ("data", "error", "rank")
+    __slots__ = ("data", "error")
 
     def __init__(self, data: Any = None, error: BaseException | None = None) -> None:
-        self.data, self.error, self.rank = data, error, 0
+        self.data, self.error = data, error
 
     def result(self) -> Any:
         if self.error is not None:
             raise self.error
         return self.data
+
+    def when_ready(self, fn: Callable[[], object]) -> None:
+        """``fn()`` now: the buffer is there."""
+        fn()
 
 
 def ready(fn: Any, *args: Any) -> Ready:

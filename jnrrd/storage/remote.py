@@ -3,7 +3,7 @@
 
 - :func:`filesystem`: a URL and the caller's ``storage_options`` → fsspec filesystem and path
   (``MissingDependencyError`` naming the extra when fsspec or the protocol's package is
-  absent);
+  absent), or the obstore backend's (:func:`choose_backend`, :mod:`.remote_obstore`);
 - :class:`RemoteReader`: byte ranges of one object. Opening it costs one or two requests
   (the object's size and version, and its first block, which usually holds the whole
   header); ranges inside that block are served from it;
@@ -20,7 +20,7 @@ import contextlib
 import errno
 import posixpath
 import re
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any
 
@@ -32,7 +32,8 @@ from ..errors import (
     UnsupportedError,
     where,
 )
-from ..policy import Policy
+from ..policy import REMOTE_BACKENDS, Policy
+from .bodies import Bytes
 from .keys import check_object_url, confine_key
 from .objects import HeldObjects
 from .remote_fetch import Answer, Fetcher, plan_requests
@@ -50,7 +51,57 @@ _VERSION_FIELDS = ("ETag", "etag", "generation", "VersionId", "version_id", "md5
                    "LastModified", "last_modified", "mtime", "updated", "created")
 
 
-def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple[Any, str]:
+def filesystem(url: str, storage_options: dict[str, Any] | None = None, *,
+               policy: Policy | None = None, backend: str | None = None) -> tuple[Any, str]:
+    """The filesystem and path of ``url``: an fsspec filesystem (``storage_options`` passed
+    unchanged), or an :class:`~.remote_obstore.ObstoreFS` when the backend is obstore
+    (:func:`choose_backend`: ``backend`` when the caller needs one, e.g. writes; else the
+    storage option ``"backend"``, never passed on; else the policy's
+    ``io.remote_backend``)."""
+    options = dict(storage_options or {})
+    asked = options.pop("backend", None)
+    if choose_backend(url, options, policy, backend or asked) == "obstore":
+        from .remote_obstore import obstore_filesystem
+
+        return obstore_filesystem(url, options, policy or Policy(), fsspec_filesystem)
+    return fsspec_filesystem(url, options)
+
+
+def choose_backend(url: str, options: dict[str, Any], policy: Policy | None,
+                   backend: str | None) -> str:
+    """``"obstore"`` or ``"fsspec"`` for ``url``: ``backend`` when given, else the policy's
+    ``io.remote_backend`` (docs/remote.md, "Backends"). Protocols obstore does not read
+    (``memory://``, ``sftp://``, ...) always go through fsspec. ``s3://``, ``gs://``,
+    ``az://``: ``"auto"`` takes obstore when it is installed and can read the URL with these
+    options (:func:`~.remote_obstore.unusable_reason`), ``"obstore"`` takes it in any case
+    (what it lacks is then the error). ``http(s)://``: obstore only when asked for and able
+    to apply every rule (``follow_redirects=True``), else jnrrd's own HTTP client."""
+    choice = backend or (policy.io.remote_backend if policy is not None else "auto")
+    if choice not in REMOTE_BACKENDS:
+        raise UnsupportedError(f"{url}: backend must be 'auto', 'fsspec' or 'obstore', not "
+                               f"{choice!r}")
+    from . import remote_obstore as ob
+
+    scheme = url.partition("://")[0].lower()
+    if choice == "fsspec" or scheme not in ob.OBSTORE_SCHEMES:
+        return "fsspec"
+    usable = ob.available() and ob.unusable_reason(url, options, policy) is None
+    if scheme in ob.HTTP_SCHEMES:
+        return "obstore" if choice == "obstore" and usable else "fsspec"
+    return "obstore" if choice == "obstore" or usable else "fsspec"
+
+
+def make_fetcher(fs: Any, policy: Policy) -> Fetcher:
+    """The :class:`Fetcher` of a filesystem :func:`filesystem` returned."""
+    if getattr(fs, "obstore", False):
+        from .remote_obstore_fetch import ObstoreFetcher
+
+        return ObstoreFetcher(fs, policy)
+    return Fetcher(fs, policy)
+
+
+def fsspec_filesystem(url: str, storage_options: dict[str, Any] | None = None
+                      ) -> tuple[Any, str]:
     """The fsspec filesystem and path of ``url`` (``storage_options`` passed unchanged)."""
     try:
         from fsspec.core import url_to_fs
@@ -101,7 +152,7 @@ class RemoteReader:
                  ) -> None:
         self.fetcher, self.path, self.url = fetcher, path, url
         self.expect: Validator | None = None
-        if fetcher.http:
+        if fetcher.ranged_open:
             answer = fetcher.get(path, 0, first, url=url, exact=False)
             got = answer.validator or Validator()
             size = answer.total
@@ -127,14 +178,14 @@ class RemoteReader:
                 self.expect = Validator(info.get("ETag") or None, None, size)
             answer = (self._get(0, min(first, size)) if size else Answer(b""))
         self.file_size = size
-        self.head = answer.data
+        self.head: bytes | bytearray = bytes(answer.data)
 
     def grow_head(self, upto: int) -> None:
         """Extend :attr:`head` to the first ``upto`` bytes (or the whole object)."""
         upto = min(upto, self.file_size)
         if upto > len(self.head):
             more = self._fetch(len(self.head), upto)
-            self.head = self.head + more
+            self.head = b"".join((self.head, more))
 
     def get_range(self, start: int, stop: int) -> memoryview | bytes | bytearray:
         """Bytes ``start:stop``; ``DataError("file ended early")`` past the object's end."""
@@ -180,12 +231,12 @@ class RemoteReader:
                      for m in piece.members]
             futures = self.fetcher.submit_parts(self.path, piece.start, piece.stop, parts,
                                                 url=self.url, expect=self.expect)
-            for rank, (m, fut) in enumerate(zip(piece.members, futures, strict=True)):
+            for m, fut in zip(piece.members, futures, strict=True):
                 a, b = ranges[todo[m]]
-                out[todo[m]] = Slice(Pending(fut, self, a, b), 0, b - a, rank=rank)
+                out[todo[m]] = Slice(Pending(fut, self, a, b), 0, b - a)
         return [s for s in out if s is not None]
 
-    def _fetch(self, start: int, stop: int) -> bytes | bytearray:
+    def _fetch(self, start: int, stop: int) -> Bytes:
         return self._get(start, stop).data
 
     def _get(self, start: int, stop: int) -> Answer:
@@ -200,11 +251,14 @@ class RemoteReader:
 class Done:
     """An already available answer, shaped like a pending one."""
 
-    def __init__(self, data: bytes | bytearray) -> None:
+    def __init__(self, data: Bytes) -> None:
         self.data = data
 
-    def result(self) -> bytes | bytearray:
+    def result(self) -> Bytes:
         return self.data
+
+    def when_ready(self, fn: Callable[[], object]) -> None:
+        fn()
 
 
 class Pending:
@@ -219,6 +273,11 @@ class Pending:
         r = self.reader
         with gone_is_changed(r.url):
             return r.fetcher.wait(self.future, r.url, self.start, self.stop)
+
+    def when_ready(self, fn: Callable[[], object]) -> None:
+        """``fn()`` once the bytes are there or the request failed (on the thread that
+        completes it, or now)."""
+        self.future.add_done_callback(lambda _: fn())
 
 
 @contextlib.contextmanager
@@ -235,23 +294,30 @@ def gone_is_changed(url: str) -> Iterator[None]:
 class Whole:
     """A whole object on its way (at most the limit asked for); :meth:`result` waits."""
 
-    rank = 0
-
     def __init__(self, fetcher: Fetcher, future: Future[Answer], url: str) -> None:
         self.fetcher, self.future, self.url = fetcher, future, url
 
     def result(self) -> bytes | bytearray:
         return self.fetcher.wait(self.future, self.url, 0, None).data
 
+    def when_ready(self, fn: Callable[[], object]) -> None:
+        """``fn()`` once the object is there or the request failed."""
+        self.future.add_done_callback(lambda _: fn())
+
 
 class Slice:
-    """The bytes of one range: a slice of an available block, or a pending range;
-    ``rank``: its place in its request (0: first to arrive)."""
+    """The bytes of one range: a slice of an available block, or a pending range."""
 
     def __init__(self, source: Done | Pending | None, start: int, stop: int, *,
-                 error: Exception | None = None, rank: int = 0) -> None:
+                 error: Exception | None = None) -> None:
         self.source, self.start, self.stop, self.error = source, start, stop, error
-        self.rank = rank
+
+    def when_ready(self, fn: Callable[[], object]) -> None:
+        """``fn()`` once :meth:`result` no longer waits."""
+        if self.source is None:
+            fn()
+        else:
+            self.source.when_ready(fn)
 
     def result(self) -> memoryview:
         if self.error is not None:
@@ -268,6 +334,8 @@ def version_of(info: dict[str, Any]) -> Hashable:
     for name in _VERSION_FIELDS:
         value = info.get(name)
         if value is not None:
+            if name in ("ETag", "etag"):  # the form of a validator's token (either backend)
+                return Validator(str(value), None, info.get("size")).token()
             return (name, str(value), info.get("size"))
     return ("size", info.get("size"))
 
@@ -282,10 +350,12 @@ class RemoteStore(HeldObjects):
     def __init__(self, fs: Any, root: str, policy: Policy, *, source: Any = None,
                  fetcher: Fetcher | None = None) -> None:
         self.fs, self.root, self.policy, self.source = fs, root.rstrip("/"), policy, source
-        self.fetcher = fetcher or Fetcher(fs, policy)
+        self.fetcher = fetcher or make_fetcher(fs, policy)
 
     def strip(self, path: str) -> str:
         """An fsspec path or URL as the filesystem's path (its protocol stripped)."""
+        if getattr(self.fs, "obstore", False):
+            return str(self.fs.strip(self.url(path)))
         return strip_protocol(path if _URL.match(path) else self.url(path))
 
     def url(self, path: str) -> str:
@@ -321,7 +391,7 @@ class RemoteStore(HeldObjects):
         return self.fetcher.submit(path, 0, limit, url=self.url(path), exact=False)
 
     def get(self, key: str, *, limit: int | None = None, field: str = "data_file",
-            what: str = "") -> bytes | bytearray:
+            what: str = "") -> Bytes:
         """The whole object, at most ``limit`` bytes (default ``max_bytes``);
         ``FileNotFoundError`` when it is absent."""
         path = self.path(key, field=field)
@@ -375,7 +445,7 @@ class RemoteStore(HeldObjects):
                                    "object by name")
         base = self.path(prefix, field="tile:pattern") if prefix else self.root
         try:
-            found = self.fs.find(base)
+            found = self.fetcher.filesystem().find(base)
         except FileNotFoundError:
             return
         except Exception as exc:  # a listing that fails, named

@@ -5,7 +5,8 @@ A :class:`Fetcher` runs the requests of one filesystem. On an asynchronous files
 loop, at most ``policy.io.request_concurrency`` at once, each returning a
 :class:`concurrent.futures.Future` at once, so decoding starts on the first bytes while later
 ones are still on the wire. Other filesystems (``memory://``, ``sftp``, ...) run them on the
-I/O pool of :mod:`jnrrd._threads`.
+I/O pool of :mod:`jnrrd._threads`. In a forked child a fetcher makes its own client, loop and
+locks on first use, so an object opened before the fork reads there too.
 
 Every answer is checked. HTTP requests are sent and checked by :mod:`.remote_http` (status,
 redirects, ``Content-Range``, encoding, the object's version, bodies bounded by the request);
@@ -26,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import os
 import re
 import threading
 from collections.abc import Sequence
@@ -50,6 +52,7 @@ MIN_PIECE = 1 << 20
 #: ... and the largest
 MAX_PIECE = 32 << 20
 _TOTAL = re.compile(r"^\s*bytes\s+[\d*-]+/(\d+)\s*$", re.IGNORECASE)
+_FORK_LOCK = threading.Lock()
 
 
 class Fetcher:
@@ -59,6 +62,9 @@ class Fetcher:
         self.fs = fs
         self.policy = policy
         self.http = _is_http(fs)
+        #: objects open with a ranged GET whose answer gives their size and version (HTTP;
+        #: elsewhere the filesystem's ``info`` does)
+        self.ranged_open = self.http
         self.s3 = _protocols(fs) & {"s3", "s3a"} != set() and hasattr(fs, "call_s3")
         #: HTTP: our own session (:mod:`.aio`) with the caller's options
         self.client = http_client(getattr(fs, "storage_options", {})) if self.http else None
@@ -67,6 +73,28 @@ class Fetcher:
         self._sem: asyncio.Semaphore | None = None
         self._lock = threading.Lock()
         self._waiting = 0  # requests submitted and not yet answered
+        self._pid = os.getpid()
+
+    def filesystem(self) -> Any:
+        """The filesystem this process's requests go through (:meth:`_this_process`)."""
+        self._this_process()
+        return self.fs
+
+    def _this_process(self) -> None:
+        """After a fork, this process's own client, loop and locks: the parent's (an
+        asynchronous fsspec filesystem, the request loop, a lock held at the fork) do not
+        work in the child, so an object opened before the fork reads here too."""
+        if self._pid == os.getpid():
+            return
+        with _FORK_LOCK:
+            if self._pid != os.getpid():
+                Fetcher.__init__(self, self._fs_for_this_process(), self.policy)
+
+    def _fs_for_this_process(self) -> Any:
+        fs = self.fs
+        if getattr(fs, "async_impl", False):  # fsspec's instances are per process
+            return type(fs)(*fs.storage_args, **fs.storage_options)
+        return fs
 
     # -- submitting -------------------------------------------------------------------------
     def submit(self, path: str, start: int, stop: int, *, url: str, exact: bool = True,
@@ -74,6 +102,7 @@ class Fetcher:
         """Start fetching bytes ``start:stop`` of ``path``; ``exact``: the object must hold
         them all (else a short answer is the object's end); ``expect``: the version the
         answer must come from (:meth:`Validator.check`)."""
+        self._this_process()
         with self._lock:
             self._waiting += 1
         if self.loop is not None:
@@ -91,6 +120,7 @@ class Fetcher:
         relative to ``start``) as soon as the body has passed its end: one future each, so
         the first tiles of a long request decode while the rest are on the wire."""
         sink = Parts(parts)
+        self._this_process()
         with self._lock:
             self._waiting += 1
         if self.loop is not None:
@@ -131,7 +161,8 @@ class Fetcher:
         request: redirects, timeouts, status); the filesystem's ``info`` elsewhere (size,
         ETag, ...), asked of the store, never of a listing the filesystem cached: another
         process may have replaced the object since. Errors name the URL."""
-        if self.http:
+        self._this_process()
+        if self.ranged_open:
             assert self.loop is not None
             coro = self._attempts(path, 0, 1, url, False, None, head=True)
             answer = self.wait(asyncio.run_coroutine_threadsafe(coro, self.loop), url, 0, 1)
@@ -164,8 +195,8 @@ class Fetcher:
         async with self._sem:
             for attempt in range(retries + 1):
                 try:
-                    answer = await asyncio.wait_for(
-                        self._once(path, start, stop, url, expect, sink, head), timeout)
+                    async with asyncio.timeout(timeout):  # no task of its own (wait_for's)
+                        answer = await self._once(path, start, stop, url, expect, sink, head)
                 except Retry as exc:
                     reason = exc.message
                 except TimeoutError:  # not retried: a person waits once
@@ -220,11 +251,6 @@ class Fetcher:
             kw["IfMatch"] = expect.etag
         resp = await in_thread(fs.call_s3, "get_object", Bucket=bucket, Key=key, **kw)
         body = resp["Body"]
-
-        async def read(n: int) -> bytes:  # the body's stream belongs to s3fs's loop
-            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
-                body.read(n), fs.loop))
-
         try:
             m = _TOTAL.match(resp.get("ContentRange") or "")
             total = int(m.group(1)) if m else None
@@ -235,8 +261,9 @@ class Fetcher:
             if not isinstance(n, int) or n > stop - start:
                 raise RemoteError(f"{url}: {span(start, stop)}: the answer holds {n} bytes, "
                                   "not the range asked for")
-            try:
-                data = await read_exact(read, n, sink)
+            try:  # read on s3fs's loop, where the body's stream belongs: one hop, not one a piece
+                data = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(
+                    read_exact(body.read, n, sink), fs.loop))
             except ShortBody as exc:
                 raise Retry(str(exc)) from None
             except LongBody as exc:
@@ -300,7 +327,7 @@ class Parts:
         self._by_end = sorted(range(len(self.parts)), key=lambda i: self.parts[i][1])
         self._next = 0
 
-    def received(self, buf: bytearray, got: int) -> None:
+    def received(self, buf: memoryview, got: int) -> None:
         """Resolve every part that ends within the first ``got`` bytes of ``buf``."""
         order, parts = self._by_end, self.parts
         while self._next < len(order) and parts[order[self._next]][1] <= got:
@@ -308,7 +335,7 @@ class Parts:
             self._next += 1
             fut = self.futures[i]
             if not fut.done():  # a retried request passes parts it already handed out
-                fut.set_result(memoryview(buf)[parts[i][0] : parts[i][1]])
+                fut.set_result(buf[parts[i][0] : parts[i][1]])
         if got < len(buf):
             return
         self._next = 0  # a retry starts over

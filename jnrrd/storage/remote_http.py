@@ -195,13 +195,22 @@ async def _answer(r: Any, start: int, stop: int, url: str, expect: Validator | N
     if expect is not None:
         expect.check(got, url)
     try:
-        data = await read_exact(r.content.read, n, sink,
+        data = await read_exact(lambda _: _piece(r.content), n, sink,
                                 more=lambda: bool(r.content.read_nowait(1)))
     except ShortBody as exc:
         raise Retry(str(exc)) from None
     except LongBody as exc:
         raise RemoteError(f"{where}: {exc}") from None
     return Answer(data, total, got)
+
+
+async def _piece(content: Any) -> bytes:
+    """The next piece of a body as aiohttp buffered it (one network read, never joined with
+    the next: :func:`~.bodies.read_exact` copies it once); ``b""`` at the body's end."""
+    while True:
+        data, end_of_http_chunk = await content.readchunk()
+        if data or not end_of_http_chunk:  # (b"", True) only marks a chunk boundary
+            return data  # type: ignore[no-any-return]
 
 
 async def _whole(r: Any, start: int, stop: int, url: str, expect: Validator | None,
