@@ -9,8 +9,9 @@ evicts them instead: ``posix_fadvise(DONTNEED)``).
 Modes (docs/performance.md, "Method"): ``warm`` times one operation at a time in this process,
 its result dropped before the next (memory a system freed may serve the next result);
 ``kept`` times :data:`KEPT` operations in a row whose results are all held, so each result
-needs fresh memory; ``fresh`` times one operation in a new process (imports untimed), as a
-script that reads one volume does; ``cold`` is ``warm`` with the files evicted.
+needs fresh memory; ``fresh`` times one operation in a new process (imports, and the garbage
+collection they leave due, untimed), as a script that reads one volume does; ``cold`` is
+``warm`` with the files evicted.
 """
 
 from __future__ import annotations
@@ -147,11 +148,18 @@ class Result:
     error: str | None = None
     #: what ``Contender.counters`` returned after each repetition
     counters: list[dict[str, float]] = field(default_factory=list)
+    #: CPU seconds of each timed sample (all threads of the process that did the work)
+    cpu: list[float] = field(default_factory=list)
 
     def counter(self, name: str) -> float | None:
         """Median of the counter ``name`` over the repetitions, ``None`` without one."""
         values = [c[name] for c in self.counters if name in c]
         return statistics.median(values) if values and not self.error else None
+
+    @property
+    def cpu_median(self) -> float | None:
+        """Median CPU seconds of the samples, ``None`` when not measured."""
+        return statistics.median(self.cpu) if self.cpu and not self.error else None
 
     @property
     def median(self) -> float | None:
@@ -218,15 +226,22 @@ def _one(c: Contender, res: Result, mode: str, first: bool) -> None:
         return
     if mode == "fresh":
         assert c.fresh is not None
-        res.samples.append(c.fresh())
+        got = c.fresh()
+        seconds, cpu = got if isinstance(got, tuple) else (got, None)
+        res.samples.append(seconds)
+        if cpu is not None:
+            res.cpu.append(cpu)
         return
     held = []
     for i in range(KEPT if mode == "kept" else 1):
+        c0 = time.process_time()
         t0 = time.perf_counter()
         out = c.run()
         elapsed = time.perf_counter() - t0
+        cpu = time.process_time() - c0
         if mode != "kept" or i > 0:  # kept: counted while earlier results are held
             res.samples.append(elapsed)
+            res.cpu.append(cpu)
         if c.counters is not None:
             res.counters.append(c.counters())
         if first and i == 0 and c.check is not None and not c.check(out):
@@ -240,27 +255,34 @@ def _one(c: Contender, res: Result, mode: str, first: bool) -> None:
 # --- one operation in a fresh process ----------------------------------------------------------
 
 _FRESH = r"""
-import json, sys, time
+import gc, json, sys, time
 sys.path.insert(0, {bench!r})
 import peers
 system = peers.make({system!r}, {codec!r})
 system.preload()
+# The imports leave the garbage collector a full collection to do (tens of thousands of new
+# objects); untimed like the imports themselves, or the first operation that creates a few
+# hundred Python objects would pay it for them (one that creates none never would).
+gc.collect()
 region = {region!r}
 path = {path!r}
+c0 = time.process_time()
 t0 = time.perf_counter()
 if region is None:
     out = system.read(path)
 else:
     out = system.read_region(path, tuple(slice(a, b) for a, b in region))
 elapsed = time.perf_counter() - t0
-print(json.dumps({{"seconds": elapsed, "nbytes": int(out.nbytes)}}))
+cpu = time.process_time() - c0
+print(json.dumps({{"seconds": elapsed, "cpu": cpu, "nbytes": int(out.nbytes)}}))
 """
 
 
 def fresh_time(system: str, codec: str | None, path: Path,
-               region: Sequence[slice] | None = None) -> float:
-    """Seconds of ``peers.make(system, codec).read(path)`` (or ``read_region``) in a fresh
-    process, the system's modules imported beforehand (untimed)."""
+               region: Sequence[slice] | None = None) -> tuple[float, float]:
+    """Seconds and CPU seconds of ``peers.make(system, codec).read(path)`` (or
+    ``read_region``) in a fresh process, the system's modules imported beforehand
+    (untimed)."""
     code = _FRESH.format(bench=str(Path(__file__).parent), system=system, codec=codec,
                          path=str(path),
                          region=None if region is None else [(s.start, s.stop) for s in region])
@@ -269,7 +291,8 @@ def fresh_time(system: str, codec: str | None, path: Path,
     if proc.returncode != 0:
         lines = (proc.stderr.strip() or "no output").splitlines()
         raise RuntimeError(f"child failed: {lines[-1]}")
-    return float(json.loads(proc.stdout.strip().splitlines()[-1])["seconds"])
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    return float(got["seconds"]), float(got["cpu"])
 
 
 # --- the table -------------------------------------------------------------------------------
@@ -296,7 +319,14 @@ def table_rows(case: Case, results: list[Result]) -> list[dict]:
                "metric": case.metric, "error": res.error, "samples": res.samples,
                "mbps": (case.nbytes / med / 1e6) if med and case.metric == "time" else None,
                "ratios": [], "requests": res.counter("requests"),
-               "bytes": res.counter("bytes"), "cpu_per_gib": res.counter("cpu_per_gib")}
+               "bytes": res.counter("bytes"), "cpu_per_gib": res.counter("cpu_per_gib"),
+               "cpu": res.cpu_median, "cpu_ratio": None}
+        subject = by.get((mode, case.subject))
+        if system != case.subject and subject is not None and subject.cpu_median \
+                and res.cpu_median:
+            # the subject's CPU time against this system's: less sensitive than the wall
+            # time to other work on the machine
+            row["cpu_ratio"] = subject.cpu_median / res.cpu_median
         targets = [t for t in case.targets if t.reference == system]
         subjects = {case.subject} | {t.subject for t in case.targets}
         if not targets and system not in subjects:
@@ -319,12 +349,14 @@ def table_rows(case: Case, results: list[Result]) -> list[dict]:
 
 
 def print_table(rows: list[dict], file=sys.stdout) -> None:
-    """Print rows as one aligned table (case, mode, system, median, MB/s, ratio, target);
-    a column of requests, bytes received and client CPU s/GiB when some row counted them."""
+    """Print rows as one aligned table (case, mode, system, median, MB/s, CPU, ratio,
+    target); a column of requests, bytes received and client CPU s/GiB when some row
+    counted them. CPU: the median CPU time of the process that did the work (every thread;
+    in brackets the subject's CPU time against this row's)."""
     counted = any(row.get("requests") is not None for row in rows)
-    head = ("case", "mode", "system", "median", "MB/s", "ratio", "target", "status")
+    head = ("case", "mode", "system", "median", "MB/s", "CPU", "ratio", "target", "status")
     if counted:
-        head = (*head[:5], "requests / MiB / CPU", *head[5:])
+        head = (*head[:6], "requests / MiB / CPU", *head[6:])
     lines = []
     last_case = None
     for row in rows:
@@ -350,18 +382,28 @@ def print_table(rows: list[dict], file=sys.stdout) -> None:
             first = k == 0
             line = (case if first else "", row["mode"] if first else "",
                     row["system"] if first else "", med if first else "",
-                    mbps if first else "", ratio, target, status)
+                    mbps if first else "", _fmt_cpu(row) if first else "", ratio, target,
+                    status)
             if counted:
-                line = (*line[:5], _fmt_counters(row) if first else "", *line[5:])
+                line = (*line[:6], _fmt_counters(row) if first else "", *line[6:])
             lines.append(line)
     widths = [max(len(str(x[i])) for x in [head, *lines]) for i in range(len(head) - 1)]
-    right = {3, 4, 5, 6} if counted else {3, 4, 5}
+    right = {3, 4, 5, 6, 7} if counted else {3, 4, 5, 6}
     fmt = "  ".join(f"{{:>{w}}}" if i in right else f"{{:<{w}}}"
                     for i, w in enumerate(widths)) + "  {}"
     print(fmt.format(*head), file=file)
     print("-" * (sum(widths) + 2 * len(widths) + 8), file=file)
     for line in lines:
         print(fmt.format(*line).rstrip(), file=file)
+
+
+def _fmt_cpu(row: dict) -> str:
+    if row["error"] or row.get("cpu") is None:
+        return ""
+    text = _fmt_value(row["cpu"], "time")
+    if row.get("cpu_ratio") is not None:
+        text += f" ({row['cpu_ratio']:.2f}×)"
+    return text
 
 
 def _fmt_counters(row: dict) -> str:

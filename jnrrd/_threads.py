@@ -2,12 +2,14 @@
 
 - the shared pool (one thread per CPU the process may use, :func:`default_threads`, or
   more when ``threads`` asks for more) runs tile tasks: :class:`Running`,
-  :func:`run_parallel`, each using :func:`thread_count` threads at once (the ``threads``
+  :func:`run_parallel`, :func:`run_each` (items taken from an iterator as threads come
+  free), each using :func:`thread_count` threads at once (the ``threads``
   setting in force, docs/api.md "Configuration"); a one-thread helper serves
   :func:`fork_join` and :func:`background`. Both are created on first use, and again in a
   child after ``fork()``;
 - :func:`ordered_map`: a private pool of a given size mapping a function in order (deep
-  validation, the frame-parallel zstd decoder);
+  validation, the frame-parallel zstd decoder); :func:`private_pool`: such a pool's
+  ``submit`` for a block of code (the parallel gzip writer);
 - :class:`OrderedQueue`: callables run in order on one background thread (a tiled write
   stores a row of tiles while the next is encoded);
 - :func:`io_submit`: blocking I/O (a remote store's requests on filesystems without an event
@@ -18,17 +20,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from itertools import chain
 from typing import Any
 
 from ._config import current
 from ._platform import available_cpus, register_at_fork
 
 __all__ = ["IO_THREADS", "OrderedQueue", "Running", "background", "default_threads",
-           "fork_join", "io_submit", "ordered_map", "run_parallel", "start_daemon",
+           "fork_join", "io_submit", "ordered_map", "private_pool", "run_each", "run_parallel",
+           "start_daemon",
            "thread_count",
            "zstd_frame_map"]
 
@@ -184,6 +189,58 @@ def run_parallel(tasks: Sequence[Callable[[], None]], *, helpers: int | None = N
         raise errors[0]
 
 
+def run_each(items: Iterable[Any], fn: Callable[[Any], None], *,
+             threads: int | None = None) -> None:
+    """``fn(item)`` for every item of ``items``, on the shared pool and in the calling thread.
+
+    Like :func:`run_parallel`, but the items are taken one at a time from the iterator (under
+    a lock) as threads come free: nothing is built per item ahead of its call, so a read of
+    many tiles holds a few Python objects, not one task per tile (they would also wake the
+    garbage collector). A single item runs in the calling thread. On the first failure
+    (of ``fn`` or of the iterator) no further item is taken; the running calls finish, then
+    that failure is raised.
+    """
+    it = iter(items)
+    first = next(it, _END)
+    second = next(it, _END) if first is not _END else _END
+    if second is _END:
+        if first is not _END:
+            fn(first)
+        return
+    it = chain((first, second), it)
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def drain() -> None:
+        while True:
+            with lock:
+                if errors:
+                    return
+                try:
+                    item = next(it, _END)
+                except BaseException as exc:
+                    errors.append(exc)
+                    return
+            if item is _END:
+                return
+            try:
+                fn(item)
+            except BaseException as exc:
+                with lock:
+                    errors.append(exc)
+                return
+
+    n = thread_count(threads) - 1
+    futures = [_pool(n).submit(drain) for _ in range(max(0, n))]
+    drain()
+    wait(futures)
+    if errors:
+        raise errors[0]
+
+
+_END = object()
+
+
 def _helper() -> ThreadPoolExecutor:
     global _HELPER
     with _POOL_LOCK:
@@ -240,6 +297,17 @@ def ordered_map(fn: Callable[[Any], Any], items: Iterable[Any], *, workers: int,
         finally:
             for f in pending:
                 f.cancel()
+
+
+@contextlib.contextmanager
+def private_pool(workers: int, name: str) -> Iterator[Callable[..., Future[Any]]]:
+    """A fresh pool of ``workers`` threads named ``name`` for the ``with`` block, as its
+    ``submit``; on leaving, work not started is cancelled and running work waited for."""
+    pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix=name)
+    try:
+        yield pool.submit
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def zstd_frame_map(fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:

@@ -24,6 +24,8 @@ MiB = 1 << 20
 
 Opener = Callable[[str, str], IO[bytes]]
 Redirects = bool | Literal["same-host"]
+#: the values of ``IOSettings.remote_backend`` (and of the ``backend`` storage option)
+REMOTE_BACKENDS = ("auto", "fsspec", "obstore")
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,11 @@ class IOSettings:
     gap between two byte ranges one request may cover, ``request_timeout`` seconds one
     request may take in all, ``request_retries`` how often a 5xx answer or a dropped
     connection is retried (a timeout is not), ``connect_timeout`` seconds to connect and
-    ``read_timeout`` seconds an HTTP answer may stay silent.
+    ``read_timeout`` seconds an HTTP answer may stay silent; ``remote_backend`` the client
+    of remote reads (``"auto"``: obstore for ``s3://``, ``gs://`` and ``az://`` when it is
+    installed and takes the ``storage_options``, else fsspec; ``"fsspec"`` or ``"obstore"``
+    force one; HTTP goes through obstore only when it is forced and
+    ``follow_redirects=True``; docs/remote.md, "Backends").
     """
 
     threads: int | None = None
@@ -48,8 +54,12 @@ class IOSettings:
     request_retries: int = 2
     connect_timeout: float = 10.0
     read_timeout: float = 30.0
+    remote_backend: Literal["auto", "fsspec", "obstore"] = "auto"
 
     def __post_init__(self) -> None:
+        if self.remote_backend not in REMOTE_BACKENDS:
+            raise ValueError("remote_backend must be 'auto', 'fsspec' or 'obstore', got "
+                             f"{self.remote_backend!r}")
         for name, low in (("threads", 1), ("cache_bytes", 0)):
             v = getattr(self, name)
             if v is None:
@@ -196,6 +206,7 @@ class IOSettingsOptions(TypedDict, total=False):
     request_retries: int
     connect_timeout: float
     read_timeout: float
+    remote_backend: Literal["auto", "fsspec", "obstore"]
 
 
 def _as_iter(value: Any) -> Iterable[Any]:

@@ -77,6 +77,30 @@ def http_server(tmp_path: Any) -> Iterator[Any]:
         yield server
 
 
+@pytest.fixture(params=["fsspec", pytest.param("obstore", marks=pytest.mark.slow)])
+def remote_backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run a remote test through each backend of remote reads (docs/remote.md, "Backends"),
+    as the process-wide ``jnrrd.config`` default (so Dask's threads use it too): fsspec, and
+    obstore (in the full suite; tests/test_obstore.py is its quick part). Under obstore the
+    default is ``follow_redirects=True`` too, so that HTTP goes through obstore's client
+    (the only redirect rule it can keep); a test that names another rule reads through
+    jnrrd's own client."""
+    import jnrrd
+
+    if request.param == "obstore":
+        try:
+            import obstore  # noqa: F401
+        except ImportError:
+            pytest.fail("obstore (in the test extra) is not installed")
+        jnrrd.config.set(remote_backend="obstore", follow_redirects=True)
+    else:
+        jnrrd.config.set(remote_backend="fsspec")
+    try:
+        yield request.param
+    finally:
+        jnrrd.config.reset()
+
+
 @pytest.fixture(scope="session")
 def _s3_server() -> Iterator[Any]:
     pytest.importorskip("moto.server")

@@ -23,7 +23,6 @@ import signal
 import tempfile
 import threading
 import time
-import tracemalloc
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
+from memory_peak import measured
 
 import jnrrd
 
@@ -618,7 +618,7 @@ def quiesce_pool() -> None:
 
 @contextlib.contextmanager
 def bounded(seconds: float, max_peak: int) -> Iterator[dict[str, int]]:
-    """Run the body with a wall-clock alarm and measure its tracemalloc peak.
+    """Run the body with a wall-clock alarm and measure its memory peak (tests/memory_peak.py).
 
     Yields a dict that receives ``peak`` (bytes) when the body ends; raises
     :class:`Deadline` from inside the body when it runs longer than ``seconds``.
@@ -632,19 +632,16 @@ def bounded(seconds: float, max_peak: int) -> Iterator[dict[str, int]]:
     if timed:
         signal.setitimer(signal.ITIMER_REAL, seconds)
     start = time.monotonic()
-    tracemalloc.start()
-    tracemalloc.reset_peak()
-    try:
-        yield stats
-        if not timed and time.monotonic() - start > seconds:
-            raise Deadline(f"read took longer than {seconds} s")
-    finally:
-        if timed:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, old)
-        quiesce_pool()
-        stats["peak"] = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
+    with measured(stats):  # tracemalloc's peak (or, under obstore, the resident set's)
+        try:
+            yield stats
+            if not timed and time.monotonic() - start > seconds:
+                raise Deadline(f"read took longer than {seconds} s")
+        finally:
+            if timed:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, old)
+            quiesce_pool()
     if stats["peak"] > max_peak:
         raise AssertionError(f"the read allocated {stats['peak']} bytes at its peak, over the "
                              f"{max_peak} byte bound for a small file")

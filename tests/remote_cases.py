@@ -4,6 +4,7 @@ a cheap 10⁶-tile file."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -129,6 +130,12 @@ def random_volume(shape: tuple[int, ...] = (40, 30, 20), seed: int = 0) -> np.nd
     """A seeded random uint16 volume (values below 4000)."""
     rng = np.random.default_rng(seed)
     return rng.integers(0, 4000, shape).astype(np.uint16)
+
+
+def io_settings(**knobs: Any) -> jnrrd.IOSettings:
+    """The ``io=`` of a remote test: the configured I/O settings (so the backend the
+    ``remote_backend`` fixture chose, tests/conftest.py) with ``knobs``."""
+    return dataclasses.replace(jnrrd.config.current().io, **knobs)
 
 
 def put_to_s3(s3: Any, local: Any, key: str) -> None:

@@ -31,15 +31,21 @@ import fuzz_strategies as fz
 import numpy as np
 from hostile_http import Behaviour, HostileServer
 from hypothesis import strategies as st
+from remote_cases import io_settings
 
 import jnrrd
 from jnrrd import cli
 
-#: client settings of the entry points that take reader keywords: a hostile server fails fast
-FAST = {"io": jnrrd.IOSettings(request_timeout=0.4, read_timeout=0.2, connect_timeout=0.5,
-                               request_retries=1)}
+
+def fast() -> dict[str, Any]:
+    """Client settings of the entry points that take reader keywords: a hostile server fails
+    fast (the configured backend kept: tests/remote_cases.py)."""
+    return {"io": io_settings(request_timeout=0.4, read_timeout=0.2, connect_timeout=0.5,
+                              request_retries=1)}
+
+
 #: server-side bounds: entry points without reader keywords run with the default settings,
-#: and must still end fast (a trickle is cut here, a delay is at most 0.25 s: more than FAST's
+#: and must still end fast (a trickle is cut here, a delay is at most 0.25 s: more than fast()'s
 #: read_timeout, so the reader's own timeouts are met too); an endless body
 #: is larger than the memory bound, so a client that reads one to its end fails the bound
 SERVER = {"endless_cap": 512 << 20, "trickle_cap": 0.15, "trickle_interval": 0.01}
@@ -194,11 +200,11 @@ def _same(got: np.ndarray, want: Want, sel: Any = ...) -> None:
 
 
 def _read(url: str, want: Any, out: str) -> None:
-    _same(jnrrd.read(url, **FAST)[0], want)
+    _same(jnrrd.read(url, **fast())[0], want)
 
 
 def _open_slice(url: str, want: Any, out: str) -> None:
-    with jnrrd.open(url, cache_bytes=0, **FAST) as vol:
+    with jnrrd.open(url, cache_bytes=0, **fast()) as vol:
         _same(vol[5:40, ::3, 7], want, (slice(5, 40), slice(None, None, 3), 7))
         _same(vol[...], want)
         for k in range(1, len(vol.levels)):
@@ -212,7 +218,7 @@ def _convert(url: str, want: Any, out: str) -> None:
 
 
 def _preview(url: str, want: Any, out: str) -> None:
-    with jnrrd.open(url, **FAST) as vol:
+    with jnrrd.open(url, **fast()) as vol:
         vol.preview(32)
 
 
@@ -240,9 +246,9 @@ def _cli(*argv: str) -> Callable[[str, Any, str], None]:
 
 ENTRY_POINTS: dict[str, Callable[[str, Any, str], None]] = {
     "read": _read,
-    "read_header": lambda url, want, out: jnrrd.read_header(url, **FAST),
+    "read_header": lambda url, want, out: jnrrd.read_header(url, **fast()),
     "open+slice": _open_slice,
-    "validate": lambda url, want, out: jnrrd.validate(url, deep=True, **FAST),
+    "validate": lambda url, want, out: jnrrd.validate(url, deep=True, **fast()),
     "convert": _convert,
     "kerchunk_refs": lambda url, want, out: jnrrd.kerchunk_refs(url),
     "preview": _preview,

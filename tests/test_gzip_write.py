@@ -10,6 +10,8 @@ import subprocess
 import sys
 import tracemalloc
 import zlib
+from concurrent.futures import Future
+from contextlib import nullcontext
 
 import nrrd
 import numpy as np
@@ -57,11 +59,14 @@ def _one_member(gz: bytes, raw: bytes) -> None:
     assert gz[:3] == b"\x1f\x8b\x08" and int.from_bytes(gz[-4:], "little") == len(raw) % 2**32
 
 
-@pytest.mark.parametrize("libdeflate", [True, False], ids=["libdeflate-tail", "zlib-only"])
+@pytest.mark.parametrize(("libdeflate", "zlib_ng"), [(True, True), (True, False),
+                                                     (False, True), (False, False)],
+                         ids=["zlib-ng+libdeflate", "zlib+libdeflate", "zlib-ng", "zlib"])
 def test_whole_array_is_one_member_every_reader_reads(tmp_path, small_blocks, monkeypatch,
-                                                      libdeflate) -> None:
-    if not libdeflate:
-        monkeypatch.setattr(gzip_fast, "available", False)
+                                                      libdeflate, zlib_ng) -> None:
+    monkeypatch.setattr(gzip_fast, "available", libdeflate)
+    monkeypatch.setattr(gzip_stream, "zlib_ng_available", zlib_ng)
+    assert gzip_stream.block_engine(1) == (("zlib-ng", 2) if zlib_ng else ("zlib", 1))
     a = _ct((20, 64, 96))  # 240 KiB: blocks, then a tail
     path = str(tmp_path / "ct.nrrd")
     jnrrd.write(path, a, encoding="gzip", index_order="C")
@@ -72,6 +77,24 @@ def test_whole_array_is_one_member_every_reader_reads(tmp_path, small_blocks, mo
     assert np.array_equal(sitk.GetArrayFromImage(img), a)
     data, _ = jnrrd.read(path, index_order="C")
     assert np.array_equal(data, a)
+
+
+@pytest.mark.parametrize("source", ["raw", "gzip"])
+def test_convert_is_one_member_every_reader_reads(tmp_path, small_blocks, monkeypatch,
+                                                  source) -> None:
+    """``convert`` of a NRRD on disk (raw, or gzip as SimpleITK and 3D Slicer write it)
+    streams slabs (smaller than the blocks, cut across them) with the tail read first; the
+    result is one member that zlib, pynrrd, SimpleITK and jnrrd read bit-exact."""
+    monkeypatch.setattr(stream, "_SLAB_BYTES", 100 << 10)
+    a = _ct((40, 64, 64), seed=11)  # 320 KiB: several blocks, then the tail
+    src = str(tmp_path / f"src-{source}.nrrd")
+    sitk.WriteImage(sitk.GetImageFromArray(a), src, source == "gzip")
+    out = str(tmp_path / "out.nrrd")
+    jnrrd.convert(src, out, encoding="gzip")
+    _one_member(_data_section(out), a.tobytes())
+    assert np.array_equal(nrrd.read(out, index_order="C")[0], a)
+    assert np.array_equal(sitk.GetArrayFromImage(sitk.ReadImage(out)), a)
+    assert np.array_equal(jnrrd.read(out, index_order="C")[0], a)
 
 
 def test_detached_nhdr_data_file_is_one_member(tmp_path, small_blocks) -> None:
@@ -114,21 +137,51 @@ def test_levels_change_the_output(tmp_path) -> None:
     assert sizes[0] > a.nbytes > sizes[1] >= sizes[9]
 
 
+def _now(fn):
+    """A ``submit`` that runs ``fn`` at once (jobs run in the order they are submitted)."""
+    done: Future = Future()
+    done.set_result(fn())
+    return done
+
+
 def test_pieces_and_buffer_agree_with_zlib_for_any_cut() -> None:
     raw = _ct((6, 33, 47)).tobytes() + bytes(70000)
-    out = b"".join(gzip_stream.gzip_buffer(raw, 1, threads=2, run_all=_serial))
+    out = b"".join(gzip_stream.gzip_buffer(raw, 1, threads=2, submit=_now))
     _one_member(out, raw)
     cuts = [raw[i:i + 9999] for i in range(0, len(raw), 9999)]
-    streamed = b"".join(gzip_stream.gzip_pieces(iter(cuts), len(raw), 1, threads=2,
-                                                ordered=map))
-    _one_member(streamed, raw)
+    for tail in (0, 5, 30000):
+        body = raw[:len(raw) - tail]
+        pieces = [body[i:i + 9999] for i in range(0, len(body), 9999)]
+        streamed = b"".join(gzip_stream.gzip_pieces(iter(pieces), len(raw), 1, threads=2,
+                                                    submit=_now, tail=raw[len(body):]))
+        _one_member(streamed, raw)
     with pytest.raises(ValueError, match="shorter"):
-        b"".join(gzip_stream.gzip_pieces(iter(cuts[:-1]), len(raw), 1, threads=2, ordered=map))
+        b"".join(gzip_stream.gzip_pieces(iter(cuts[:-1]), len(raw), 1, threads=2,
+                                         submit=_now))
+    with pytest.raises(ValueError, match="longer"):
+        b"".join(gzip_stream.gzip_pieces(iter(cuts), len(raw) - 1, 1, threads=2,
+                                         submit=_now))
 
 
-def _serial(tasks) -> None:
-    for t in tasks:
-        t()
+def test_the_tail_job_runs_first(tmp_path, small_blocks, monkeypatch) -> None:
+    """A streamed write reads the libdeflate tail first and submits its job before the
+    blocks', so its thread deflates it beside them (not after them)."""
+    monkeypatch.setattr(stream, "_SLAB_BYTES", 100 << 10)
+    ran: list[bool] = []
+    run = gzip_stream._run
+
+    def spy(job, level):
+        ran.append(job.tail)
+        return run(job, level)
+
+    monkeypatch.setattr(gzip_stream, "_run", spy)
+    # jobs run as they are submitted
+    monkeypatch.setattr(stream, "private_pool", lambda workers, name: nullcontext(_now))
+    a = _ct((40, 64, 64), seed=2)
+    path = str(tmp_path / "be.nrrd")
+    jnrrd.write(path, a, {"endian": "big"}, encoding="gzip", index_order="C")
+    assert ran[0] is True and ran.count(True) == 1 and len(ran) > 3
+    _one_member(_data_section(path), a.astype(">i2").tobytes())
 
 
 def test_crc_combine_and_size_modulo_2_32() -> None:

@@ -16,7 +16,8 @@ import jnrrd
 from jnrrd.cli import main
 
 pytest.importorskip("fsspec")
-pytestmark = pytest.mark.timeout(120)
+#: (and every test here runs through both backends of remote reads: tests/conftest.py)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("remote_backend")]
 
 
 def _volume(shape=(40, 30, 20), seed=7):

@@ -16,6 +16,9 @@ from jnrrd.policy import Policy
 from jnrrd.storage.remote import RemoteStore, filesystem, is_remote, local_path
 from jnrrd.storage.remote_fetch import MAX_PIECE, MIN_PIECE, plan_requests
 
+#: every test here runs through both backends of remote reads (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("remote_backend")
+
 fsspec = pytest.importorskip("fsspec")
 
 

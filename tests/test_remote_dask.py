@@ -21,7 +21,8 @@ from jnrrd.errors import DataError
 da = pytest.importorskip("dask.array")
 pytest.importorskip("fsspec")
 
-pytestmark = pytest.mark.timeout(120)
+#: (and every test here runs through both backends of remote reads: tests/conftest.py)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("remote_backend")]
 
 
 def _volume(shape=(40, 30, 20), seed=3):

@@ -36,6 +36,7 @@ from remote_cases import (
     big_volume,
     covered,
     data_of,
+    io_settings,
     many_tiles_file,
     random_selection,
     tile_ranges,
@@ -47,7 +48,8 @@ import jnrrd
 pytest.importorskip("fsspec")
 pytest.importorskip("aiohttp")
 
-pytestmark = pytest.mark.timeout(60)
+#: (and every test here runs through both backends of remote reads: tests/conftest.py)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("remote_backend")]
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
@@ -149,7 +151,7 @@ def test_storage_options_reach_every_request(web, name):
     url = web.url_for(name)
     try:
         with pytest.raises(OSError) as info:
-            jnrrd.open(url, io=jnrrd.IOSettings(request_retries=0))
+            jnrrd.open(url, io=io_settings(request_retries=0))
         assert_names(info.value, url)
         assert "401" in str(info.value)
         web.reset()
@@ -311,7 +313,7 @@ def test_fault_while_the_header_grows(many, fault):
 def test_a_header_block_retried_after_a_truncation(many):
     many.clear_faults()
     many.fail("truncate", skip=1, times=1)
-    with jnrrd.open(many.url_for("many.jnrrd"), io=jnrrd.IOSettings(request_retries=2)) as vol:
+    with jnrrd.open(many.url_for("many.jnrrd"), io=io_settings(request_retries=2)) as vol:
         np.testing.assert_array_equal(vol[-3:], np.arange(10**6 - 3, 10**6) % 251)
     assert many.faults == []
 
@@ -364,7 +366,7 @@ def test_large_untiled_read_retries_a_truncated_piece(large):
     server, a = large
     server.clear_faults()
     server.fail("truncate", skip=2, times=1)
-    got = values(jnrrd.read(server.url_for("large.jnrrd"), io=jnrrd.IOSettings(request_retries=2)))
+    got = values(jnrrd.read(server.url_for("large.jnrrd"), io=io_settings(request_retries=2)))
     np.testing.assert_array_equal(got, a)
     assert server.faults == []
 
@@ -387,7 +389,7 @@ FAULTS = {
 def fast_fail(kind: str) -> dict:
     """The reader keywords of a fast failure (``io=``)."""
     knobs = {**FAST_FAIL, "request_timeout": STALL_TIMEOUT} if kind == "stall" else FAST_FAIL
-    return {"io": jnrrd.IOSettings(**knobs)}
+    return {"io": io_settings(**knobs)}
 
 
 def assert_names(exc: BaseException, url: str) -> None:
@@ -433,7 +435,7 @@ def test_fault_during_a_read_is_an_error_naming_the_url_and_range(web, name, fau
 def test_transient_faults_are_retried_to_the_right_data(web, fault):
     kind, options = FAULTS[fault]
     with jnrrd.open(web.url_for("contiguous.jnrrd"), cache_bytes=0,
-                    io=jnrrd.IOSettings(request_retries=2, request_timeout=5.0)) as vol:
+                    io=io_settings(request_retries=2, request_timeout=5.0)) as vol:
         web.fail(kind, times=1, **options)
         np.testing.assert_array_equal(vol[...], data_of("contiguous.jnrrd"))
     assert web.faults == []  # the fault was met
@@ -444,7 +446,7 @@ def test_transient_faults_are_retried_to_the_right_data(web, fault):
 def test_a_timeout_is_not_retried(web, knob):
     """A silent server fails once, in the timeout: retrying it would multiply the wait."""
     with jnrrd.open(web.url_for("contiguous.jnrrd"), cache_bytes=0,
-                    io=jnrrd.IOSettings(request_retries=2, **{knob: STALL_TIMEOUT})) as vol:
+                    io=io_settings(request_retries=2, **{knob: STALL_TIMEOUT})) as vol:
         stall = web.fail("stall", seconds=20)
         with pytest.raises(jnrrd.RemoteError, match=knob):
             vol[...]
@@ -454,7 +456,7 @@ def test_a_timeout_is_not_retried(web, knob):
 @pytest.mark.timeout(30)
 def test_403_is_not_retried(web):
     with jnrrd.open(web.url_for("contiguous.jnrrd"), cache_bytes=0,
-                    io=jnrrd.IOSettings(request_retries=3)) as vol:
+                    io=io_settings(request_retries=3)) as vol:
         web.fail("status", status=403)
         web.reset()
         with pytest.raises(jnrrd.JnrrdError, match="403"):

@@ -31,6 +31,7 @@ from remote_cases import (
     big_volume,
     covered,
     data_of,
+    io_settings,
     random_selection,
     tile_ranges,
     values,
@@ -41,7 +42,8 @@ import jnrrd
 s3fs = pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")
 
-pytestmark = pytest.mark.timeout(120)
+#: (and every test here runs through both backends of remote reads: tests/conftest.py)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("remote_backend")]
 
 SMALL, SMALL_TILE = 128, 16
 
@@ -140,7 +142,7 @@ def test_missing_bucket_is_file_not_found_naming_the_url(s3site):
 def test_refused_get_is_a_remote_error_naming_the_url(s3site):
     url, options, _, server = s3site
     with jnrrd.open(url("site/contiguous.jnrrd"), storage_options=options, cache_bytes=0,
-                    io=jnrrd.IOSettings(request_retries=0)) as vol:
+                    io=io_settings(request_retries=0)) as vol:
         server.fail("GET", status=403)
         with pytest.raises(OSError) as info:
             vol[...]
@@ -179,7 +181,7 @@ def test_region_touching_64_tiles_takes_far_fewer_requests(s3site, bucket):
     # 16³ tiles are ~5 KB: the default gap (64 KiB) would merge the rows of the region; a
     # small gap keeps the bytes to the touched tiles, as 64³ tiles do with the default
     with jnrrd.open(url("big/big.jnrrd"), storage_options=options, cache_bytes=0,
-                    io=jnrrd.IOSettings(coalesce_gap=1024)) as vol:
+                    io=io_settings(coalesce_gap=1024)) as vol:
         touched = tile_ranges(vol, 0, 25 // SMALL_TILE, 74 // SMALL_TILE)
         assert len(touched) == 64
         server.reset()

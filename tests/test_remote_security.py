@@ -27,13 +27,14 @@ import json
 import os
 import pickle
 import time
-import tracemalloc
 import warnings
 
 import numpy as np
 import pytest
 from hostile_http import Behaviour, HostileServer
 from http_server import RangeServer
+from memory_peak import measured
+from remote_cases import io_settings
 
 import jnrrd
 from jnrrd.errors import JnrrdWarning
@@ -42,7 +43,8 @@ from jnrrd.policy import Policy
 fsspec = pytest.importorskip("fsspec")
 pytest.importorskip("aiohttp")
 
-pytestmark = pytest.mark.timeout(60)
+#: (and every test here runs through both backends of remote reads: tests/conftest.py)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("remote_backend")]
 
 SECRET = bytes([7, 8, 9, 10])
 
@@ -222,17 +224,17 @@ def hostile(pair):
 
 
 def _peak(fn):
-    """(result or exception, seconds, tracemalloc peak in bytes) of ``fn()``."""
-    tracemalloc.start()
-    t0 = time.perf_counter()
-    try:
-        out = fn()
-    except Exception as exc:  # judged by the caller
-        out = exc
-    seconds = time.perf_counter() - t0
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return out, seconds, peak
+    """(result or exception, seconds, peak bytes: tracemalloc's, or under obstore the
+    resident set's, tests/memory_peak.py) of ``fn()``."""
+    stats: dict[str, int] = {}
+    with measured(stats):
+        t0 = time.perf_counter()
+        try:
+            out = fn()
+        except Exception as exc:  # judged by the caller
+            out = exc
+        seconds = time.perf_counter() - t0
+    return out, seconds, stats["peak"]
 
 
 ENDLESS = {
@@ -305,7 +307,7 @@ def test_a_trickled_body_ends_at_the_request_timeout(hostile):
     server, a = hostile
     server.load([Behaviour(), Behaviour(body="trickle")])
     out, seconds, peak = _peak(lambda: jnrrd.read(
-        server.url_for("v.jnrrd"), io=jnrrd.IOSettings(request_timeout=1.0)))
+        server.url_for("v.jnrrd"), io=io_settings(request_timeout=1.0)))
     assert isinstance(out, jnrrd.RemoteError) and "request_timeout" in str(out), repr(out)
     assert seconds < 5 and peak < 48 << 20
 
@@ -487,8 +489,12 @@ def test_reading_a_detached_dataset_while_it_is_rewritten_is_a_data_error(
 
     def open_then_lose(self, fetcher, path, name, **kw):
         opened(self, fetcher, path, name, **kw)
-        if not path.endswith(ext):  # the data file: gone after its first block
-            fetcher.fs.rm_file(path)
+        if not path.endswith(ext):  # the data file: gone after its first block (deleted
+            # through fsspec, whichever backend reads it)
+            from jnrrd.storage.remote import fsspec_filesystem
+
+            fs, p = fsspec_filesystem(fetcher.fs.unstrip_protocol(path), opts)
+            fs.rm_file(p)
 
     monkeypatch.setattr(RemoteReader, "__init__", open_then_lose)
     with jnrrd.open(url, storage_options=opts) as vol, \
@@ -509,13 +515,17 @@ def test_a_server_without_ranges_is_told_what_to_do(pair):
 
 # -- decided and documented: redirects, timeouts, identity, pickles ---------------------------
 
-def test_redirects_stay_on_the_same_host_unless_asked(hostile):
+def test_redirects_stay_on_the_same_host_unless_asked(hostile, remote_backend):
+    """The rules of jnrrd's own client; under obstore (whose client follows redirects
+    anywhere) a rule other than ``True`` reads through jnrrd's client, ``True`` through
+    obstore's (docs/remote.md, "Backends")."""
     server, a = hostile
+    rule = {"follow_redirects": "same-host"}  # the default (the obstore half's is True)
     server.load([Behaviour(redirect="same-host")])
-    np.testing.assert_array_equal(jnrrd.read(server.url_for("v.jnrrd"))[0], a)
+    np.testing.assert_array_equal(jnrrd.read(server.url_for("v.jnrrd"), **rule)[0], a)
     server.load([Behaviour(redirect="other-host")])
     with pytest.raises(jnrrd.SecurityError, match="follow_redirects=True"):
-        jnrrd.read(server.url_for("v.jnrrd"))
+        jnrrd.read(server.url_for("v.jnrrd"), **rule)
     assert [r.status for r in server.records] == [302]
     server.load([Behaviour(redirect="other-host")])
     np.testing.assert_array_equal(
@@ -529,6 +539,8 @@ def test_redirects_stay_on_the_same_host_unless_asked(hostile):
     server.load([Behaviour(redirect="loop")] * 20)
     with pytest.raises(jnrrd.RemoteError, match="redirects"):
         jnrrd.read(server.url_for("v.jnrrd"))
+    loops = [r for r in server.records if r.status == 302]
+    assert 0 < len(loops) <= (11 if remote_backend == "obstore" else 6)  # bounded
 
 
 def test_default_timeouts_are_ones_a_person_waits_for():
@@ -542,7 +554,20 @@ def test_a_silent_server_fails_in_the_read_timeout(hostile):
     server, a = hostile
     server.load([Behaviour(), Behaviour(delay=5.0)])
     out, seconds, _ = _peak(lambda: jnrrd.read(server.url_for("v.jnrrd"),
-                                               io=jnrrd.IOSettings(read_timeout=0.5)))
+                                               io=io_settings(read_timeout=0.5)))
+    assert isinstance(out, jnrrd.RemoteError) and "read_timeout" in str(out), repr(out)
+    assert seconds < 4
+
+
+@pytest.mark.timeout(30)
+def test_a_body_that_stalls_fails_in_the_read_timeout_without_a_retry(pair):
+    """A timeout is not retried, also when it strikes while the body is read (obstore: its
+    client's own timeout, told from a dropped connection)."""
+    a, one, two = pair
+    with HostileServer({"v.jnrrd": (one, two)}, trickle_interval=1.0) as server:
+        server.load([Behaviour(), Behaviour(body="trickle")])
+        out, seconds, _ = _peak(lambda: jnrrd.read(server.url_for("v.jnrrd"),
+                                                   io=io_settings(read_timeout=0.3)))
     assert isinstance(out, jnrrd.RemoteError) and "read_timeout" in str(out), repr(out)
     assert seconds < 4
 

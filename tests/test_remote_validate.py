@@ -8,12 +8,13 @@ import os
 
 import numpy as np
 import pytest
-from remote_cases import put_to_s3, random_volume
+from remote_cases import io_settings, put_to_s3, random_volume
 
 import jnrrd
 
 pytest.importorskip("fsspec")
-pytestmark = pytest.mark.timeout(120)
+#: (and every test here runs through both backends of remote reads: tests/conftest.py)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("remote_backend")]
 
 
 def _volume(shape=(40, 30, 20), seed=5):
@@ -186,16 +187,18 @@ def test_detached_on_s3(s3, tmp_path):
     assert jnrrd.validate(url, storage_options=s3.storage_options, deep=True) == []
 
 
-def test_storage_options_reach_fsspec(s3, tmp_path):
+def test_storage_options_reach_the_backend(s3, tmp_path, remote_backend):
     """Without the endpoint the bucket is not found (never a request to AWS: the
     options name a closed local port)."""
     jnrrd.write(tmp_path / "v.jnrrd", _volume(), tile=16)
     _put(s3, tmp_path / "v.jnrrd", "v.jnrrd")
     bad = {**s3.storage_options, "client_kwargs": {"endpoint_url": "http://127.0.0.1:9"},
-           "endpoint_url": "http://127.0.0.1:9", "retries": 0}
+           "endpoint_url": "http://127.0.0.1:9"}
+    if remote_backend == "fsspec":
+        bad["retries"] = 0  # s3fs's own retries (obstore's are off)
     with pytest.raises(OSError):
         jnrrd.validate(s3.url("v.jnrrd"), storage_options=bad,
-                       io=jnrrd.IOSettings(request_retries=0, request_timeout=5))
+                       io=io_settings(request_retries=0, request_timeout=5))
 
 
 # -- memory:// ----------------------------------------------------------------------------------

@@ -21,6 +21,11 @@ from jnrrd.storage import Staged, WriteStore
 from jnrrd.storage.remote_writes import PUTS_IN_FLIGHT, RemoteWriteStore
 from jnrrd.storage.targets import target_store
 
+#: every test here runs through both backends of remote reads (tests/conftest.py), but for
+#: the slow ones that only write (writes go through fsspec under either backend: their
+#: obstore run would repeat their fsspec run)
+pytestmark = pytest.mark.usefixtures("remote_backend")
+
 fsspec = pytest.importorskip("fsspec")
 
 #: every kind of write: (file name, keywords)
@@ -351,6 +356,7 @@ def test_a_pickled_store_puts_synchronously(mem):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("storage", ["external", "internal"])
+@pytest.mark.parametrize("remote_backend", ["fsspec"], indirect=True)  # writes: fsspec only
 def test_dask_on_a_process_cluster_writes_to_s3(storage, s3):
     da = pytest.importorskip("dask.array")
     distributed = pytest.importorskip("distributed")
@@ -419,6 +425,7 @@ def test_a_failed_upload_stops_the_write_early(mem, monkeypatch):
 
 
 @pytest.mark.slow  # a subprocess that imports jnrrd and s3fs: seconds
+@pytest.mark.parametrize("remote_backend", ["fsspec"], indirect=True)  # writes: fsspec only
 def test_a_writer_killed_mid_upload_leaves_harmless_objects(s3):
     """SIGKILL during the tile uploads: the previous dataset stays readable; the new tiles
     are unreferenced and stay so: an object store keeps no journal, so no later write can

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import zlib
 from types import ModuleType
 from typing import Any
 
@@ -36,7 +37,7 @@ try:  # a core dependency, but zlib stands in where it could not be installed
 except ImportError:  # pragma: no cover - exercised by monkeypatching ``available``
     _deflate = None
 
-__all__ = ["available", "deflate_raw", "engine", "gzip_compress", "inflate_into"]
+__all__ = ["available", "crc32", "deflate_raw", "engine", "gzip_compress", "inflate_into"]
 
 _MAGIC = b"\x1f\x8b"
 _SUCCESS, _INSUFFICIENT_SPACE = 0, 3
@@ -151,3 +152,10 @@ def deflate_raw(data: Any, level: int) -> bytearray | None:
     if not available or _deflate is None:
         return None
     return _deflate.deflate_compress(data, level)
+
+
+def crc32(data: Any) -> int:
+    """The CRC-32 of ``data`` through libdeflate (about 3x zlib's speed); zlib's without it."""
+    if _deflate is None:
+        return zlib.crc32(data)
+    return int(_deflate.crc32(data))

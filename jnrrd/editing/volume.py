@@ -214,7 +214,7 @@ class WritableVolume(Volume):
         dec._verify(index, data)
         tile = np.empty(grid.stored_shape(coords), self._dtype, order="F")
         zstd_into(data, memoryview(cast(Any, tile.T)).cast("B"), exact=True,
-                  what=f"{where(self.name)}tile {index}: ")
+                  what=f"{dec.where}tile {index}: ")
         return tile
 
     def _patched(self, coords: tuple[int, ...], fetched: Any = None) -> np.ndarray:

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from itertools import islice, product
+from itertools import product
 from typing import Any
 
 import numpy as np
 
-from .._threads import run_parallel
+from .._threads import run_each
 from ..errors import JnrrdError, where
 from ..tiling.grid import (
     AxisSel,
@@ -39,7 +39,6 @@ _ARRAYLIKE = (list, tuple, range, np.ndarray)
 _ALL = slice(None)
 #: raw blocks up to this size are gathered in the calling thread
 _INLINE_RAW_BYTES = 8 << 20
-_TASK_BATCH = 4096
 
 
 class OIndex:
@@ -388,12 +387,11 @@ def _tiled_block(vol: Any, level: Any, sets: list[np.ndarray]) -> np.ndarray:
     # virtual levels compute tiles from level 0 (itself a parallel read): one at a time
     inline = not level.stored or (dec.raw and out.nbytes <= _INLINE_RAW_BYTES)
     combos: Iterator[Any] = product(*per_axis)
-    while tasks := [task(c) for c in islice(combos, _TASK_BATCH)]:
-        if inline:
-            for t in tasks:
-                t()
-        else:
-            run_parallel(tasks, threads=vol._policy.io.threads)
+    if inline:
+        for c in combos:
+            task(c)()
+    else:  # each thread takes the next tile as it comes free (no task list per tile)
+        run_each(combos, lambda c: task(c)(), threads=vol._policy.io.threads)
     return out
 
 

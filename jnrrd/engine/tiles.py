@@ -152,6 +152,9 @@ class TileDecoder(TileCodec):
                                           core.block_size)
         #: whether the tiles come over the network (fetch a batch at once: :meth:`prefetch`)
         self.remote = bool(getattr(source, "remote", False))
+        self._limits: dict[int, tuple[Any, int]] = {}
+        #: the file's prefix of error messages (built once: a read names it per tile)
+        self.where = where(name)
 
     def stored_bytes(self, level: Level, coords: tuple[int, ...],
                      fetched: Fetched | None = None) -> Any:
@@ -172,12 +175,16 @@ class TileDecoder(TileCodec):
         a raw or shorthand-compressed tile is never longer than its decoded size plus a
         compressor's worst-case overhead (under 1/64 + 64 KiB for gzip, zstd, lz4, bzip2),
         so memory follows the tile, not the cap; other chains up to ``max_tile_bytes``."""
-        cap = self.policy.max_tile_bytes + (1 << 20)
-        if not (self.raw or self.simple):
-            return cap
-        n = int(np.prod(level.grid.max_stored_shape(), dtype=object)) \
-            * self.stored_dtype.itemsize
-        return min(cap, n + n // 64 + (64 << 10))
+        grid = level.grid
+        known = self._limits.get(level.index)
+        if known is not None and known[0] is grid:
+            return known[1]  # (asked once per tile read)
+        limit = self.policy.max_tile_bytes + (1 << 20)
+        if self.raw or self.simple:
+            n = math.prod(grid.max_stored_shape()) * self.stored_dtype.itemsize
+            limit = min(limit, n + n // 64 + (64 << 10))
+        self._limits[level.index] = (grid, limit)
+        return limit
 
     def prefetch(self, level: Level, coords: list[tuple[int, ...]]) -> Fetched:
         """Start fetching the stored bytes of the tiles ``coords`` of ``level`` at once."""
@@ -203,7 +210,7 @@ class TileDecoder(TileCodec):
             need = math.prod(shape) * self.stored_dtype.itemsize
             buf = _scratch(need) if scratch and self.simple == "zstd" else None
             data = decompress_prefix(self.simple, data, need, out=buf,
-                                     what=f"{where(self.name)}tile {index}: ")
+                                     what=f"{self.where}tile {index}: ")
             arr = np.frombuffer(data, self.stored_dtype).reshape(shape, order="F")
         elif self.raw or self.simple:
             count = math.prod(shape)
@@ -212,7 +219,7 @@ class TileDecoder(TileCodec):
                 gz = self.simple == "gzip"
                 data = decompress(self.simple, data, need,
                                   allow_zlib=self.tiling.gzip_lenient and gz,
-                                  what=f"{where(self.name)}tile {index}: ",
+                                  what=f"{self.where}tile {index}: ",
                                   out=_scratch(need) if scratch and gz else None)
             elif len(data) < need:
                 raise DataError(f"{where(self.name)}tile {index}: {len(data)} bytes stored, "

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from itertools import islice
 from typing import Any
 
 import numpy as np
 
-from .._threads import run_parallel
+from .._threads import run_each, run_parallel
 from ..dtypes import to_user, user_dtype
 from ..errors import JnrrdError, UnsupportedError, describe_source, where
 from ..header import Header
@@ -32,6 +33,7 @@ from .pickling import reduce_view
 from .readonly import ReadOnly
 from .sources import ExternalSource, InternalSource
 from .tiles import TileDecoder
+from .virtual import VirtualLevels
 
 __all__ = ["LevelView", "Volume"]
 
@@ -223,7 +225,7 @@ class LevelView(ReadOnly):
         return self._vol.to_dask(level=self.index)
 
 
-class Volume(WorldQueries, LevelView):
+class Volume(WorldQueries, VirtualLevels, LevelView):
     """A lazily read JNRRD volume (``jnrrd.open``): level 0, with ``levels`` for the rest."""
 
     def __init__(self, header: Header, *, tiling: Tiling | None, core: Any, policy: Policy,
@@ -372,41 +374,51 @@ class Volume(WorldQueries, LevelView):
             return out
         dec = self._decoder
         assert dec is not None
-        grid = level.grid
+        copy = self._piece_copier(level, out)
+        pieces = level.grid.pieces(sel)
+        if dec.raw and out.nbytes <= _INLINE_RAW_BYTES:
+            for p in pieces:  # small raw reads are memory copies: hand-offs would cost more
+                copy(p, None)
+        elif not (dec.remote or self._use_cache):
+            # local tiles: each thread takes the next piece as it comes free (nothing is
+            # built per tile ahead of time; the tiles are read in order)
+            run_each(pieces, lambda p: copy(p, None), threads=self._policy.io.threads)
+        else:
+            self._read_batches(level, pieces, copy, out)
+        return out
+
+    def _piece_copier(self, level: Level, out: np.ndarray) -> Callable[[Any, Any], None]:
+        """``copy(piece, fetched)``: one tile's part of a selection into ``out``."""
         fill = self._fill_value()
+        decoded = self._decoded
 
-        def task(piece: Any, fetched: Any) -> Callable[[], None]:
-            planes = planes_read(piece.src[-1])
+        def copy(piece: Any, fetched: Any) -> None:
+            tile = decoded(level, piece.coords, planes_read(piece.src[-1]), fetched)
+            if tile is None:
+                out[piece.dst] = fill
+            else:
+                out[piece.dst] = tile[piece.src]
+        return copy
 
-            def run() -> None:
-                tile = self._decoded(level, piece.coords, planes, fetched)
-                if tile is None:
-                    out[piece.dst] = fill
-                else:
-                    out[piece.dst] = tile[piece.src]
-            return run
-
-        # Small raw reads are memory copies: the pool's hand-offs would cost more.
-        inline = dec.raw and out.nbytes <= _INLINE_RAW_BYTES
-        pieces = grid.pieces(sel)
+    def _read_batches(self, level: Level, pieces: Iterator[Any],
+                      copy: Callable[[Any, Any], None], out: np.ndarray) -> None:
+        """The pieces in bounded batches: cache hits copied at once, a remote batch's
+        requests all in flight before the first decode."""
+        dec = self._decoder
+        assert dec is not None
         while True:
             # bounded batches: memory does not grow with the tile count, and a failing tile
             # (a missing file) ends the read before the rest are even listed
             batch = list(islice(pieces, _REMOTE_BATCH if dec.remote else _TASK_BATCH))
             if not batch:
-                return out
+                return
             if self._use_cache:  # tiles in the cache are copied here, the rest decoded
                 batch = self._cache.copy_hits(level.index, batch, out)
-            # remote tiles: every request of the batch in flight before the first decode
             fetched = dec.prefetch(level, [p.coords for p in batch]) if dec.remote else None
-            tasks = [task(p, fetched) for p in batch]
+            tasks: list[Callable[[], None]] = [partial(copy, p, fetched) for p in batch]
             if fetched is not None:  # decode the tiles in the order their bytes arrive
                 tasks = fetched.as_they_arrive([p.coords for p in batch], tasks)
-            if inline:
-                for t in tasks:
-                    t()
-            else:
-                run_parallel(tasks, threads=self._policy.io.threads)
+            run_parallel(tasks, threads=self._policy.io.threads)
 
     def _decoded(self, level: Level, coords: tuple[int, ...], planes: int | None = None,
                  fetched: Any = None) -> np.ndarray | None:
@@ -442,39 +454,6 @@ class Volume(WorldQueries, LevelView):
         if tile is None:
             return np.full(shape, self._fill_value(), dtype=self.dtype, order="F")
         return np.array(tile, order="F", copy=True)
-
-    # -- virtual levels ---------------------------------------------------------------------
-    def _read_virtual(self, level: Level, sel: tuple[AxisSel, ...], out: np.ndarray) -> None:
-        grid = level.grid
-        for piece in grid.pieces(sel):
-            core = self._virtual_core(level, piece.coords)
-            src = grid.stored_from_core(piece.coords)
-            # piece.src indexes the stored tile; shift into the core array
-            shifted = tuple(
-                slice(s.start - c.start, s.stop - c.start if s.stop is not None else None, s.step)
-                for s, c in zip(piece.src, src, strict=True)
-            )
-            out[piece.dst] = core[shifted]
-
-    def _virtual_core(self, level: Level, coords: tuple[int, ...]) -> np.ndarray:
-        """The core of a virtual level's tile, computed (through the decoded-tile cache)."""
-        core = self._cache.get_or_load(
-            (level.index, coords), lambda: self._virtual_region(level, level.grid.core(coords)))
-        assert core is not None
-        return core
-
-    def _virtual_region(self, level: Level, region: tuple[slice, ...]) -> np.ndarray:
-        """Level-L voxels of ``region``, computed from level 0 as the writer would store them."""
-        from ..pyramid.region import compute_region
-
-        assert self._tiling is not None
-        base = self._levels[0]
-
-        def read0(r: tuple[slice, ...]) -> np.ndarray:
-            return self._read(base, tuple(AxisSel(s.start, 1, s.stop - s.start) for s in r))
-
-        return compute_region(read0, base.shape, level.scale, self._tiling.downsample_method,
-                              region, dtype=self.dtype)
 
     # -- metadata ---------------------------------------------------------------------------
     def _stored_bytes(self, level: Level) -> int:

@@ -85,7 +85,7 @@ def kerchunk_refs(source: Any, *, storage_options: Mapping[str, Any] | None = No
     if is_remote(url):
         from ..storage import filesystem
 
-        fs = filesystem(url, dict(storage_options or {}))[0]
+        fs = filesystem(url, dict(storage_options or {}), backend="fsspec")[0]
         to_url = fs.unstrip_protocol
     with jopen(source, **kwargs) as vol:
         return volume_refs(vol, url, tile_url=to_url)

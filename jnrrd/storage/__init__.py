@@ -28,7 +28,8 @@ The modules behind the face:
 - :mod:`.resolve`: a path, file object or URL → store, key and opened reader;
 - :mod:`.remote`, :mod:`.remote_fetch`, :mod:`.remote_http`, :mod:`.remote_stream`,
   :mod:`.aio`: objects behind fsspec URLs (range requests merged and checked, HTTP answers
-  checked, requests on one event loop);
+  checked, requests on one event loop); :mod:`.remote_obstore`,
+  :mod:`.remote_obstore_fetch`: the same through obstore;
 - :mod:`.keys`, :mod:`.validators`, :mod:`.bodies`: the rules every remote backend applies
   (keys confined as the server will see them, one version per read, bodies bounded by the
   request);

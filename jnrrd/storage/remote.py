@@ -3,7 +3,7 @@
 
 - :func:`filesystem`: a URL and the caller's ``storage_options`` → fsspec filesystem and path
   (``MissingDependencyError`` naming the extra when fsspec or the protocol's package is
-  absent);
+  absent), or the obstore backend's (:func:`choose_backend`, :mod:`.remote_obstore`);
 - :class:`RemoteReader`: byte ranges of one object. Opening it costs one or two requests
   (the object's size and version, and its first block, which usually holds the whole
   header); ranges inside that block are served from it;
@@ -32,7 +32,7 @@ from ..errors import (
     UnsupportedError,
     where,
 )
-from ..policy import Policy
+from ..policy import REMOTE_BACKENDS, Policy
 from .bodies import Bytes
 from .keys import check_object_url, confine_key
 from .objects import HeldObjects
@@ -51,7 +51,57 @@ _VERSION_FIELDS = ("ETag", "etag", "generation", "VersionId", "version_id", "md5
                    "LastModified", "last_modified", "mtime", "updated", "created")
 
 
-def filesystem(url: str, storage_options: dict[str, Any] | None = None) -> tuple[Any, str]:
+def filesystem(url: str, storage_options: dict[str, Any] | None = None, *,
+               policy: Policy | None = None, backend: str | None = None) -> tuple[Any, str]:
+    """The filesystem and path of ``url``: an fsspec filesystem (``storage_options`` passed
+    unchanged), or an :class:`~.remote_obstore.ObstoreFS` when the backend is obstore
+    (:func:`choose_backend`: ``backend`` when the caller needs one, e.g. writes; else the
+    storage option ``"backend"``, never passed on; else the policy's
+    ``io.remote_backend``)."""
+    options = dict(storage_options or {})
+    asked = options.pop("backend", None)
+    if choose_backend(url, options, policy, backend or asked) == "obstore":
+        from .remote_obstore import obstore_filesystem
+
+        return obstore_filesystem(url, options, policy or Policy(), fsspec_filesystem)
+    return fsspec_filesystem(url, options)
+
+
+def choose_backend(url: str, options: dict[str, Any], policy: Policy | None,
+                   backend: str | None) -> str:
+    """``"obstore"`` or ``"fsspec"`` for ``url``: ``backend`` when given, else the policy's
+    ``io.remote_backend`` (docs/remote.md, "Backends"). Protocols obstore does not read
+    (``memory://``, ``sftp://``, ...) always go through fsspec. ``s3://``, ``gs://``,
+    ``az://``: ``"auto"`` takes obstore when it is installed and can read the URL with these
+    options (:func:`~.remote_obstore.unusable_reason`), ``"obstore"`` takes it in any case
+    (what it lacks is then the error). ``http(s)://``: obstore only when asked for and able
+    to apply every rule (``follow_redirects=True``), else jnrrd's own HTTP client."""
+    choice = backend or (policy.io.remote_backend if policy is not None else "auto")
+    if choice not in REMOTE_BACKENDS:
+        raise UnsupportedError(f"{url}: backend must be 'auto', 'fsspec' or 'obstore', not "
+                               f"{choice!r}")
+    from . import remote_obstore as ob
+
+    scheme = url.partition("://")[0].lower()
+    if choice == "fsspec" or scheme not in ob.OBSTORE_SCHEMES:
+        return "fsspec"
+    usable = ob.available() and ob.unusable_reason(url, options, policy) is None
+    if scheme in ob.HTTP_SCHEMES:
+        return "obstore" if choice == "obstore" and usable else "fsspec"
+    return "obstore" if choice == "obstore" or usable else "fsspec"
+
+
+def make_fetcher(fs: Any, policy: Policy) -> Fetcher:
+    """The :class:`Fetcher` of a filesystem :func:`filesystem` returned."""
+    if getattr(fs, "obstore", False):
+        from .remote_obstore_fetch import ObstoreFetcher
+
+        return ObstoreFetcher(fs, policy)
+    return Fetcher(fs, policy)
+
+
+def fsspec_filesystem(url: str, storage_options: dict[str, Any] | None = None
+                      ) -> tuple[Any, str]:
     """The fsspec filesystem and path of ``url`` (``storage_options`` passed unchanged)."""
     try:
         from fsspec.core import url_to_fs
@@ -102,7 +152,7 @@ class RemoteReader:
                  ) -> None:
         self.fetcher, self.path, self.url = fetcher, path, url
         self.expect: Validator | None = None
-        if fetcher.http:
+        if fetcher.ranged_open:
             answer = fetcher.get(path, 0, first, url=url, exact=False)
             got = answer.validator or Validator()
             size = answer.total
@@ -284,6 +334,8 @@ def version_of(info: dict[str, Any]) -> Hashable:
     for name in _VERSION_FIELDS:
         value = info.get(name)
         if value is not None:
+            if name in ("ETag", "etag"):  # the form of a validator's token (either backend)
+                return Validator(str(value), None, info.get("size")).token()
             return (name, str(value), info.get("size"))
     return ("size", info.get("size"))
 
@@ -298,10 +350,12 @@ class RemoteStore(HeldObjects):
     def __init__(self, fs: Any, root: str, policy: Policy, *, source: Any = None,
                  fetcher: Fetcher | None = None) -> None:
         self.fs, self.root, self.policy, self.source = fs, root.rstrip("/"), policy, source
-        self.fetcher = fetcher or Fetcher(fs, policy)
+        self.fetcher = fetcher or make_fetcher(fs, policy)
 
     def strip(self, path: str) -> str:
         """An fsspec path or URL as the filesystem's path (its protocol stripped)."""
+        if getattr(self.fs, "obstore", False):
+            return str(self.fs.strip(self.url(path)))
         return strip_protocol(path if _URL.match(path) else self.url(path))
 
     def url(self, path: str) -> str:
@@ -391,7 +445,7 @@ class RemoteStore(HeldObjects):
                                    "object by name")
         base = self.path(prefix, field="tile:pattern") if prefix else self.root
         try:
-            found = self.fs.find(base)
+            found = self.fetcher.filesystem().find(base)
         except FileNotFoundError:
             return
         except Exception as exc:  # a listing that fails, named

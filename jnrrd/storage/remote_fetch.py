@@ -5,7 +5,8 @@ A :class:`Fetcher` runs the requests of one filesystem. On an asynchronous files
 loop, at most ``policy.io.request_concurrency`` at once, each returning a
 :class:`concurrent.futures.Future` at once, so decoding starts on the first bytes while later
 ones are still on the wire. Other filesystems (``memory://``, ``sftp``, ...) run them on the
-I/O pool of :mod:`jnrrd._threads`.
+I/O pool of :mod:`jnrrd._threads`. In a forked child a fetcher makes its own client, loop and
+locks on first use, so an object opened before the fork reads there too.
 
 Every answer is checked. HTTP requests are sent and checked by :mod:`.remote_http` (status,
 redirects, ``Content-Range``, encoding, the object's version, bodies bounded by the request);
@@ -26,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import os
 import re
 import threading
 from collections.abc import Sequence
@@ -50,6 +52,7 @@ MIN_PIECE = 1 << 20
 #: ... and the largest
 MAX_PIECE = 32 << 20
 _TOTAL = re.compile(r"^\s*bytes\s+[\d*-]+/(\d+)\s*$", re.IGNORECASE)
+_FORK_LOCK = threading.Lock()
 
 
 class Fetcher:
@@ -59,6 +62,9 @@ class Fetcher:
         self.fs = fs
         self.policy = policy
         self.http = _is_http(fs)
+        #: objects open with a ranged GET whose answer gives their size and version (HTTP;
+        #: elsewhere the filesystem's ``info`` does)
+        self.ranged_open = self.http
         self.s3 = _protocols(fs) & {"s3", "s3a"} != set() and hasattr(fs, "call_s3")
         #: HTTP: our own session (:mod:`.aio`) with the caller's options
         self.client = http_client(getattr(fs, "storage_options", {})) if self.http else None
@@ -67,6 +73,28 @@ class Fetcher:
         self._sem: asyncio.Semaphore | None = None
         self._lock = threading.Lock()
         self._waiting = 0  # requests submitted and not yet answered
+        self._pid = os.getpid()
+
+    def filesystem(self) -> Any:
+        """The filesystem this process's requests go through (:meth:`_this_process`)."""
+        self._this_process()
+        return self.fs
+
+    def _this_process(self) -> None:
+        """After a fork, this process's own client, loop and locks: the parent's (an
+        asynchronous fsspec filesystem, the request loop, a lock held at the fork) do not
+        work in the child, so an object opened before the fork reads here too."""
+        if self._pid == os.getpid():
+            return
+        with _FORK_LOCK:
+            if self._pid != os.getpid():
+                Fetcher.__init__(self, self._fs_for_this_process(), self.policy)
+
+    def _fs_for_this_process(self) -> Any:
+        fs = self.fs
+        if getattr(fs, "async_impl", False):  # fsspec's instances are per process
+            return type(fs)(*fs.storage_args, **fs.storage_options)
+        return fs
 
     # -- submitting -------------------------------------------------------------------------
     def submit(self, path: str, start: int, stop: int, *, url: str, exact: bool = True,
@@ -74,6 +102,7 @@ class Fetcher:
         """Start fetching bytes ``start:stop`` of ``path``; ``exact``: the object must hold
         them all (else a short answer is the object's end); ``expect``: the version the
         answer must come from (:meth:`Validator.check`)."""
+        self._this_process()
         with self._lock:
             self._waiting += 1
         if self.loop is not None:
@@ -91,6 +120,7 @@ class Fetcher:
         relative to ``start``) as soon as the body has passed its end: one future each, so
         the first tiles of a long request decode while the rest are on the wire."""
         sink = Parts(parts)
+        self._this_process()
         with self._lock:
             self._waiting += 1
         if self.loop is not None:
@@ -131,7 +161,8 @@ class Fetcher:
         request: redirects, timeouts, status); the filesystem's ``info`` elsewhere (size,
         ETag, ...), asked of the store, never of a listing the filesystem cached: another
         process may have replaced the object since. Errors name the URL."""
-        if self.http:
+        self._this_process()
+        if self.ranged_open:
             assert self.loop is not None
             coro = self._attempts(path, 0, 1, url, False, None, head=True)
             answer = self.wait(asyncio.run_coroutine_threadsafe(coro, self.loop), url, 0, 1)

@@ -69,7 +69,7 @@ def remote_target(url: str, storage_options: dict[str, Any] | None = None
     """The store a write to ``url`` goes through, and the target's key in it
     (``UnsupportedError`` for a read-only protocol such as ``https://``)."""
     check_writable(url)
-    fs, path = filesystem(url, storage_options)
+    fs, path = filesystem(url, storage_options, backend="fsspec")  # writes: docs/remote.md
     root, key = split_url(path, name_url=url)
     return RemoteWriteStore(fs, root), key
 

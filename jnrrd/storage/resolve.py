@@ -98,7 +98,7 @@ def _resolve_url(url: str, policy: Policy, storage_options: dict[str, Any] | Non
     from .remote import RemoteReader, RemoteStore, filesystem, split_url
     from .remote_stream import RemoteStream
 
-    fs, path = filesystem(url, storage_options)
+    fs, path = filesystem(url, storage_options, policy=policy)
     root, key = split_url(path, name_url=url)
     store = RemoteStore(fs, root, policy, source=url)
     stream = RemoteStream(store, key, RemoteReader(store.fetcher, path, url))

@@ -16,7 +16,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from .._threads import io_submit
-from .remote import filesystem, version_of
+from .remote import filesystem, make_fetcher, version_of
 from .remote_fetch import Answer, Fetcher
 from .validators import Validator
 
@@ -31,8 +31,9 @@ def _fetcher(reopen: Any) -> tuple[Fetcher, str]:
     with _LOCK:
         found = _FETCHERS.get(reopen)
     if found is None:
-        fs, path = filesystem(reopen.path, reopen.storage_options)
-        found = (Fetcher(fs, reopen.settings()), path)
+        policy = reopen.settings()
+        fs, path = filesystem(reopen.path, reopen.storage_options, policy=policy)
+        found = (make_fetcher(fs, policy), path)
         with _LOCK:
             found = _FETCHERS.setdefault(reopen, found)
     return found
@@ -59,16 +60,16 @@ class VersionCheck:
         """Send the request for the object's current version now."""
         fetcher, path = _fetcher(reopen)
         url = reopen.path
-        if fetcher.http:
+        if fetcher.ranged_open:
             future: Future[Any] = fetcher.submit(path, 0, 1, url=url, exact=False)
         else:
-            future = io_submit(_fresh_info, fetcher.fs, path)
+            future = io_submit(_fresh_info, fetcher.filesystem(), path)
         return cls(fetcher, path, url, future)
 
     def result(self) -> Hashable:
         """The object's version now (``("missing",)`` when it is gone)."""
         try:
-            if self.fetcher.http:
+            if self.fetcher.ranged_open:
                 answer: Answer = self.fetcher.wait(self.future, self.url, 0, 1)
                 got = answer.validator or Validator()
                 if answer.total is None:

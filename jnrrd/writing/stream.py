@@ -8,14 +8,13 @@ parallel.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from .._threads import ordered_map, run_parallel, thread_count
+from .._threads import private_pool, thread_count
 from ..codecs import gzip_stream
 from ..codecs.compress import zstd_compress
 from ..codecs.encodings import COMPRESSED, format_ascii, format_hex
@@ -28,29 +27,30 @@ _SLAB_BYTES = 64 << 20
 _ZSTD_FRAME_BYTES = 16 << 20
 
 
-def file_order_slabs(data: Any, index_order: str, slab_bytes: int = _SLAB_BYTES
-                     ) -> Iterator[np.ndarray]:
+def file_order_slabs(data: Any, index_order: str, slab_bytes: int = _SLAB_BYTES, *,
+                     rows: tuple[int, int] | None = None) -> Iterator[np.ndarray]:
     """Yield the volume as consecutive slabs along the slowest file axis, in file axis order
-    (axis 0 fastest), reading an array-like one slab at a time."""
+    (axis 0 fastest), reading an array-like one slab at a time; ``rows``: only the slowest
+    axis's indices ``lo:hi`` (default all)."""
     shape = tuple(data.shape)
     if not shape:
         yield np.asarray(data).reshape(1)
         return
     itemsize = np.dtype(data.dtype).itemsize
+    slow = shape[-1] if index_order == "F" else shape[0]
+    lo, hi = rows if rows is not None else (0, slow)
     if index_order == "F":
-        slow = shape[-1]
         per = max(1, slab_bytes // max(1, itemsize * math.prod(shape[:-1])))
-        for k in range(0, slow, per):
-            yield np.asarray(data[(..., slice(k, min(k + per, slow)))])
+        for k in range(lo, hi, per):
+            yield np.asarray(data[(..., slice(k, min(k + per, hi)))])
     else:
-        slow = shape[0]
         per = max(1, slab_bytes // max(1, itemsize * math.prod(shape[1:])))
-        for k in range(0, slow, per):
-            yield np.asarray(data[k : min(k + per, slow)]).T
+        for k in range(lo, hi, per):
+            yield np.asarray(data[k : min(k + per, hi)]).T
 
 
-#: the largest in-memory volume compressed in place (its compressed output is held whole);
-#: larger ones are streamed slab by slab
+#: the largest in-memory volume compressed in place (its libdeflate tail, more than half of
+#: it, is held to the end); larger ones are streamed slab by slab
 _GZIP_WHOLE_BYTES = 2 << 30
 
 
@@ -67,21 +67,43 @@ def _in_place(data: Any, st: np.dtype, type_name: str) -> memoryview | None:
     return view.T.data.cast("B")
 
 
+def _file_bytes(slab: np.ndarray, st: np.dtype, type_name: str) -> Any:
+    """A slab (file axis order) as the file's bytes: its own memory when it already holds
+    them (a fresh F-contiguous slab of the stored type), else a converted copy."""
+    values = np.asarray(from_user(slab, type_name), dtype=st)
+    if values.flags.f_contiguous and values.size:
+        return values.T.data.cast("B")
+    return values.tobytes(order="F")
+
+
 def _gzip(data: Any, st: np.dtype, type_name: str, index_order: str, total: int,
           level: int | None) -> Iterator[Any]:
     """The data section as ONE gzip member deflated on every core (:mod:`..codecs.gzip_stream`):
-    in place for an array in memory, else slab by slab with bounded memory."""
+    in place for an array in memory, else slab by slab with bounded memory; the libdeflate
+    tail (the last rows) is read first, so its thread starts at once."""
     threads = thread_count()  # the ``threads`` setting in force (write(threads=...))
     lvl = gzip_stream.DEFAULT_LEVEL if level is None else level
     whole = _in_place(data, st, type_name)
-    if whole is not None:
-        yield from gzip_stream.gzip_buffer(whole, lvl, threads=threads, run_all=run_parallel)
-        return
-    raws = (np.asarray(from_user(slab, type_name), dtype=st).tobytes(order="F")
-            for slab in file_order_slabs(data, index_order, _SLAB_BYTES))
-    ordered = functools.partial(ordered_map, workers=threads, name="jnrrd-gzip",
-                                ahead=2 * threads)
-    yield from gzip_stream.gzip_pieces(raws, total, lvl, threads=threads, ordered=ordered)
+    with private_pool(threads, "jnrrd-gzip") as submit:
+        if whole is not None:
+            yield from gzip_stream.gzip_buffer(whole, lvl, threads=threads, submit=submit)
+            return
+        shape = tuple(data.shape)
+        nrows = (shape[-1] if index_order == "F" else shape[0]) if shape else 1
+        row = total // max(nrows, 1)
+        want = gzip_stream.tail_bytes(total, lvl, threads, gzip_stream.TAIL_BYTES)
+        split = nrows - (want // row if row else 0)
+        tail: Any = b""
+        if split < nrows:
+            parts = [_file_bytes(s, st, type_name) for s in file_order_slabs(
+                data, index_order, _SLAB_BYTES, rows=(split, nrows))]
+            tail = parts[0] if len(parts) == 1 else b"".join(parts)
+        # slabs of two blocks: the first blocks start while the rest is read
+        slab = min(_SLAB_BYTES, 2 * gzip_stream.BLOCK_BYTES)
+        body = (_file_bytes(s, st, type_name) for s in file_order_slabs(
+            data, index_order, slab, rows=(0, split)))
+        yield from gzip_stream.gzip_pieces(body, total, lvl, threads=threads, submit=submit,
+                                           tail=tail)
 
 
 def encode_chunks(data: Any, *, type_name: str, endian: str, encoding: str,
