@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from forking import env_with_this_directory
 
 import jnrrd
 
@@ -175,9 +176,10 @@ def test_validate_deep_refuses_a_fifo_tile(tmp_path):
 # jnrrd. The script starts the shared decode pool with a tiled read, forks, reads in the child
 # and exits 0 only if every child read returned the data within the bound.
 _FORK_SCRIPT = """
-import os, sys, time, warnings
+import os, sys, warnings
 import numpy as np
 import jnrrd
+from forking import wait_for_child
 
 path, storage, bound = sys.argv[1], sys.argv[2], float(sys.argv[3])
 data = (np.arange(64 * 64) % 251).astype("u1").reshape(64, 64)
@@ -200,18 +202,7 @@ for read in (whole_volume, lambda: jnrrd.read(path)[0]):
             code = 0 if np.array_equal(read(), data) else 2
         finally:
             os._exit(code)
-    t0 = time.monotonic()
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() - t0 > bound:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            sys.exit(f"the forked child's read hung for more than {bound} s")
-        time.sleep(0.02)
-    if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
-        sys.exit(f"the forked child's read failed: wait status {status}")
+    wait_for_child(pid, bound, "the forked child's read")
 """
 
 
@@ -223,5 +214,5 @@ def test_read_after_fork_does_not_hang(tmp_path, storage):
     script.write_text(_FORK_SCRIPT)
     proc = subprocess.run(
         [sys.executable, str(script), str(tmp_path / "v.jnrrd"), storage, "10"],
-        capture_output=True, text=True, timeout=120)
+        capture_output=True, text=True, timeout=120, env=env_with_this_directory())
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -11,6 +11,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from forking import env_with_this_directory
 
 import jnrrd
 from jnrrd.errors import ObjectNotFoundError
@@ -165,9 +166,10 @@ def test_http_through_obstore_when_asked_and_redirects_may_go_anywhere(http_serv
 # backend when obstore read it: obstore's runtime does not survive a fork), and so does one
 # opened there.
 _FORK_SCRIPT = """
-import json, os, sys, time
+import json, os, sys
 import numpy as np
 import jnrrd
+from forking import wait_for_child
 
 url, opts, backend, bound = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], float(sys.argv[4])
 io = jnrrd.IOSettings(remote_backend=backend, request_timeout=5.0)
@@ -188,17 +190,7 @@ if pid == 0:
         code = 0 if np.array_equal(vol[:], want) and np.array_equal(again, want) else 2
     finally:
         os._exit(code)
-t0 = time.monotonic()
-while True:
-    done, status = os.waitpid(pid, os.WNOHANG)
-    if done:
-        break
-    if time.monotonic() - t0 > bound:
-        os.kill(pid, 9)
-        sys.exit(f"the forked child's read took more than {bound} s")
-    time.sleep(0.02)
-if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
-    sys.exit(f"the forked child failed (status {status})")
+wait_for_child(pid, bound, "the forked child's read")
 """
 
 
@@ -215,7 +207,8 @@ def test_a_volume_opened_before_a_fork_reads_in_the_child(s3, tmp_path, backend)
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(_FORK_SCRIPT), s3.url("d/v.jnrrd"),
          json.dumps(s3.storage_options), backend, "30"],
-        capture_output=True, text=True, timeout=90, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+        capture_output=True, text=True, timeout=90,
+        env={**env_with_this_directory(), "PYTHONWARNINGS": "ignore"})
     assert done.returncode == 0, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
 
 

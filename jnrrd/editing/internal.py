@@ -42,7 +42,7 @@ from .headers import check_rendered, render_internal
 from .layout import Counters, aligned, room_for
 from .tables import Tables
 
-__all__ = ["LocalInternal", "RemoteInternal", "rewrite_into"]
+__all__ = ["LocalInternal", "RemoteInternal", "rewrite_into", "rewrite_staged"]
 
 #: a rewrite copies tiles in batches of about this many bytes
 _BATCH_BYTES = 64 << 20
@@ -83,6 +83,27 @@ def rewrite_into(out: IO[bytes], header: Header, prefix: str, tables: Tables,
             batch, held = [], 0
     _copy(out, fetch(batch), batch)
     return moved, parsed, len(head), room
+
+
+def rewrite_staged(store: Any, key: str, header: Header, prefix: str, tables: Tables,
+                   fetch: Callable[[Sequence[tuple[int, int]]], list[Any]], header_len: int,
+                   lock: Any, counters: Counters, policy: Policy, name: Any
+                   ) -> tuple[Tables, Header, int, int]:
+    """A commit by rewrite: :func:`rewrite_into` a staged replacement of ``key`` in
+    ``store`` (room for the header to grow), the lock refreshed just before the staged file
+    replaces the old one; on any failure the staged file goes and the old one stays."""
+    nstored = sum(lv.grid.ntiles for lv in tables.levels if lv.stored)
+    staged = store.stage(key)
+    try:
+        done = rewrite_into(staged.file, header, prefix, tables, fetch,
+                            room_for(header_len, nstored), policy, name)
+        counters.wrote(staged.file.tell())
+        lock.refresh()
+        staged.commit()
+    except BaseException:
+        staged.abort()
+        raise
+    return done
 
 
 def _copy(out: IO[bytes], datas: list[Any], entries: list[tuple[int, int]]) -> None:
@@ -215,19 +236,10 @@ class LocalInternal:
     def rewrite(self, header: Header, prefix: str, tables: Tables, lock: Any,
                 policy: Policy, name: Any) -> Tables:
         store, key = local_target_store(self.path)
-        nstored = sum(lv.grid.ntiles for lv in tables.levels if lv.stored)
         with durability(self.durable):
-            staged = store.stage(key)
-            try:
-                new, self.header, head_len, room = rewrite_into(
-                    staged.file, header, prefix, tables, self._fetch,
-                    room_for(self.header_len, nstored), policy, name)
-                self.counters.wrote(staged.file.tell())
-                lock.refresh()
-                staged.commit()
-            except BaseException:
-                staged.abort()
-                raise
+            new, self.header, head_len, room = rewrite_staged(
+                store, key, header, prefix, tables, self._fetch, self.header_len, lock,
+                self.counters, policy, name)
         self.close()
         remove_journal(self.path)
         self._open(open(self.path, "r+b", buffering=0), head_len, room)
@@ -322,18 +334,9 @@ class RemoteInternal:
 
     def rewrite(self, header: Header, prefix: str, tables: Tables, lock: Any,
                 policy: Policy, name: Any) -> Tables:
-        nstored = sum(lv.grid.ntiles for lv in tables.levels if lv.stored)
-        staged = self.wstore.stage(self.key)
-        try:
-            new, self.header, head_len, _ = rewrite_into(
-                staged.file, header, prefix, tables, self._fetch,
-                room_for(self.header_len, nstored), policy, name)
-            self.counters.wrote(staged.file.tell())
-            lock.refresh()
-            staged.commit()
-        except BaseException:
-            staged.abort()
-            raise
+        new, self.header, head_len, _ = rewrite_staged(
+            self.wstore, self.key, header, prefix, tables, self._fetch, self.header_len, lock,
+            self.counters, policy, name)
         self.header_len = head_len
         self._reader = None  # a new object (and ETag) from now on
         self.abort()
