@@ -126,6 +126,18 @@ import json, os, sys
 sys.path.insert(0, {tests!r})
 import s3_server
 os.environ.update(s3_server.AWS_ENV)
+import io
+import moto.s3.models as models
+# S3 answers a ranged GET from the range; moto 5 reads the whole object for each one, under
+# the object's lock, from a temporary file above 5 MB. Objects stay in memory here and a read
+# of an in-memory object is the stored bytes themselves (no copy), so the range is all a
+# request costs and every system's requests are measured, not moto's whole-object reads.
+os.environ["MOTO_S3_DEFAULT_KEY_BUFFER_SIZE"] = str(8 << 30)
+_whole = models.FakeKey.value
+def _value(key):
+    memory = getattr(key._value_buffer, "_file", None)
+    return memory.getvalue() if isinstance(memory, io.BytesIO) else _whole.fget(key)
+models.FakeKey.value = property(_value, _whole.fset)
 srv = s3_server.S3Server()
 print(srv.endpoint_url, flush=True)
 for line in sys.stdin:
