@@ -23,7 +23,13 @@ import numpy as np
 
 from ..codecs import CodecChain, is_raw_chain
 from ..codecs.compress import NAMES as STREAM_NAMES
-from ..codecs.compress import PREFIX_NAMES, compress, decompress, decompress_prefix
+from ..codecs.compress import (
+    PREFIX_NAMES,
+    compress,
+    decompress,
+    decompress_prefix,
+    zstd_into,
+)
 from ..dtypes import from_user, storage_dtype, to_user, user_dtype
 from ..errors import DataError, where
 from ..tiling.levels import Level
@@ -215,7 +221,12 @@ class TileDecoder(TileCodec):
         elif self.raw or self.simple:
             count = math.prod(shape)
             need = count * self.stored_dtype.itemsize
-            if self.simple:
+            if self.simple == "zstd" and scratch:  # no fresh memory (and faults) per tile
+                buf = _scratch(need)
+                zstd_into(data, memoryview(buf).cast("B"), exact=True,
+                          what=f"{self.where}tile {index}: ")
+                data = buf
+            elif self.simple:
                 gz = self.simple == "gzip"
                 data = decompress(self.simple, data, need,
                                   allow_zlib=self.tiling.gzip_lenient and gz,
