@@ -60,6 +60,7 @@ class WritableVolume(Volume):
     """A volume open for writing (see the module doc)."""
 
     mode = "r+"
+    _copies_stored_runs = False  # tiles changed in memory are newer than the stored bytes
 
     def __init__(self, header: Header, core: Any, tiling: Tiling, tables: Tables,
                  session: Session, *, index_order: str = "F") -> None:

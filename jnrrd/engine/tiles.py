@@ -223,7 +223,7 @@ class TileDecoder(TileCodec):
             need = count * self.stored_dtype.itemsize
             if self.simple == "zstd" and scratch:  # no fresh memory (and faults) per tile
                 buf = _scratch(need)
-                zstd_into(data, memoryview(buf).cast("B"), exact=True,
+                zstd_into(data, buf.data, exact=True,
                           what=f"{self.where}tile {index}: ")
                 data = buf
             elif self.simple:

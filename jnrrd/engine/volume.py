@@ -30,6 +30,7 @@ from .cache import CacheInfo, TileCache, check_cache_bytes, default_cache_bytes
 from .indexing import OIndex, finish_basic, has_array_index, numpy_getitem, planes_read, read_into
 from .locations import TileLocation, checked_coords, tile_locations
 from .pickling import reduce_view
+from .raw_runs import RawRuns, raw_runs_apply
 from .readonly import ReadOnly
 from .sources import ExternalSource, InternalSource
 from .tiles import TileDecoder
@@ -228,6 +229,10 @@ class LevelView(ReadOnly):
 class Volume(WorldQueries, VirtualLevels, LevelView):
     """A lazily read JNRRD volume (``jnrrd.open``): level 0, with ``levels`` for the rest."""
 
+    #: whether a read may copy raw tiles straight from the stored bytes, a run at a time
+    #: (engine.raw_runs); a volume whose tiles can differ from them (open for writing) may not
+    _copies_stored_runs = True
+
     def __init__(self, header: Header, *, tiling: Tiling | None, core: Any, policy: Policy,
                  source: InternalSource | ExternalSource | None, name: Any,
                  index_order: str = "F", untiled: Any = None,
@@ -381,7 +386,15 @@ class Volume(WorldQueries, VirtualLevels, LevelView):
             out[piece.dst] = fill if tile is None else tile[piece.src]
 
         pieces = level.grid.pieces(sel)
-        if dec.raw and out.nbytes <= _INLINE_RAW_BYTES:
+        if not (dec.remote or self._use_cache) and self._raw_runs:
+            # raw tiles: neighbours stored in a row are copied in one go (engine.raw_runs)
+            runs = RawRuns(dec, level, out, copy)
+            if out.nbytes <= _INLINE_RAW_BYTES:  # memory copies: hand-offs would cost more
+                for run in runs.runs(pieces):
+                    runs.copy_run(run)
+            else:
+                run_each(runs.runs(pieces), runs.copy_run, threads=self._policy.io.threads)
+        elif dec.raw and out.nbytes <= _INLINE_RAW_BYTES:
             for p in pieces:  # small raw reads are memory copies: hand-offs would cost more
                 copy(p)
         elif not (dec.remote or self._use_cache):
@@ -421,6 +434,11 @@ class Volume(WorldQueries, VirtualLevels, LevelView):
             return self._cache.get_or_load((level.index, coords),
                                            lambda: dec.decode(level, coords, fetched=fetched))
         return dec.decode(level, coords, planes, scratch=True, fetched=fetched)
+
+    @property
+    def _raw_runs(self) -> bool:
+        dec = self._decoder
+        return self._copies_stored_runs and dec is not None and raw_runs_apply(dec)
 
     def _fill_value(self) -> Any:
         assert self._tiling is not None
