@@ -6,6 +6,8 @@ per-tile path with its errors."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -106,6 +108,30 @@ def test_what_runs_cannot_carry_is_read_tile_by_tile(tmp_path, case, monkeypatch
     got, _ = jnrrd.read(path)
     np.testing.assert_array_equal(got, a)
     assert used == []
+
+
+def test_tile_entries_longer_than_a_tile_are_read_on_their_own(tmp_path):
+    """A size table may list bytes past a raw tile's end (here 16 more after each tile):
+    the tile is its first bytes, and no run takes the following bytes for the next tile."""
+    a = _volume((16, 4, 4))
+    path = tmp_path / "v.jnrrd"
+    jnrrd.write(path, a, tile=4)
+    raw = path.read_bytes()
+    head, body = raw.split(b"\n\n", 1)
+    lines = [json.loads(line) for line in head.split(b"\n")]
+    fields = {k: v for d in lines for k, v in d.items()}
+    offsets, sizes = fields["tile:offset_table"], fields["tile:size_table"]
+    tiles = [raw[o:o + s] for o, s in zip(offsets, sizes, strict=True)]
+    for _ in range(2):  # the header's length settles once the offsets are known
+        data_start = len(head) + 2
+        fields["tile:offset_table"] = [data_start + i * (len(t) + 16)
+                                       for i, t in enumerate(tiles)]
+        fields["tile:size_table"] = [len(t) + 16 for t in tiles]
+        head = b"\n".join(json.dumps({k: v}).encode() for k, v in fields.items())
+    assert len(head) + 2 == data_start
+    path.write_bytes(head + b"\n\n" + b"".join(t + b"\xff" * 16 for t in tiles))
+    got, _ = jnrrd.read(path)
+    np.testing.assert_array_equal(got, a)
 
 
 def test_a_run_that_cannot_be_read_is_read_tile_by_tile(tmp_path, monkeypatch):

@@ -42,6 +42,8 @@ class RawRuns:
                  copy: Callable[[Piece], None]) -> None:
         self.dec, self.level, self.out, self.copy = dec, level, out, copy
         self.shape = level.grid.stored_shape((0,) * len(level.grid.shape))
+        #: a whole tile's stored length (an entry that lists more bytes is read on its own)
+        self.tile_bytes = int(np.prod(self.shape)) * dec.stored_dtype.itemsize
 
     def runs(self, pieces: Iterator[Piece]) -> Iterator[list[Any]]:
         """The pieces in order, as runs ``[(piece, span), ...]``: whole tiles stored one after
@@ -73,7 +75,8 @@ class RawRuns:
         grid = self.level.grid
         if grid.stored_shape(p.coords) != self.shape:
             return None
-        return self.dec.source.span(self.level, p.coords, grid.index(p.coords))
+        span = self.dec.source.span(self.level, p.coords, grid.index(p.coords))
+        return span if span is not None and span[3] - span[2] == self.tile_bytes else None
 
     @staticmethod
     def _follows(last: tuple[Piece, Any], p: Piece, span: Any) -> bool:
@@ -103,7 +106,7 @@ class RawRuns:
     def _place(self, run: list[Any], data: Any) -> None:
         k, shape = len(run), self.shape
         count = int(np.prod(shape)) * k
-        if len(data) < count * self.dec.stored_dtype.itemsize:
+        if len(data) < k * self.tile_bytes:
             for p, _ in run:
                 self.copy(p)
             return
