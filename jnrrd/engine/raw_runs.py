@@ -6,7 +6,8 @@ volume with 64³ tiles), so copying tile by tile writes each row in pieces, a ti
 rows apart; copying a run of neighbours writes whole stretches of rows in order, which the
 memory system handles far better (a 512³ uint16 read: about a third less time). Only plain
 stored bytes qualify: raw tiles of a native, non-bfloat16 type without checksums, inside one
-local or remote object held by the store (:class:`~jnrrd.engine.sources.InternalSource`).
+local object held by the store (:class:`~jnrrd.engine.sources.InternalSource`; a remote read
+fetches its tiles in batches instead).
 """
 
 from __future__ import annotations
@@ -29,8 +30,7 @@ MAX_RUN = 16
 
 def raw_runs_apply(dec: Any) -> bool:
     """Whether ``dec``'s tiles are plain stored bytes that runs may copy directly."""
-    src = dec.source
-    return bool(dec.raw and getattr(src, "internal", False) and dec.checksums is None
+    return bool(dec.raw and dec.source.internal and not dec.remote and dec.checksums is None
                 and dec.type_name != "bfloat16" and dec.stored_dtype.isnative
                 and dec.stored_dtype == dec.dtype)
 
@@ -105,11 +105,11 @@ class RawRuns:
 
     def _place(self, run: list[Any], data: Any) -> None:
         k, shape = len(run), self.shape
-        count = int(np.prod(shape)) * k
         if len(data) < k * self.tile_bytes:
             for p, _ in run:
                 self.copy(p)
             return
+        count = k * self.tile_bytes // self.dec.stored_dtype.itemsize
         tiles = np.frombuffer(data, self.dec.stored_dtype, count).reshape((*shape, k),
                                                                           order="F")
         p0 = run[0][0]

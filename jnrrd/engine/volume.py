@@ -386,7 +386,7 @@ class Volume(WorldQueries, VirtualLevels, LevelView):
             out[piece.dst] = fill if tile is None else tile[piece.src]
 
         pieces = level.grid.pieces(sel)
-        if not (dec.remote or self._use_cache) and self._raw_runs:
+        if not self._use_cache and self._raw_runs:
             # raw tiles: neighbours stored in a row are copied in one go (engine.raw_runs)
             runs = RawRuns(dec, level, out, copy)
             if out.nbytes <= _INLINE_RAW_BYTES:  # memory copies: hand-offs would cost more
