@@ -72,11 +72,12 @@ class Contender:
 
     ``setup`` runs once, untimed (e.g. writing the dataset to read); an exception there or in
     ``run`` marks the contender "n/a" with the error. ``before`` runs untimed before every
-    repetition (e.g. removing the previous output). ``paths`` are warmed (or evicted) before
-    each repetition. ``check`` validates the first result. ``measure`` replaces wall time by
-    another metric (e.g. peak bytes) when given. ``counters`` runs right after each timed
-    repetition (untimed) and returns named figures of it (e.g. a server's ``requests`` and
-    ``bytes``), whose medians the table shows beside the time.
+    repetition (e.g. removing the previous output), and in the ``kept`` mode before each of
+    its operations (a server's counters then count one operation). ``paths`` are warmed (or
+    evicted) before each repetition. ``check`` validates the first result. ``measure``
+    replaces wall time by another metric (e.g. peak bytes) when given. ``counters`` runs
+    right after each timed operation (untimed) and returns named figures of it (e.g. a
+    server's ``requests`` and ``bytes``), whose medians the table shows beside the time.
     """
 
     system: str
@@ -234,6 +235,8 @@ def _one(c: Contender, res: Result, mode: str, first: bool) -> None:
         return
     held = []
     for i in range(KEPT if mode == "kept" else 1):
+        if i and c.before is not None:  # each operation's counters start from zero
+            c.before()
         c0 = time.process_time()
         t0 = time.perf_counter()
         out = c.run()
@@ -242,8 +245,8 @@ def _one(c: Contender, res: Result, mode: str, first: bool) -> None:
         if mode != "kept" or i > 0:  # kept: counted while earlier results are held
             res.samples.append(elapsed)
             res.cpu.append(cpu)
-        if c.counters is not None:
-            res.counters.append(c.counters())
+            if c.counters is not None:
+                res.counters.append(c.counters())
         if first and i == 0 and c.check is not None and not c.check(out):
             res.error = "wrong result"
         if mode == "kept":

@@ -177,19 +177,22 @@ class StreamStore(HeldObjects):
                                              "other object"))
 
 
-class RangeStream(io.RawIOBase):
-    """A held object of a store as a seekable binary stream: every read is a
-    :meth:`HeldObjects.get_ranges` call (bytes read into the caller's buffer). The data
-    section of an untiled file and detached data files are decoded from such streams."""
+class HeldStream(io.RawIOBase):
+    """A seekable, read-only binary stream over the object ``key`` of ``store``, held by the
+    store while the stream is open (``reader``: its already opened reader). The set-up,
+    position and release shared by :class:`RangeStream` and the remote stream."""
 
-    def __init__(self, store: Any, key: str, *, field: str = "data_file",
-                 reader: Any = None, start: int = 0, name: Any = None) -> None:
+    def __init__(self, store: Any, key: str, reader: Any = None, *,
+                 field: str = "data_file", start: int = 0) -> None:
         super().__init__()
         self.store, self.key = store, key
         self._reader = store.hold(key, reader, field=field)
-        self.size = self._reader.file_size
         self._pos = start
-        self.name = name if name is not None else key
+
+    @property
+    def size(self) -> int:
+        """The object's size in bytes."""
+        return int(self._reader.file_size)
 
     def readable(self) -> bool:
         return True
@@ -206,6 +209,22 @@ class RangeStream(io.RawIOBase):
             raise ValueError(f"negative seek position {base + offset}")
         self._pos = base + offset
         return self._pos
+
+    def close(self) -> None:
+        if not self.closed:
+            self.store.release(self.key)
+        super().close()
+
+
+class RangeStream(HeldStream):
+    """A held object of a store as a seekable binary stream: every read is a
+    :meth:`HeldObjects.get_ranges` call (bytes read into the caller's buffer). The data
+    section of an untiled file and detached data files are decoded from such streams."""
+
+    def __init__(self, store: Any, key: str, *, field: str = "data_file",
+                 reader: Any = None, start: int = 0, name: Any = None) -> None:
+        super().__init__(store, key, reader, field=field, start=start)
+        self.name = name if name is not None else key
 
     def fileno(self) -> int:
         """The descriptor of a local file the store holds (the codecs that decode a whole
@@ -251,8 +270,3 @@ class RangeStream(io.RawIOBase):
                 break
             out += chunk
         return bytes(out)
-
-    def close(self) -> None:
-        if not self.closed:
-            self.store.release(self.key)
-        super().close()

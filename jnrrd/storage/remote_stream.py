@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import UnsupportedError
+from .objects import HeldStream
 from .remote import RemoteReader, RemoteStore
 
 __all__ = ["RemoteStream", "opener_of"]
@@ -27,37 +28,18 @@ _MAX_HEAD = 1 << 30
 _GROWTH = 4
 
 
-class RemoteStream(io.RawIOBase):
+class RemoteStream(HeldStream):
     """Read-only, seekable view of the object ``key`` of ``store``, held by the store while
     the stream is open (``reader``: its already opened :class:`RemoteReader`); every byte
     beyond the first block comes through the store's ``get_ranges``."""
 
     def __init__(self, store: RemoteStore, key: str, reader: RemoteReader | None = None,
                  *, field: str = "data_file") -> None:
-        super().__init__()
-        self.store, self.key = store, key
-        self.reader: RemoteReader = store.hold(key, reader, field=field)
+        super().__init__(store, key, reader, field=field)
+        self.reader: RemoteReader = self._reader
         self.name = self.reader.url
-        self._pos = 0
 
     # -- io.RawIOBase -----------------------------------------------------------------------
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.reader.file_size}
-        pos = base[whence] + offset
-        if pos < 0:
-            raise ValueError(f"negative seek position {pos}")
-        self._pos = pos
-        return pos
-
     def fileno(self) -> int:
         raise io.UnsupportedOperation(f"{self.name} is a remote object, not a file")
 
@@ -115,11 +97,6 @@ class RemoteStream(io.RawIOBase):
             out[a - start : b2 - start] = part.result()
         self._pos = stop
         return stop - start
-
-    def close(self) -> None:
-        if not self.closed:
-            self.store.release(self.key)
-        super().close()
 
     # -- the head ---------------------------------------------------------------------------
     def _hold(self, stop: int, *, grow: bool = False) -> None:
