@@ -35,6 +35,9 @@ __all__ = ["ObstoreFetcher"]
 
 #: the HTTP status obstore's error texts give
 _STATUS = re.compile(r"\bstatus(?: code)?:? (\d{3})\b", re.IGNORECASE)
+#: a body up to this size is handed out in one chunk (one hop from obstore's runtime to the
+#: loop instead of one per piece); larger bodies come a piece at a time as they arrive
+_ONE_CHUNK = 2 << 20
 _TIMEOUTS = ("no complete answer within the timeouts (connect_timeout, read_timeout, "
              "request_timeout)")
 
@@ -193,7 +196,7 @@ def _validator(meta: Any) -> Validator:
 
 async def _read(result: Any, n: int, sink: Sink | None) -> Bytes:
     """Exactly ``n`` bytes of an answer's body (bounded, :func:`~.bodies.read_exact`)."""
-    stream = result.stream(min_chunk_size=min(max(n, 1), PIECE))
+    stream = result.stream(min_chunk_size=max(n, 1) if n <= _ONE_CHUNK else PIECE)
     pending = memoryview(b"")
 
     async def read(k: int) -> memoryview:
