@@ -6,8 +6,9 @@ Each ``GET`` carries its byte range and, once the object's version is known, ``I
 ``If-Unmodified-Since``); every answer's ETag / Last-Modified / size is checked
 (:class:`~.validators.Validator`), its range must be the one asked for, an encoded answer is
 refused, and its body is read up to the range and no further (:mod:`.bodies`): obstore hands
-the body out in chunks of at most :data:`~.bodies.PIECE` bytes, so memory is bounded by the
-request whatever the server sends. A failure names the URL and the range; 5xx answers and
+the body out in chunks of :data:`~.bodies.PIECE` bytes (a body of up to 2 MiB in one), each
+at most that size plus one network read, so memory is bounded by the request whatever the
+server sends. A failure names the URL and the range; 5xx answers and
 dropped connections are retried by the fetcher (obstore's own retries are off), timeouts are
 not. An object opens with one ranged ``GET`` whose answer gives its size and version.
 
