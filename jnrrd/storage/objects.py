@@ -186,13 +186,13 @@ class HeldStream(io.RawIOBase):
                  field: str = "data_file", start: int = 0) -> None:
         super().__init__()
         self.store, self.key = store, key
-        self._reader = store.hold(key, reader, field=field)
+        self.reader = store.hold(key, reader, field=field)
         self._pos = start
 
     @property
     def size(self) -> int:
         """The object's size in bytes."""
-        return int(self._reader.file_size)
+        return int(self.reader.file_size)
 
     def readable(self) -> bool:
         return True
@@ -229,7 +229,7 @@ class RangeStream(HeldStream):
     def fileno(self) -> int:
         """The descriptor of a local file the store holds (the codecs that decode a whole
         section at once map it); ``io.UnsupportedOperation`` otherwise."""
-        fileno = getattr(self._reader, "fileno", None)
+        fileno = getattr(self.reader, "fileno", None)
         if fileno is None:
             raise io.UnsupportedOperation(f"{self.name}: not a local file")
         return int(fileno())

@@ -8,9 +8,9 @@ Each ``GET`` carries its byte range and, once the object's version is known, ``I
 refused, and its body is read up to the range and no further (:mod:`.bodies`): obstore hands
 the body out in chunks of :data:`~.bodies.PIECE` bytes (a body of up to 2 MiB in one), each
 at most that size plus one network read, so memory is bounded by the request whatever the
-server sends. A failure names the URL and the range; 5xx answers and
-dropped connections are retried by the fetcher (obstore's own retries are off), timeouts are
-not. An object opens with one ranged ``GET`` whose answer gives its size and version.
+server sends. A failure names the URL and the range; 5xx answers and dropped connections are
+retried by the fetcher (obstore's own retries are off), timeouts are not. An object opens
+with one ranged ``GET`` whose answer gives its size and version.
 
 In a process forked after obstore ran the fetcher becomes the fsspec backend's fetcher of the
 same URL and options (:meth:`~.remote_obstore.ObstoreFS.fallback`): an object opened before

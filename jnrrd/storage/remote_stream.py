@@ -33,10 +33,11 @@ class RemoteStream(HeldStream):
     the stream is open (``reader``: its already opened :class:`RemoteReader`); every byte
     beyond the first block comes through the store's ``get_ranges``."""
 
+    reader: RemoteReader
+
     def __init__(self, store: RemoteStore, key: str, reader: RemoteReader | None = None,
                  *, field: str = "data_file") -> None:
         super().__init__(store, key, reader, field=field)
-        self.reader: RemoteReader = self._reader
         self.name = self.reader.url
 
     # -- io.RawIOBase -----------------------------------------------------------------------
