@@ -71,14 +71,15 @@ class ObstoreFetcher(Fetcher):
         if isinstance(found, Answer):  # an empty object
             return found
         result, whole = found
-        got = _validator(result.meta)
+        meta = result.meta  # (obstore builds the dict anew at each access)
+        got = _validator(meta)
         if expect is not None:
             expect.check(got, url)
         encoding = str((result.attributes or {}).get("Content-Encoding", "")).lower()
         if encoding not in ("", "identity"):
             raise RemoteError(f"{url}: {span(start, stop)}: the server encoded its answer "
                               f"(Content-Encoding: {encoding}): its bytes are not the object's")
-        size = int(result.meta["size"])
+        size = int(meta["size"])
         first, last = (start, min(stop, size)) if whole else result.range
         if first != start or last != min(stop, size) or last < first:
             raise RemoteError(f"{url}: {span(start, stop)}: the answer holds bytes "
