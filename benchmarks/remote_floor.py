@@ -298,7 +298,10 @@ def main() -> int:
         finally:
             server.close()
     med = _table(got)
-    (_full_summary if args.case == "full" else _s3_summary)(med, cpus)
+    if args.case == "full":
+        _full_summary(med, cpus)
+    else:
+        _s3_summary(med)
     return 0
 
 
@@ -349,7 +352,7 @@ def _full_summary(med: dict[str, Sample], cpus: int) -> None:
           f"{med['jnrrd'][0] / ts_wall:.2f}×")
 
 
-def _s3_summary(med: dict[str, Sample], cpus: int) -> None:
+def _s3_summary(med: dict[str, Sample]) -> None:
     per = [f"{name} {m[2] / m[3] * 1e3:.1f} ms" for name, m in med.items()
            if m[2] is not None and m[3]]
     if per:
