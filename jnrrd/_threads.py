@@ -14,6 +14,9 @@
   stores a row of tiles while the next is encoded);
 - :func:`io_submit`: blocking I/O (a remote store's requests on filesystems without an event
   loop, uploads) on a pool of :data:`IO_THREADS` threads, created on first use;
+- :func:`request_submit`: blocking range requests (the obstore backend's, each waiting
+  outside the GIL) on a pool of up to :data:`REQUEST_THREADS` threads, created as requests
+  are in flight at once;
 - :func:`start_daemon`: one background daemon thread (the write-back flusher, the release of
   an old file's blocks after an atomic replace).
 """
@@ -31,18 +34,20 @@ from typing import Any
 from ._config import current
 from ._platform import available_cpus, register_at_fork
 
-__all__ = ["IO_THREADS", "OrderedQueue", "Running", "background", "default_threads",
-           "fork_join", "io_submit", "ordered_map", "private_pool", "run_each", "run_parallel",
-           "start_daemon",
-           "thread_count",
+__all__ = ["IO_THREADS", "REQUEST_THREADS", "OrderedQueue", "Running", "background",
+           "default_threads", "fork_join", "io_submit", "ordered_map", "private_pool",
+           "request_submit", "run_each", "run_parallel", "start_daemon", "thread_count",
            "zstd_frame_map"]
 
 #: threads of the I/O pool: requests in flight to a remote store without an event loop
 IO_THREADS = 16
+#: the most threads of the request pool: blocking range requests in flight at once
+REQUEST_THREADS = 64
 
 _POOL: ThreadPoolExecutor | None = None
 _HELPER: ThreadPoolExecutor | None = None
 _IO: ThreadPoolExecutor | None = None
+_REQUESTS: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 _THREADS: int | None = None
 _POOL_SIZE = 0
@@ -52,12 +57,13 @@ def _after_fork_in_child() -> None:
     """A forked child inherits the pool objects but none of their threads: work submitted to
     them would wait forever (and a lock held by another parent thread at the fork stays
     held). Start afresh; the child builds its own pools on first use."""
-    global _POOL, _HELPER, _IO, _POOL_LOCK, _THREADS, _POOL_SIZE
+    global _POOL, _HELPER, _IO, _REQUESTS, _POOL_LOCK, _THREADS, _POOL_SIZE
     _POOL = None
     _POOL_SIZE = 0
     _THREADS = None  # (a child may be given other CPUs)
     _HELPER = None
     _IO = None
+    _REQUESTS = None
     _POOL_LOCK = threading.Lock()
 
 
@@ -104,6 +110,19 @@ def io_submit(fn: Callable[..., Any], *args: Any) -> Future[Any]:
         if _IO is None:
             _IO = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="jnrrd-io")
         pool = _IO
+    return pool.submit(fn, *args)
+
+
+def request_submit(fn: Callable[..., Any], *args: Any) -> Future[Any]:
+    """Run ``fn(*args)`` on the request pool (blocking range requests; a thread is started
+    only when none is idle). Like every pool here its threads are joined at interpreter
+    exit, before finalization: a request in flight ends first (within its timeouts)."""
+    global _REQUESTS
+    with _POOL_LOCK:
+        if _REQUESTS is None:
+            _REQUESTS = ThreadPoolExecutor(max_workers=REQUEST_THREADS,
+                                           thread_name_prefix="jnrrd-request")
+        pool = _REQUESTS
     return pool.submit(fn, *args)
 
 

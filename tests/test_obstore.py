@@ -161,6 +161,40 @@ def test_http_through_obstore_when_asked_and_redirects_may_go_anywhere(http_serv
         jnrrd.open(http_server.url_for("absent.jnrrd"), io=io, follow_redirects=True)
 
 
+# No answer of obstore's is handed from its runtime's threads to Python: such a thread holding
+# Python code when the interpreter starts to finalize (a program that ends while requests are
+# in flight) is ended by CPython through Rust frames, and the process aborts (SIGABRT).
+# obstore's asynchronous calls answer through an event loop's call_soon_threadsafe, from a
+# thread Python did not start; its blocking calls, which jnrrd makes from its request pool,
+# answer in the calling thread.
+def test_obstore_answers_reach_jnrrd_in_its_own_threads(s3, tmp_path, monkeypatch) -> None:
+    import threading
+
+    from remote_cases import put_to_s3
+
+    from jnrrd.storage import aio
+
+    a = np.random.default_rng(0).integers(0, 255, (64, 64, 40), np.uint8)
+    jnrrd.write(tmp_path / "v.jnrrd", a, tile=16, compression="zstd", storage="external")
+    put_to_s3(s3, tmp_path, "exit")
+    loop = aio.loop()
+    hand_over, strangers = loop.call_soon_threadsafe, []
+
+    def watched(*args: object, **kw: object) -> object:
+        if isinstance(threading.current_thread(), threading._DummyThread):
+            strangers.append(args)
+        return hand_over(*args, **kw)
+
+    monkeypatch.setattr(loop, "call_soon_threadsafe", watched)
+    io = IOSettings(remote_backend="obstore")
+    with jnrrd.open(s3.url("exit/v.jnrrd"), storage_options=s3.storage_options, io=io,
+                    cache_bytes=0) as vol:
+        np.testing.assert_array_equal(vol[:], a)
+    assert jnrrd.validate(s3.url("exit/v.jnrrd"), storage_options=s3.storage_options,
+                          io=io, deep=True) == []
+    assert strangers == []
+
+
 # The fork runs in a fresh interpreter (forking the loaded test runner can fail with ENOMEM,
 # tests/test_hangs.py): a volume opened before the fork reads in the child (through the fsspec
 # backend when obstore read it: obstore's runtime does not survive a fork), and so does one

@@ -66,10 +66,14 @@ class Fetcher:
         #: elsewhere the filesystem's ``info`` does)
         self.ranged_open = self.http
         self.s3 = _protocols(fs) & {"s3", "s3a"} != set() and hasattr(fs, "call_s3")
+        # obstore's requests block in its own threads (:mod:`.remote_obstore_fetch`)
+        ours = not getattr(fs, "obstore", False)
         #: HTTP: our own session (:mod:`.aio`) with the caller's options
-        self.client = http_client(getattr(fs, "storage_options", {})) if self.http else None
+        self.client = (http_client(getattr(fs, "storage_options", {}))
+                       if self.http and ours else None)
         # requests of asynchronous filesystems run as coroutines on the request loop
-        self.loop = aio_loop() if self.http or getattr(fs, "async_impl", False) else None
+        self.loop = (aio_loop() if ours and (self.http or getattr(fs, "async_impl", False))
+                     else None)
         self._sem: asyncio.Semaphore | None = None
         self._lock = threading.Lock()
         self._waiting = 0  # requests submitted and not yet answered
@@ -105,11 +109,7 @@ class Fetcher:
         self._this_process()
         with self._lock:
             self._waiting += 1
-        if self.loop is not None:
-            coro = self._attempts(path, start, stop, url, exact, expect)
-            future = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        else:
-            future = io_submit(self._sync, path, start, stop, url, exact)
+        future = self._launch(path, start, stop, url, exact, expect)
         future.add_done_callback(self._answered)
         return future
 
@@ -123,14 +123,20 @@ class Fetcher:
         self._this_process()
         with self._lock:
             self._waiting += 1
-        if self.loop is not None:
-            coro = self._attempts(path, start, stop, url, True, expect, sink)
-            whole = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        else:
-            whole = io_submit(self._sync, path, start, stop, url, True)
+        whole = self._launch(path, start, stop, url, True, expect, sink)
         whole.add_done_callback(self._answered)
         whole.add_done_callback(sink.finish)
         return sink.futures
+
+    def _launch(self, path: str, start: int, stop: int, url: str, exact: bool,
+                expect: Validator | None = None, sink: Parts | None = None, *,
+                head: bool = False) -> Future[Answer]:
+        """One request (with its retries) started: a coroutine on the request loop for an
+        asynchronous filesystem, a blocking call on the I/O pool otherwise."""
+        if self.loop is not None:
+            coro = self._attempts(path, start, stop, url, exact, expect, sink, head=head)
+            return asyncio.run_coroutine_threadsafe(coro, self.loop)
+        return io_submit(self._sync, path, start, stop, url, exact)
 
     def _answered(self, _: Future[Answer]) -> None:
         with self._lock:
@@ -163,9 +169,7 @@ class Fetcher:
         process may have replaced the object since. Errors name the URL."""
         self._this_process()
         if self.ranged_open:
-            assert self.loop is not None
-            coro = self._attempts(path, 0, 1, url, False, None, head=True)
-            answer = self.wait(asyncio.run_coroutine_threadsafe(coro, self.loop), url, 0, 1)
+            answer = self.wait(self._launch(path, 0, 1, url, False, head=True), url, 0, 1)
             return {"name": path, "size": answer.total, "type": "file",
                     "validator": answer.validator}
         with contextlib.suppress(Exception):

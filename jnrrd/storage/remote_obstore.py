@@ -174,8 +174,9 @@ class ObstoreFS:
 
     #: the marker :func:`~.remote.make_fetcher` looks for
     obstore = True
-    #: its requests are coroutines (as an asynchronous fsspec filesystem's)
-    async_impl = True
+    #: its requests are blocking calls, each waiting outside the GIL while obstore's runtime
+    #: carries it (no event loop of ours)
+    async_impl = False
 
     def __init__(self, url: str, options: dict[str, Any], policy: Policy, fsspec: Fsspec
                  ) -> None:

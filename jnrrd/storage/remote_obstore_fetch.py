@@ -1,6 +1,14 @@
 """The range requests of the obstore backend (:mod:`.remote_obstore`), with the rules of the
-fsspec backend's :class:`~.remote_fetch.Fetcher`, whose submitting, waiting, retrying and
-part hand-out :class:`ObstoreFetcher` inherits.
+fsspec backend's :class:`~.remote_fetch.Fetcher`, whose submitting, waiting and part hand-out
+:class:`ObstoreFetcher` inherits.
+
+Requests are obstore's blocking calls, made from the request pool of :mod:`jnrrd._threads`
+(at most ``policy.io.request_concurrency`` of one fetcher at once): each waits outside the
+GIL while obstore's runtime carries it, and its answer goes straight to the thread that waits
+for it, with no event loop in between. No answer is ever handed from obstore's threads to
+Python's, so none can arrive while the interpreter is finalizing: the pool's threads are
+joined at exit, before it (an answer handed to an event loop at that moment aborts the
+process).
 
 Each ``GET`` carries its byte range and, once the object's version is known, ``If-Match`` (or
 ``If-Unmodified-Since``); every answer's ETag / Last-Modified / size is checked
@@ -22,12 +30,16 @@ from __future__ import annotations
 import email.utils
 import errno
 import re
+import time
+from collections import deque
+from concurrent.futures import Future
 from typing import Any, cast
 
+from .._threads import request_submit
 from ..errors import DataError, ObjectNotFoundError, RemoteError, SecurityError
 from ..policy import Policy
-from .bodies import PIECE, Answer, Bytes, LongBody, Read, Retry, ShortBody, Sink, read_exact
-from .remote_fetch import Fetcher
+from .bodies import PIECE, Answer, Bytes, LongBody, Retry, ShortBody, Sink, read_exact_blocking
+from .remote_fetch import Fetcher, Parts, _checked
 from .remote_http import NO_RANGES, describe, span
 from .remote_obstore import ObstoreFS
 from .validators import Validator
@@ -36,8 +48,8 @@ __all__ = ["ObstoreFetcher"]
 
 #: the HTTP status obstore's error texts give
 _STATUS = re.compile(r"\bstatus(?: code)?:? (\d{3})\b", re.IGNORECASE)
-#: a body up to this size is handed out in one chunk (one hop from obstore's runtime to the
-#: loop instead of one per piece); larger bodies come a piece at a time as they arrive
+#: a body up to this size is handed out in one chunk (one wait for obstore's runtime instead
+#: of one per piece); larger bodies come a piece at a time as they arrive
 _ONE_CHUNK = 2 << 20
 _TIMEOUTS = ("no complete answer within the timeouts (connect_timeout, read_timeout, "
              "request_timeout)")
@@ -50,8 +62,10 @@ class ObstoreFetcher(Fetcher):
         super().__init__(fs, policy)
         #: the store's URLs are HTTP (no listing; validation asks for each object by name)
         self.http = fs.http
-        self.client = None  # (the fsspec backend's aiohttp session: not used)
         self.ranged_open = True
+        #: requests waiting for one of this fetcher's threads, and the threads running
+        self._queue: deque[tuple[Future[Answer], tuple[Any, ...]]] = deque()
+        self._busy = 0
 
     def _fs_for_this_process(self) -> Any:
         """After a fork: the fsspec filesystem of the same URL and options (obstore's
@@ -60,14 +74,62 @@ class ObstoreFetcher(Fetcher):
             return self.fs.fallback()
         return super()._fs_for_this_process()
 
-    async def _once(self, path: str, start: int, stop: int, url: str,
-                    expect: Validator | None, sink: Sink | None, head: bool) -> Answer:
+    def _launch(self, path: str, start: int, stop: int, url: str, exact: bool,
+                expect: Validator | None = None, sink: Parts | None = None, *,
+                head: bool = False) -> Future[Answer]:
+        """Queue the request; a thread of the request pool takes it as soon as fewer than
+        ``request_concurrency`` of this fetcher's requests are running."""
+        if not isinstance(self.fs, ObstoreFS):  # a forked child's fsspec backend
+            return super()._launch(path, start, stop, url, exact, expect, sink, head=head)
+        future: Future[Answer] = Future()
+        with self._lock:
+            self._queue.append((future, (path, start, stop, url, exact, expect, sink)))
+            if self._busy >= self.policy.io.request_concurrency:
+                return future
+            self._busy += 1
+        request_submit(self._drain)
+        return future
+
+    def _drain(self) -> None:
+        """Run queued requests until none is left."""
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._busy -= 1
+                    return
+                future, args = self._queue.popleft()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                answer = self._attempts_blocking(*args)
+            except BaseException as exc:
+                future.set_exception(exc)
+            else:
+                future.set_result(answer)
+
+    def _attempts_blocking(self, path: str, start: int, stop: int, url: str, exact: bool,
+                           expect: Validator | None, sink: Sink | None) -> Answer:
+        """One request with its retries (each try bounded by the store's timeouts)."""
+        retries = self.policy.io.request_retries
+        for attempt in range(retries + 1):
+            try:
+                answer = self._once_blocking(path, start, stop, url, expect, sink)
+            except Retry as exc:
+                reason = exc.message
+            else:
+                return _checked(answer, start, stop, url, exact)
+            if attempt < retries:
+                time.sleep(0.05 * 4**attempt)
+        raise RemoteError(f"{url}: {span(start, stop)}: {reason}"
+                          + (f" (after {retries + 1} tries)" if retries else ""))
+
+    def _once_blocking(self, path: str, start: int, stop: int, url: str,
+                       expect: Validator | None, sink: Sink | None) -> Answer:
         fs = self.fs
-        if not isinstance(fs, ObstoreFS):  # a forked child's fsspec backend
-            return await super()._once(path, start, stop, url, expect, cast(Any, sink), head)
+        assert isinstance(fs, ObstoreFS)
         if stop <= start:
             return Answer(b"")
-        found = await self._get(fs, fs.key(path), start, stop, url, expect)
+        found = self._get(fs, fs.key(path), start, stop, url, expect)
         if isinstance(found, Answer):  # an empty object
             return found
         result, whole = found
@@ -85,7 +147,7 @@ class ObstoreFetcher(Fetcher):
             raise RemoteError(f"{url}: {span(start, stop)}: the answer holds bytes "
                               f"{first}-{last - 1}, not the range asked for")
         try:
-            data = await _read(result, last - first, sink)
+            data = _read(result, last - first, sink)
         except ShortBody as exc:
             raise Retry(str(exc)) from None
         except LongBody as exc:
@@ -96,8 +158,8 @@ class ObstoreFetcher(Fetcher):
             raise Retry(describe(exc)) from None
         return Answer(data, size, got)
 
-    async def _get(self, fs: ObstoreFS, key: str, start: int, stop: int, url: str,
-                   expect: Validator | None) -> tuple[Any, bool] | Answer:
+    def _get(self, fs: ObstoreFS, key: str, start: int, stop: int, url: str,
+             expect: Validator | None) -> tuple[Any, bool] | Answer:
         """obstore's answer to a ranged ``GET`` with the conditions of ``expect``, and
         whether it holds the whole object: a server that ignores ``Range`` (HTTP 200) is
         accepted only from byte 0 and only when the whole object fits the request (as the
@@ -114,20 +176,20 @@ class ObstoreFetcher(Fetcher):
         store = fs.store()
         try:
             ranged = {**options, "range": (start, stop)}
-            return await obstore.get_async(store, key, options=cast(Any, ranged)), False
+            return obstore.get(store, key, options=cast(Any, ranged)), False
         except Exception as exc:
             if "Range request not supported" not in str(exc):
-                return await self._failed(exc, key, start, stop, url, expect)
+                return self._failed(exc, key, start, stop, url, expect)
         try:
-            result = await obstore.get_async(store, key, options=cast(Any, options))
+            result = obstore.get(store, key, options=cast(Any, options))
         except Exception as exc:
-            return await self._failed(exc, key, start, stop, url, expect)
+            return self._failed(exc, key, start, stop, url, expect)
         if start != 0 or int(result.meta["size"]) > stop:
             raise RemoteError(f"{url}: {span(start, stop)}: {NO_RANGES}")
         return result, True
 
-    async def _failed(self, exc: Exception, key: str, start: int, stop: int, url: str,
-                      expect: Validator | None) -> Answer:
+    def _failed(self, exc: Exception, key: str, start: int, stop: int, url: str,
+                expect: Validator | None) -> Answer:
         """What a failed ``GET`` means (raised), or an empty object's answer."""
         from obstore.exceptions import (
             NotFoundError,
@@ -150,7 +212,7 @@ class ObstoreFetcher(Fetcher):
         if isinstance(exc, (PermissionDeniedError, UnauthenticatedError)):
             raise RemoteError(f"{where}: access denied ({head})") from None
         if status == 416 or "Range Not Satisfiable" in text or "InvalidRange" in text:
-            return await self._past_the_end(key, start, stop, url, expect)
+            return self._past_the_end(key, start, stop, url, expect)
         if status is not None and 300 <= status < 400:  # a redirect its client did not follow
             raise SecurityError(f"{url}: the server redirects (HTTP {status}) to a URL that "
                                 "is not an HTTP URL (or not a valid one)") from None
@@ -166,8 +228,8 @@ class ObstoreFetcher(Fetcher):
             raise RemoteError(f"{where}: {describe(exc)}") from None
         raise Retry(f"{type(exc).__name__}: {head}")  # 5xx, 429, a dropped connection
 
-    async def _past_the_end(self, key: str, start: int, stop: int, url: str,
-                            expect: Validator | None) -> Answer:
+    def _past_the_end(self, key: str, start: int, stop: int, url: str,
+                      expect: Validator | None) -> Answer:
         """A range past the object's end: the object shrank (``DataError``) once its
         version is known; at open, an empty object (its size and version asked)."""
         import obstore
@@ -177,7 +239,7 @@ class ObstoreFetcher(Fetcher):
                             f"({span(start, stop)} is past its end now)")
         assert isinstance(self.fs, ObstoreFS)
         try:
-            meta = await obstore.head_async(self.fs.store(), key)
+            meta = obstore.head(self.fs.store(), key)
         except Exception as again:
             raise Retry(describe(again)) from None
         return Answer(b"", int(meta["size"]), _validator(meta))
@@ -196,19 +258,19 @@ def _validator(meta: Any) -> Validator:
     return Validator(meta.get("e_tag") or None, text, int(meta["size"]))
 
 
-async def _read(result: Any, n: int, sink: Sink | None) -> Bytes:
-    """Exactly ``n`` bytes of an answer's body (bounded, :func:`~.bodies.read_exact`)."""
+def _read(result: Any, n: int, sink: Sink | None) -> Bytes:
+    """Exactly ``n`` bytes of an answer's body (bounded, :func:`~.bodies.read_exact_blocking`)."""
     stream = result.stream(min_chunk_size=max(n, 1) if n <= _ONE_CHUNK else PIECE)
     pending = memoryview(b"")
 
-    async def read(k: int) -> memoryview:
+    def read(k: int) -> memoryview:
         nonlocal pending
         if not pending:
             try:
-                pending = memoryview(await stream.__anext__())
-            except StopAsyncIteration:
+                pending = memoryview(next(stream))
+            except StopIteration:
                 return memoryview(b"")
         out, pending = pending[:k], pending[k:]
         return out
 
-    return await read_exact(cast(Read, read), n, sink, more=lambda: len(pending) > 0)
+    return read_exact_blocking(read, n, sink, more=lambda: len(pending) > 0)
