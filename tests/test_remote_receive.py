@@ -138,3 +138,26 @@ def test_a_piece_past_the_range_or_a_body_cut_short_is_refused() -> None:
         _read_all(_Content([(body[:600], False), (body, False)]), 1000)
     with pytest.raises(ShortBody, match="ended early .600 of 1000"):
         _read_all(_Content([(body[:600], False), (b"", True), (b"", False)]), 1000)
+
+
+def test_the_blocking_reader_keeps_the_same_bounds() -> None:
+    # obstore's answers are read by blocking calls (remote_obstore_fetch.py): the same rules
+    from jnrrd.storage.bodies import read_exact_blocking
+
+    body = bytes(range(256)) * 4
+
+    def pieces(*parts: bytes):
+        left = list(parts)
+        return lambda n: left.pop(0) if left else b""
+
+    assert bytes(read_exact_blocking(pieces(body[:300], body[300:]), 1024)) == body
+    sink = Parts([(0, 10), (500, 1024)])
+    got = read_exact_blocking(pieces(body[:600], body[600:]), 1024, sink)
+    assert bytes(got) == body and bytes(sink.futures[1].result()) == body[500:]
+    assert sink.futures[0].done()
+    with pytest.raises(LongBody, match="more than the 1024 bytes"):
+        read_exact_blocking(pieces(body[:600], body), 1024)
+    with pytest.raises(LongBody, match="more than the 1024 bytes"):
+        read_exact_blocking(pieces(body), 1024, more=lambda: True)
+    with pytest.raises(ShortBody, match="ended early .600 of 1024"):
+        read_exact_blocking(pieces(body[:600]), 1024)
