@@ -110,7 +110,7 @@ def io_submit(fn: Callable[..., Any], *args: Any) -> Future[Any]:
         if _IO is None:
             _IO = ThreadPoolExecutor(max_workers=IO_THREADS, thread_name_prefix="jnrrd-io")
         pool = _IO
-    return pool.submit(fn, *args)
+    return _submit(pool, fn, *args)
 
 
 def request_submit(fn: Callable[..., Any], *args: Any) -> Future[Any]:
@@ -123,7 +123,23 @@ def request_submit(fn: Callable[..., Any], *args: Any) -> Future[Any]:
             _REQUESTS = ThreadPoolExecutor(max_workers=REQUEST_THREADS,
                                            thread_name_prefix="jnrrd-request")
         pool = _REQUESTS
-    return pool.submit(fn, *args)
+    return _submit(pool, fn, *args)
+
+
+def _submit(pool: ThreadPoolExecutor, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+    """``pool.submit(fn, *args)``; once the interpreter is exiting (its pools take no more
+    work: a read in an ``atexit`` handler) ``fn`` runs here and its future is returned done.
+    Only for work that needs no other thread to make progress."""
+    try:
+        return pool.submit(fn, *args)
+    except RuntimeError:  # "cannot schedule new futures after (interpreter) shutdown"
+        done: Future[Any] = Future()
+        done.set_running_or_notify_cancel()
+        try:
+            done.set_result(fn(*args))
+        except BaseException as exc:
+            done.set_exception(exc)
+        return done
 
 
 class Running:
@@ -139,7 +155,7 @@ class Running:
         self._todo = [] if self._inline else list(reversed(tasks))
         self._failed = False
         pool = _pool(n) if n > 1 else None
-        self._futures = [pool.submit(self._drain) for _ in range(n)] if pool else []
+        self._futures = [_submit(pool, self._drain) for _ in range(n)] if pool else []
 
     def _drain(self) -> None:
         while True:
@@ -201,7 +217,7 @@ def run_parallel(tasks: Sequence[Callable[[], None]], *, helpers: int | None = N
 
     n = thread_count(threads) - 1 if helpers is None else helpers
     pool = _pool(n)
-    futures = [pool.submit(drain) for _ in range(max(0, min(n, len(tasks) - 1)))]
+    futures = [_submit(pool, drain) for _ in range(max(0, min(n, len(tasks) - 1)))]
     drain()
     wait(futures)
     if errors:
@@ -250,7 +266,7 @@ def run_each(items: Iterable[Any], fn: Callable[[Any], None], *,
                 return
 
     n = thread_count(threads) - 1
-    futures = [_pool(n).submit(drain) for _ in range(max(0, n))]
+    futures = [_submit(_pool(n), drain) for _ in range(max(0, n))]
     drain()
     wait(futures)
     if errors:

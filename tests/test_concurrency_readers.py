@@ -116,3 +116,32 @@ def test_readers_see_whole_versions_while_a_writer_replaces_the_file(tmp_path, k
             if r.poll() is None:
                 r.kill()
             r.communicate()
+
+
+_READ_AT_EXIT = """
+import atexit, sys
+import numpy as np
+import jnrrd
+
+io = jnrrd.IOSettings(remote_backend="obstore") if "://" in sys.argv[1] else None
+vol = jnrrd.open(sys.argv[1], io=io, follow_redirects=True, cache_bytes=0)
+print("first", int(vol[0, 0, 0]), flush=True)
+atexit.register(lambda: print("at exit", int(np.asarray(vol[:]).sum(dtype=np.int64)),
+                              flush=True))
+"""
+
+
+def read_at_exit(where: str) -> str:
+    """The output of a program that reads ``where`` in an ``atexit`` handler, after the
+    interpreter's thread pools stopped taking work (the read runs in the calling thread)."""
+    done = subprocess.run([sys.executable, "-c", _READ_AT_EXIT, where], capture_output=True,
+                          text=True, timeout=60, cwd=HERE)
+    assert done.returncode == 0 and not done.stderr, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_a_read_in_an_atexit_handler_works(tmp_path):
+    a = np.random.default_rng(0).integers(0, 255, (64, 64, 40), np.uint8)
+    jnrrd.write(tmp_path / "v.jnrrd", a, tile=16, compression="zstd")
+    assert read_at_exit(str(tmp_path / "v.jnrrd")) == (
+        f"first {a[0, 0, 0]}\nat exit {a.sum(dtype=np.int64)}\n")

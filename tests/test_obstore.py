@@ -195,6 +195,15 @@ def test_obstore_answers_reach_jnrrd_in_its_own_threads(s3, tmp_path, monkeypatc
     assert strangers == []
 
 
+def test_an_obstore_read_in_an_atexit_handler_works(http_server) -> None:
+    from test_concurrency_readers import read_at_exit
+
+    a = np.random.default_rng(0).integers(0, 255, (64, 64, 40), np.uint8)
+    jnrrd.write(http_server.root / "v.jnrrd", a, tile=16, compression="zstd")
+    assert read_at_exit(http_server.url_for("v.jnrrd")) == (
+        f"first {a[0, 0, 0]}\nat exit {a.sum(dtype=np.int64)}\n")
+
+
 # The fork runs in a fresh interpreter (forking the loaded test runner can fail with ENOMEM,
 # tests/test_hangs.py): a volume opened before the fork reads in the child (through the fsspec
 # backend when obstore read it: obstore's runtime does not survive a fork), and so does one
