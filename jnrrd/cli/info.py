@@ -246,6 +246,31 @@ def _fmt_codec(c: dict[str, Any]) -> str:
     return f"{c.get('name')}({inner})" if inner else str(c.get("name"))
 
 
+def _fmt_chain(h: Any, t: Any) -> str:
+    """The tile codec chain as the file stores it (docs/cli.md#info). ``tile:compression``
+    names a compressor but not its level: the chain it stands for carries the reader's default
+    level, which is not shown as fact. A level appears only when the file stores one: in
+    ``tile:codecs``, or per tile in ``tile:compression_levels``."""
+    if t.field("codecs") in h:
+        return " -> ".join(_fmt_codec(c) for c in t.codecs)
+    levels = h.get(t.field("compression_levels"))
+    if isinstance(levels, list) and levels and all(type(v) is int for v in levels):
+        lo, hi = min(levels), max(levels)
+        level: int | str | None = lo if lo == hi else f"{lo}..{hi}, per tile"
+    else:
+        level = None
+    parts = []
+    for c in t.codecs:
+        if c.get("name") == "bytes":
+            parts.append(_fmt_codec(c))
+        elif level is None:
+            parts.append(f"{c.get('name')}")
+        else:
+            parts.append(f"{c.get('name')}(level={level})")
+    text = " -> ".join(parts)
+    return text + "  (level not stored)" if level is None and len(parts) > 1 else text
+
+
 def _info_lines(path: str, vol: Any, levels: list[dict[str, Any]]) -> list[str]:
     import numpy as np
 
@@ -300,7 +325,7 @@ def _info_lines(path: str, vol: Any, levels: list[dict[str, Any]]) -> list[str]:
         if t.storage == "external":
             lines.append(f"pattern:     {t.pattern}"
                          + (f"  (base_dir {t.base_dir})" if t.base_dir else ""))
-        lines.append("codecs:      " + " -> ".join(_fmt_codec(c) for c in t.codecs))
+        lines.append("codecs:      " + _fmt_chain(h, t))
     lines.append("levels:")
     lines.append("  level  shape                 scale       tiles   stored        ratio")
     for lv in levels:
