@@ -14,7 +14,7 @@ from .engine.cache import default_cache_bytes
 from .engine.indexing import no_such_level
 from .engine.volume import Volume
 from .errors import ArgumentError, UnsupportedError, check_index_order, where
-from .header import CoreFields, Header, core_fields, parse_header
+from .header import CoreFields, Header, check_header_end, core_fields, parse_header
 from .header.foreign import check_not_a_folder
 from .header.geometry_fields import canonical_space
 from .policy import POLICY_FIELDS, IOSettings, Policy, PolicyOptions
@@ -59,7 +59,8 @@ def read_header(source: Any, *, storage_options: dict[str, Any] | None = None,
             from .nrrd.reader import read_nrrd_header
 
             return read_nrrd_header(f, policy=pol, source=source)[0]
-        header, _ = parse_header(f, policy=pol, source=src.name)
+        header, data_start = parse_header(f, policy=pol, source=src.name)
+        check_header_end(header, data_start, src.name)
     space = canonical_space(header.get("space"))
     if space is not None:
         header["space"] = space  # as read() gives it; an unknown name is left for the checks
@@ -123,6 +124,7 @@ def _open(source: Any, index_order: str, missing: str,
             src.close()
         else:
             header, data_start = parse_header(src.stream, policy=pol, source=src.name)
+            check_header_end(header, data_start, src.name)
             core, tiling = check_header(header, policy=pol, source=src.name)
             vol = assemble_volume(header, core, tiling, src, data_start, pol, index_order,
                                   missing, cache_bytes)

@@ -19,7 +19,7 @@ import numpy as np
 from .._config import settings_for
 from ..codecs import chain_is_self_delimiting, is_raw_chain
 from ..errors import NoSuchFileError, UnsupportedError, check_index_order, where
-from ..header import Header, parse_header, parse_header_bytes
+from ..header import Header, check_header_end, parse_header, parse_header_bytes
 from ..policy import IOSettings, Policy
 from ..storage import (
     LOCK_STALE_AFTER,
@@ -160,6 +160,7 @@ def _parsed(stream: IO[bytes], pol: Policy, name: Any) -> tuple[Header, Any, Any
                                f"writing: {_CONVERT}")
     stream.seek(0)
     header, data_start = parse_header(stream, policy=pol, source=name)
+    check_header_end(header, data_start, name)
     from ..api import check_header
 
     core, tiling = check_header(header, policy=pol, source=name)
