@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import (
     AddressError,
+    ArgumentError,
     CodecError,
     DataError,
     FormatError,
@@ -21,8 +22,10 @@ from .errors import (
     JnrrdWarning,
     LockError,
     MissingDependencyError,
+    NoSuchFileError,
     RemoteError,
     SecurityError,
+    SelectionError,
     UnsupportedError,
     ValidationError,
     VersionError,
@@ -67,6 +70,7 @@ _LAZY = {
 
 __all__ = [
     "AddressError",
+    "ArgumentError",
     "CodecError",
     "DataError",
     "FormatError",
@@ -78,10 +82,12 @@ __all__ = [
     "LevelView",
     "LockError",
     "MissingDependencyError",
+    "NoSuchFileError",
     "Policy",
     "Problem",
     "RemoteError",
     "SecurityError",
+    "SelectionError",
     "UnsupportedError",
     "ValidationError",
     "VersionError",

@@ -11,9 +11,10 @@ import numpy as np
 from ._config import settings_for
 from .engine.assemble import assemble_volume
 from .engine.cache import default_cache_bytes
+from .engine.indexing import no_such_level
 from .engine.volume import Volume
-from .errors import UnsupportedError, where
-from .header import CoreFields, Header, core_fields, parse_header
+from .errors import ArgumentError, UnsupportedError, check_index_order, where
+from .header import CoreFields, Header, check_header_end, core_fields, parse_header
 from .header.foreign import check_not_a_folder
 from .header.geometry_fields import canonical_space
 from .policy import POLICY_FIELDS, IOSettings, Policy, PolicyOptions
@@ -58,7 +59,8 @@ def read_header(source: Any, *, storage_options: dict[str, Any] | None = None,
             from .nrrd.reader import read_nrrd_header
 
             return read_nrrd_header(f, policy=pol, source=source)[0]
-        header, _ = parse_header(f, policy=pol, source=src.name)
+        header, data_start = parse_header(f, policy=pol, source=src.name)
+        check_header_end(header, data_start, src.name)
     space = canonical_space(header.get("space"))
     if space is not None:
         header["space"] = space  # as read() gives it; an unknown name is left for the checks
@@ -95,10 +97,10 @@ def _open(source: Any, index_order: str, missing: str,
     """:func:`open` with its settings resolved (``cache_bytes``: overrides ``pol.io``'s)."""
     if cache_bytes is None:
         cache_bytes = pol.io.cache_bytes
-    if index_order not in ("F", "C"):
-        raise ValueError(f"index_order must be 'F' or 'C', got {index_order!r}")
+    check_index_order(index_order, source)
     if missing not in ("error", "fill"):
-        raise ValueError(f"missing must be 'error' or 'fill', got {missing!r}")
+        raise ArgumentError(f"{where(source, 'missing')}expected 'error' or 'fill', got "
+                            f"{missing!r:.80}")
     check_not_a_folder(source)  # a DICOM series or a Zarr store: say so, and how to convert
     src = open_source(source, pol, storage_options)
     by_path = isinstance(source, (str, os.PathLike))
@@ -122,6 +124,7 @@ def _open(source: Any, index_order: str, missing: str,
             src.close()
         else:
             header, data_start = parse_header(src.stream, policy=pol, source=src.name)
+            check_header_end(header, data_start, src.name)
             core, tiling = check_header(header, policy=pol, source=src.name)
             vol = assemble_volume(header, core, tiling, src, data_start, pol, index_order,
                                   missing, cache_bytes)
@@ -242,7 +245,7 @@ def read(source: Any, *, level: int = 0, index_order: str = "F", missing: str = 
     vol = _open(source, index_order, missing, storage_options, pol, 0 if once else None)
     try:
         if not 0 <= level < len(vol.levels):
-            raise IndexError(f"level {level} does not exist ({len(vol.levels)} levels)")
+            raise no_such_level(vol.name, level, len(vol.levels))
         if out is not None:
             data = vol.levels[level].read(..., out=out)
         elif vol._untiled is not None and level == 0:

@@ -19,7 +19,7 @@ from typing import Any, Unpack
 import numpy as np
 
 from ._config import config
-from .errors import UnsupportedError
+from .errors import UnsupportedError, check_index_order
 from .progress import Bar, Reporting, mib_progress
 from .writing.options import ConvertOptions
 
@@ -111,8 +111,7 @@ def open_source(source: Any, *, index_order: str = "F",
                 **reader_options: Any) -> Source:
     """Open ``source`` for conversion (see :class:`Source`); ``reader_options`` go to the
     DICOM reader (``series``, ``resample``)."""
-    if index_order not in ("F", "C"):
-        raise ValueError(f"index_order must be 'F' or 'C', got {index_order!r}")
+    check_index_order(index_order, source)
     kind = source_format(source)
     if kind in ("dicom", "nifti"):
         from .clinical.loaded import Reversed

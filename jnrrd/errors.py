@@ -14,6 +14,9 @@ these. Leaves also inherit the matching builtin, so ``except PermissionError`` o
         │   └── UnknownCodecError      (also LookupError) no codec of that name
         ├── MissingDependencyError (also ImportError) a feature needs an optional package
         ├── UnsupportedError       valid, but not supported here (or over a resource cap)
+        ├── SelectionError         (also IndexError) an index, slice or level outside the volume
+        ├── ArgumentError          a call's argument has a value the call does not take
+        ├── NoSuchFileError        (also FileNotFoundError) no such local file
         ├── LockError              another writer holds the volume (jnrrd.open(..., mode="r+"))
         ├── RemoteError            (also OSError) a remote store failed: status, body, timeout
         │   ├── ObjectNotFoundError    (also FileNotFoundError) no such remote object
@@ -37,6 +40,7 @@ from typing import Any
 __all__ = [
     "AccessDeniedError",
     "AddressError",
+    "ArgumentError",
     "CodecError",
     "DataError",
     "FormatError",
@@ -45,9 +49,11 @@ __all__ = [
     "JnrrdWarning",
     "LockError",
     "MissingDependencyError",
+    "NoSuchFileError",
     "ObjectNotFoundError",
     "RemoteError",
     "SecurityError",
+    "SelectionError",
     "UnknownCodecError",
     "UnsupportedError",
     "ValidationError",
@@ -90,6 +96,25 @@ class MissingDependencyError(JnrrdError, ImportError):
 
 class UnsupportedError(JnrrdError):
     """Valid, but not supported by this library, or over one of the configured caps."""
+
+
+class SelectionError(JnrrdError, IndexError):
+    """An index or selection that does not fit the volume: an index out of bounds, too many
+    indices, a zero slice step, a boolean mask of the wrong shape, a pyramid level that does
+    not exist. Also an ``IndexError``, as NumPy raises for these; the message names the file,
+    the axis (or level), the value and the valid range."""
+
+
+class ArgumentError(JnrrdError):
+    """A call's argument has a value the call does not take (``index_order="X"``, a negative
+    size, an array of the wrong shape); the message names the file, the argument and what
+    was expected."""
+
+
+class NoSuchFileError(FileNotFoundError, JnrrdError):
+    """A local file to read does not exist: the builtin ``FileNotFoundError`` (with ``errno``
+    and ``filename``) that is also a jnrrd error. A missing remote object is its sibling
+    :class:`ObjectNotFoundError`; ``except FileNotFoundError`` catches both."""
 
 
 class LockError(JnrrdError):
@@ -154,3 +179,12 @@ def describe_source(source: Any) -> str:
     if isinstance(name, (str, os.PathLike)):
         return os.fspath(name)
     return f"<{type(source).__name__}>"
+
+
+def check_index_order(index_order: object, source: Any = None) -> str:
+    """``index_order`` when it is ``"F"`` or ``"C"`` (docs/index-order.md); else an
+    :class:`ArgumentError` naming ``source`` and the argument."""
+    if index_order not in ("F", "C"):
+        raise ArgumentError(f"{where(source, 'index_order')}expected 'F' or 'C' (axis 0 "
+                            f"first, as in the file, or reversed), got {index_order!r:.80}")
+    return index_order  # type: ignore[return-value]

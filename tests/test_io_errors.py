@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import jnrrd
-from jnrrd.errors import DataError, JnrrdError, UnsupportedError
+from jnrrd.errors import DataError, HeaderError, JnrrdError, UnsupportedError
 
 
 def header(type_name: str, sizes: list[int], encoding: str, *extra: str) -> bytes:
@@ -178,7 +178,7 @@ def test_damaged_attached_layouts(tmp_path: Path, extra, body: bytes) -> None:
 def test_header_ending_at_eof_has_no_data(tmp_path: Path) -> None:
     p = tmp_path / "d.jnrrd"
     p.write_bytes(header("uint8", [8], "raw")[:-1])  # no blank line, no data
-    with pytest.raises(DataError, match="no data section"):
+    with pytest.raises(HeaderError, match="header is truncated"):
         jnrrd.read(p)
 
 

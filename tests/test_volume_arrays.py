@@ -168,7 +168,7 @@ def test_index_errors(files):
             vol.oindex[True]
         with pytest.raises(IndexError, match="too many"):
             vol.oindex[0, 0, 0, 0]
-        with pytest.raises(TypeError, match="newaxis"):
+        with pytest.raises(jnrrd.UnsupportedError, match="newaxis"):
             vol.oindex[None]
 
 

@@ -107,8 +107,8 @@ def _nifti(args: argparse.Namespace) -> int:
     shape = [full[d] for d in stored_axes(full)]
     dtype = str(img.get_data_dtype())
     if args.json:
-        print(json.dumps(_jsonable({"format": "nifti", "shape": shape, "dtype": dtype,
-                                    "header": header}), indent=2, ensure_ascii=False))
+        print(_dump_json(_jsonable({"format": "nifti", "shape": shape, "dtype": dtype,
+                                    "header": header})))
         return 0
     version = header["nifti:header"]["version"]
     print(f"file:        {args.file}")
@@ -118,7 +118,7 @@ def _nifti(args: argparse.Namespace) -> int:
     print(f"sizes:       {_fmt_shape(shape)}  (axis 0 fastest)")
     for key, value in header.items():
         if key not in ("extensions",):
-            print(f"{key + ':':<13}{_shown(value)}")
+            print(_field(key, _shown(value)))
     print(f"convert:     jnrrd convert {shlex.quote(args.file)} OUT.jnrrd")
     return 0
 
@@ -246,6 +246,31 @@ def _fmt_codec(c: dict[str, Any]) -> str:
     return f"{c.get('name')}({inner})" if inner else str(c.get("name"))
 
 
+def _fmt_chain(h: Any, t: Any) -> str:
+    """The tile codec chain as the file stores it (docs/cli.md#info). ``tile:compression``
+    names a compressor but not its level: the chain it stands for carries the reader's default
+    level, which is not shown as fact. A level appears only when the file stores one: in
+    ``tile:codecs``, or per tile in ``tile:compression_levels``."""
+    if t.field("codecs") in h:
+        return " -> ".join(_fmt_codec(c) for c in t.codecs)
+    levels = h.get(t.field("compression_levels"))
+    if isinstance(levels, list) and levels and all(type(v) is int for v in levels):
+        lo, hi = min(levels), max(levels)
+        level: int | str | None = lo if lo == hi else f"{lo}..{hi}, per tile"
+    else:
+        level = None
+    parts = []
+    for c in t.codecs:
+        if c.get("name") == "bytes":
+            parts.append(_fmt_codec(c))
+        elif level is None:
+            parts.append(f"{c.get('name')}")
+        else:
+            parts.append(f"{c.get('name')}(level={level})")
+    text = " -> ".join(parts)
+    return text + "  (level not stored)" if level is None and len(parts) > 1 else text
+
+
 def _info_lines(path: str, vol: Any, levels: list[dict[str, Any]]) -> list[str]:
     import numpy as np
 
@@ -261,7 +286,7 @@ def _info_lines(path: str, vol: Any, levels: list[dict[str, Any]]) -> list[str]:
     for key in ("labels", "kinds", "units", "spacings", "thicknesses", "axis_mins", "axis_maxs",
                 "centers"):
         if h.get(key) is not None:
-            lines.append(f"{key + ':':<13}{json.dumps(h[key], ensure_ascii=False)}")
+            lines.append(_field(key, json.dumps(h[key], ensure_ascii=False)))
     if h.get("space") is not None:
         lines.append(f"space:       {h['space']}")
     elif h.get("space_dimension") is not None:
@@ -300,7 +325,7 @@ def _info_lines(path: str, vol: Any, levels: list[dict[str, Any]]) -> list[str]:
         if t.storage == "external":
             lines.append(f"pattern:     {t.pattern}"
                          + (f"  (base_dir {t.base_dir})" if t.base_dir else ""))
-        lines.append("codecs:      " + " -> ".join(_fmt_codec(c) for c in t.codecs))
+        lines.append("codecs:      " + _fmt_chain(h, t))
     lines.append("levels:")
     lines.append("  level  shape                 scale       tiles   stored        ratio")
     for lv in levels:
@@ -372,15 +397,30 @@ def _metadata_lines(h: Any, tiling: Any) -> list[str]:
     return lines
 
 
+def _field(key: str, text: str) -> str:
+    """``key: text`` with the value in the column of the other lines (13), or one space
+    after a longer key."""
+    return f"{key + ':':<12} {text}"
+
+
 def _dump_json(doc: dict[str, Any]) -> str:
-    """``{"header": ..., "levels": ...}`` with one header field or level per line (long
-    tables stay on one line, so the output is both greppable and valid JSON)."""
+    """``doc`` with one entry per line for its mappings (``header``: one field per line)
+    and its lists of mappings (``levels``: one level per line); other values on one line
+    (long tables stay on one line, so the output is both greppable and valid JSON)."""
     def d(v: Any) -> str:
         return json.dumps(v, ensure_ascii=False)
 
-    head = ",\n".join(f"    {d(k)}: {d(v)}" for k, v in doc["header"].items())
-    levels = ",\n".join(f"    {d(lv)}" for lv in doc["levels"])
-    return f'{{\n  "header": {{\n{head}\n  }},\n  "levels": [\n{levels}\n  ]\n}}'
+    def block(v: Any) -> str:
+        if isinstance(v, dict) and v:
+            inner = ",\n".join(f"    {d(k)}: {d(x)}" for k, x in v.items())
+            return f"{{\n{inner}\n  }}"
+        if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            inner = ",\n".join(f"    {d(x)}" for x in v)
+            return f"[\n{inner}\n  ]"
+        return d(v)
+
+    body = ",\n".join(f"  {d(k)}: {block(v)}" for k, v in doc.items())
+    return f"{{\n{body}\n}}"
 
 
 def _jsonable(v: Any) -> Any:

@@ -18,8 +18,8 @@ import numpy as np
 
 from .._config import settings_for
 from ..codecs import chain_is_self_delimiting, is_raw_chain
-from ..errors import UnsupportedError, where
-from ..header import Header, parse_header, parse_header_bytes
+from ..errors import NoSuchFileError, UnsupportedError, check_index_order, where
+from ..header import Header, check_header_end, parse_header, parse_header_bytes
 from ..policy import IOSettings, Policy
 from ..storage import (
     LOCK_STALE_AFTER,
@@ -63,8 +63,7 @@ def open_rw(source: Any, *, index_order: str = "F",
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError("mode 'r+' needs a path or URL (a volume is written in place and "
                         f"locked), not {type(source).__name__}")
-    if index_order not in ("F", "C"):
-        raise ValueError(f"index_order must be 'F' or 'C', got {index_order!r}")
+    check_index_order(index_order, source)
     target = local_path(os.fspath(source))
     pol = settings_for("jnrrd.open(mode='r+')", policy=policy, io=io, options=policy_options,
                        threads=threads)
@@ -110,7 +109,10 @@ def _open_locked(target: str, source: Any, wstore: Any, key: str, lock: Any, pol
         src = open_source(target, pol, storage_options)
         stream, store = src.stream, src.store
     else:
-        own = open(target, "r+b")
+        try:
+            own = open(target, "r+b")
+        except FileNotFoundError as e:  # as jnrrd.open(mode="r") says it (NoSuchFileError)
+            raise NoSuchFileError(e.errno, e.strerror, name) from None
         try:
             recover(target, own)
             stream = consistent_stream(own, target, pol.max_header_bytes)
@@ -158,6 +160,7 @@ def _parsed(stream: IO[bytes], pol: Policy, name: Any) -> tuple[Header, Any, Any
                                f"writing: {_CONVERT}")
     stream.seek(0)
     header, data_start = parse_header(stream, policy=pol, source=name)
+    check_header_end(header, data_start, name)
     from ..api import check_header
 
     core, tiling = check_header(header, policy=pol, source=name)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UnsupportedError, where
+from ..errors import ArgumentError, SelectionError, UnsupportedError, where
 from ..policy import Policy
 from ..pyramid.blocks import effective_block
 from ..tiling.grid import TileGrid
@@ -180,15 +180,17 @@ def append_to(vol: Any, data: Any, axis: int | None) -> None:
     ndim = vol.ndim
     ax = (ndim - 1 if not vol.c_order else 0) if axis is None else operator.index(axis)
     if not -ndim <= ax < ndim:
-        raise IndexError(f"append: axis {axis} is out of range for {ndim} axes")
+        raise SelectionError(f"{where(vol.name, 'append')}axis {axis} does not exist: the "
+                             f"volume has {ndim} axes (valid: -{ndim}..{ndim - 1})")
     ax %= ndim
     if arr.ndim == ndim - 1:
         arr = np.expand_dims(arr, ax)
     shape = list(vol.shape)
     if arr.ndim != ndim or any(n != m for i, (n, m) in enumerate(
             zip(arr.shape, shape, strict=True)) if i != ax):
-        raise ValueError(f"append: expected an array of shape {tuple(shape)} with any "
-                         f"extent along axis {ax} (or without that axis), got {arr.shape}")
+        raise ArgumentError(f"{where(vol.name, 'append')}expected an array of shape "
+                            f"{tuple(shape)} with any extent along axis {ax} (or without "
+                            f"that axis), got {arr.shape}")
     if arr.shape[ax] == 0:
         return
     start = shape[ax]

@@ -26,7 +26,7 @@ from .._threads import OrderedQueue, run_parallel
 from ..codecs.compress import zstd_into
 from ..engine.tiles import TileDecoder, TileEncoder, parse_checksum
 from ..engine.volume import LevelView, Volume
-from ..errors import JnrrdWarning, UnsupportedError, where
+from ..errors import ArgumentError, JnrrdWarning, UnsupportedError, where
 from ..header import Header
 from ..tiling.grid import AxisSel, normalize_selection
 from ..tiling.levels import Level
@@ -127,7 +127,7 @@ class WritableVolume(Volume):
     def __setitem__(self, key: Any, value: Any) -> None:
         """Write ``value`` (broadcast like NumPy) to a basic selection of level 0."""
         self._check_writable()
-        sel = normalize_selection(key, self.shape)
+        sel = normalize_selection(key, self.shape, self.name)
         counts = tuple(s.count for s in sel if not s.drop)
         if isinstance(value, (np.ndarray, np.generic)):
             arr = np.asarray(value).astype(self._dtype, copy=False)
@@ -365,7 +365,8 @@ class WritableVolume(Volume):
         self._check_writable()
         new = tuple(operator.index(n) for n in shape)
         if len(new) != self.ndim or any(n < 1 for n in new):
-            raise ValueError(f"resize: expected {self.ndim} sizes, each ≥ 1, got {tuple(shape)}")
+            raise ArgumentError(f"{where(self.name, 'resize')}expected {self.ndim} sizes, "
+                                f"each ≥ 1, got {tuple(shape)}")
         if self.c_order:
             new = new[::-1]
         old_levels, old0 = self._levels, self._levels[0].shape

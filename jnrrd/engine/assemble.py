@@ -8,7 +8,7 @@ import dataclasses
 from typing import Any
 
 from ..codecs import chain_is_self_delimiting, is_raw_chain
-from ..errors import DataError, UnsupportedError, where
+from ..errors import UnsupportedError, where
 from ..header import Header
 from ..policy import Policy
 from ..storage import Opened
@@ -39,9 +39,6 @@ def assemble_volume(header: Header, core: Any, tiling: Tiling | None, src: Opene
         index_order = "C" if index_order == "F" else "F"
     if tiling is None:
         paths = data_paths(core, src.store, pol, name)
-        if paths is None and data_start is None and core.count:
-            raise DataError(f"{where(name)}the header ended at the end of the file: "
-                            "there is no data section")
         untiled = untiled_data(core, src, data_start, paths, pol)
         return Volume(header, tiling=None, core=core, policy=pol, source=None, name=name,
                       index_order=index_order, untiled=untiled)

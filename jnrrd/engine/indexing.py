@@ -18,22 +18,24 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from itertools import product
-from typing import Any
+from typing import Any, SupportsIndex, overload
 
 import numpy as np
 
 from .._threads import run_each
-from ..errors import JnrrdError, where
+from ..errors import JnrrdError, SelectionError, where
 from ..tiling.grid import (
     AxisSel,
+    expand_key,
     is_bool_scalar,
+    out_of_bounds,
     plain_key,
     plain_selection,
     selection_with_booleans,
 )
 
-__all__ = ["OIndex", "finish_basic", "has_array_index", "numpy_getitem", "orthogonal_getitem",
-           "planes_read", "read_into"]
+__all__ = ["Levels", "OIndex", "finish_basic", "has_array_index", "no_such_level",
+           "numpy_getitem", "orthogonal_getitem", "planes_read", "read_into"]
 
 _ARRAYLIKE = (list, tuple, range, np.ndarray)
 _ALL = slice(None)
@@ -62,8 +64,34 @@ class OIndex:
         return f"<oindex of {self._view!r}>"
 
 
+def no_such_level(source: Any, level: Any, count: int) -> SelectionError:
+    """The error for a pyramid level outside ``0..count-1``."""
+    return SelectionError(f"{where(source, 'levels')}level {level} does not exist: the file "
+                          f"has {count} level{'s' if count != 1 else ''} (0..{count - 1})")
+
+
+class Levels(tuple[Any, ...]):
+    """``vol.levels``: the level views, level 0 first (a tuple); a level that does not exist
+    is a :class:`~jnrrd.errors.SelectionError` (also an ``IndexError``) naming the file."""
+
+    __slots__ = ()
+
+    @overload
+    def __getitem__(self, k: SupportsIndex) -> Any: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> tuple[Any, ...]: ...
+
+    def __getitem__(self, k: SupportsIndex | slice) -> Any:
+        try:
+            return super().__getitem__(k)
+        except IndexError:
+            name = super().__getitem__(0).volume.name
+            raise no_such_level(name, k, len(self)) from None
+
+
 # -- keys ---------------------------------------------------------------------------------------
-def _array(k: Any) -> np.ndarray | None:
+def _array(k: Any, source: Any = None) -> np.ndarray | None:
     """``k`` as an index array (ndim >= 1), or None when it is not one."""
     if not isinstance(k, _ARRAYLIKE):
         return None
@@ -73,8 +101,8 @@ def _array(k: Any) -> np.ndarray | None:
     if a.size == 0 and a.dtype.kind not in "biu":
         a = a.astype(np.intp)  # [] is float64 to NumPy's asarray, an empty index here
     if a.dtype.kind not in "biu":
-        raise IndexError("arrays used as indices must be of integer (or boolean) type, got "
-                         f"{a.dtype}")
+        raise SelectionError(f"{where(source)}arrays used as indices must be of integer (or "
+                             f"boolean) type, got {a.dtype}")
     return a
 
 
@@ -108,9 +136,9 @@ def read_into(view: Any, key: Any, out: Any) -> np.ndarray:
     sel: tuple[AxisSel, ...] | None = None
     if plain_key(key):
         shape = level.shape
-        sel = plain_selection(key, shape[::-1] if view.c_order else shape)
+        sel = plain_selection(key, shape[::-1] if view.c_order else shape, vol.name)
     elif not has_array_index(key):
-        sel, rest = selection_with_booleans(key, view.shape)
+        sel, rest = selection_with_booleans(key, view.shape, vol.name)
         sel = sel if rest is None else None
     if sel is None:  # boolean scalars or an array index: NumPy's indexing, then a copy
         data = view[key]
@@ -150,17 +178,16 @@ def has_array_index(key: Any) -> bool:
     return any(isinstance(k, _ARRAYLIKE) and np.ndim(k) > 0 for k in parts)
 
 
-def _expand(parts: tuple[Any, ...], ndim: int, width: Callable[[Any], int]) -> list[Any]:
+def _expand(parts: tuple[Any, ...], ndim: int, width: Callable[[Any], int],
+            source: Any = None) -> list[Any]:
     """The key with ``...`` replaced by full slices (``width``: axes an item consumes)."""
-    if any(k is None for k in parts):
-        raise TypeError("np.newaxis is not supported when indexing a jnrrd volume")
     n_ell = sum(1 for k in parts if k is Ellipsis)
-    if n_ell > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
     used = sum(width(k) for k in parts if k is not Ellipsis)
+    # the errors, and messages, of a basic index (one place: tiling.grid.expand_key)
+    if n_ell > 1 or any(k is None for k in parts):
+        expand_key(parts, ndim, source)  # raises: np.newaxis, or two ellipses
     if used > ndim:
-        raise IndexError(f"too many indices: array is {ndim}-dimensional, but {used} were "
-                         "indexed")
+        expand_key((0,) * used, ndim, source)  # raises: too many indices
     fill: list[Any] = [slice(None)] * (ndim - used)
     out: list[Any] = []
     for k in parts:
@@ -168,31 +195,36 @@ def _expand(parts: tuple[Any, ...], ndim: int, width: Callable[[Any], int]) -> l
     return out if n_ell else out + fill
 
 
-def _int(k: Any, n: int, axis: int) -> int:
+def _int(k: Any, n: int, axis: int, source: Any = None) -> int:
     try:
         i = k.__index__()
     except AttributeError:
-        raise TypeError("only integers, slices, '...', lists, integer and boolean arrays are "
-                        f"valid indices, got {type(k).__name__}") from None
+        raise SelectionError(f"{where(source, f'axis {axis}')}only integers, slices, '...', "
+                             "lists, integer and boolean arrays are valid indices, got "
+                             f"{type(k).__name__} {k!r:.40}") from None
     if not -n <= i < n:
-        raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
+        raise out_of_bounds(source, axis, i, n)
     return i % n
 
 
-def _slice(k: slice, n: int) -> tuple[np.ndarray, slice]:
+def _slice(k: slice, n: int, axis: int, source: Any = None) -> tuple[np.ndarray, slice]:
     """(sorted indices, position key into them) of a slice."""
-    r = range(*k.indices(n))
+    try:
+        r = range(*k.indices(n))
+    except (ValueError, TypeError) as e:  # a zero step; a bound that is no integer
+        raise SelectionError(f"{where(source, f'axis {axis}')}slice {k}: {e} (expected "
+                             "integer bounds and a nonzero step)") from None
     if r.step > 0 or len(r) == 0:
         return np.arange(r.start, r.stop, r.step, dtype=np.intp), slice(None)
     return np.arange(r.start, r.stop, r.step, dtype=np.intp)[::-1], slice(None, None, -1)
 
 
-def _ints(a: np.ndarray, n: int, axis: int) -> tuple[np.ndarray, np.ndarray]:
+def _ints(a: np.ndarray, n: int, axis: int, source: Any = None
+          ) -> tuple[np.ndarray, np.ndarray]:
     """(sorted distinct indices, positions of ``a``'s entries in them) of an int array."""
     a = a.astype(np.intp, copy=False)
     if a.size and (a.min() < -n or a.max() >= n):
-        bad = a[(a < -n) | (a >= n)][0]
-        raise IndexError(f"index {bad} is out of bounds for axis {axis} with size {n}")
+        raise out_of_bounds(source, axis, a[(a < -n) | (a >= n)][0], n)
     a = np.where(a < 0, a + n, a)
     uniq, inv = np.unique(a, return_inverse=True)
     return uniq, inv.reshape(a.shape)
@@ -200,28 +232,30 @@ def _ints(a: np.ndarray, n: int, axis: int) -> tuple[np.ndarray, np.ndarray]:
 
 def orthogonal_getitem(view: Any, key: Any) -> np.ndarray:
     """``view.oindex[key]`` (see :class:`OIndex`)."""
-    parts = _expand(key if isinstance(key, tuple) else (key,), view.ndim, lambda k: 1)
+    name = view.volume.name
+    parts = _expand(key if isinstance(key, tuple) else (key,), view.ndim, lambda k: 1, name)
     sets: list[np.ndarray] = []
     picks: list[Any] = []
     for axis, (k, n) in enumerate(zip(parts, view.shape, strict=True)):
         p: Any
+        at = where(name, f"axis {axis}")
         if is_bool_scalar(k):
-            raise IndexError("oindex takes no boolean scalars (they add an axis); index "
-                             "the result instead")
-        a = _array(k)
+            raise SelectionError(f"{at}oindex takes no boolean scalars (they add an axis); "
+                                 "index the result instead")
+        a = _array(k, name)
         if isinstance(k, slice):
-            s, p = _slice(k, n)
+            s, p = _slice(k, n, axis, name)
         elif a is None:
-            s, p = np.array([_int(k, n, axis)], dtype=np.intp), 0
+            s, p = np.array([_int(k, n, axis, name)], dtype=np.intp), 0
         elif a.ndim != 1:
-            raise IndexError(f"oindex takes 1-D index arrays, got {a.ndim}-D for axis {axis}")
+            raise SelectionError(f"{at}oindex takes 1-D index arrays, got {a.ndim}-D")
         elif a.dtype == np.bool_:
             if len(a) != n:
-                raise IndexError(f"boolean index of length {len(a)} does not match axis "
-                                 f"{axis} of size {n}")
+                raise SelectionError(f"{at}boolean index of length {len(a)} does not match "
+                                     f"the axis size {n}")
             s, p = np.flatnonzero(a), slice(None)
         else:
-            s, p = _ints(a, n, axis)
+            s, p = _ints(a, n, axis, name)
         sets.append(s)
         picks.append(p)
     block = read_block(view, sets)
@@ -238,21 +272,23 @@ def orthogonal_getitem(view: Any, key: Any) -> np.ndarray:
 def numpy_getitem(view: Any, key: Any) -> np.ndarray:
     """``view[key]`` for a key with one array index (list, tuple, int or boolean array of any
     shape), with NumPy's semantics; ints, slices, ``...`` and boolean scalars around it too."""
+    name = view.volume.name
     parts = key if isinstance(key, tuple) else (key,)
-    arrays = [a for a in map(_array, parts) if a is not None]
+    arrays = [a for a in (_array(k, name) for k in parts) if a is not None]
     if len(arrays) > 1:
-        raise IndexError(
-            f"{len(arrays)} array indices: jnrrd volumes take one (NumPy would pair several "
+        raise SelectionError(
+            f"{where(name)}{len(arrays)} array indices: jnrrd volumes take one (NumPy would "
+            "pair several "
             "point by point, reading their whole outer product); use vol.oindex[...] for "
             "orthogonal indexing (each array indexes its own axis), then index the result")
 
     def width(k: Any) -> int:
         if is_bool_scalar(k):
             return 0
-        a = _array(k)
+        a = _array(k, name)
         return a.ndim if a is not None and a.dtype == np.bool_ else 1
 
-    expanded = _expand(parts, view.ndim, width)
+    expanded = _expand(parts, view.ndim, width, name)
     sets: list[np.ndarray] = []
     remapped: list[Any] = []
     for k in expanded:
@@ -261,25 +297,25 @@ def numpy_getitem(view: Any, key: Any) -> np.ndarray:
         if is_bool_scalar(k):
             remapped.append(k)  # consumes no axis: NumPy places it on the block as on the whole
             continue
-        a = _array(k)
+        a = _array(k, name)
         if isinstance(k, slice):
-            s, p = _slice(k, view.shape[axis])
+            s, p = _slice(k, view.shape[axis], axis, name)
             sets.append(s)
             remapped.append(p)
         elif a is None:
-            sets.append(np.array([_int(k, view.shape[axis], axis)], dtype=np.intp))
+            sets.append(np.array([_int(k, view.shape[axis], axis, name)], dtype=np.intp))
             remapped.append(0)  # an int: with an array index NumPy broadcasts it as one
         elif a.dtype == np.bool_:
             shape = view.shape[axis: axis + a.ndim]
             if a.shape != shape:
-                raise IndexError(f"boolean index of shape {a.shape} does not match the "
-                                 f"indexed axes {shape}")
+                raise SelectionError(f"{where(name, f'axis {axis}')}boolean index of shape "
+                                     f"{a.shape} does not match the indexed axes {shape}")
             for j, nz in enumerate(np.nonzero(a)):  # NumPy: a mask is its nonzero() arrays
-                s, p = _ints(nz, shape[j], axis + j)
+                s, p = _ints(nz, shape[j], axis + j, name)
                 sets.append(s)
                 remapped.append(p)
         else:
-            s, p = _ints(a, view.shape[axis], axis)
+            s, p = _ints(a, view.shape[axis], axis, name)
             sets.append(s)
             remapped.append(p)
     return read_block(view, sets)[tuple(remapped)]

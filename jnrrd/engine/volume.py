@@ -18,7 +18,7 @@ import numpy as np
 
 from .._threads import run_each, run_parallel
 from ..dtypes import to_user, user_dtype
-from ..errors import JnrrdError, UnsupportedError, describe_source, where
+from ..errors import JnrrdError, UnsupportedError, check_index_order, describe_source, where
 from ..header import Header
 from ..policy import Policy
 from ..tiling.grid import AxisSel, TileGrid, plain_key, plain_selection, selection_with_booleans
@@ -27,7 +27,16 @@ from ..tiling.padding import chain_fill
 from ..tiling.spec import Tiling
 from ..world import WorldQueries
 from .cache import CacheInfo, TileCache, check_cache_bytes, default_cache_bytes
-from .indexing import OIndex, finish_basic, has_array_index, numpy_getitem, planes_read, read_into
+from .indexing import (
+    Levels,
+    OIndex,
+    finish_basic,
+    has_array_index,
+    no_such_level,
+    numpy_getitem,
+    planes_read,
+    read_into,
+)
 from .locations import TileLocation, checked_coords, tile_locations
 from .pickling import reduce_view
 from .raw_runs import RawRuns, raw_runs_apply
@@ -120,11 +129,12 @@ class LevelView(ReadOnly):
     def __getitem__(self, key: Any) -> np.ndarray:
         if plain_key(key):
             shape = self._level.shape
-            sel, rest = plain_selection(key, shape[::-1] if self.c_order else shape), None
+            sel = plain_selection(key, shape[::-1] if self.c_order else shape, self._vol.name)
+            rest = None
         elif has_array_index(key):
             return numpy_getitem(self, key)  # one list/array index, NumPy's semantics
         else:
-            sel, rest = selection_with_booleans(key, self.shape)
+            sel, rest = selection_with_booleans(key, self.shape, self._vol.name)
         if self.c_order:
             sel = sel[::-1]
         out = finish_basic(self._vol._read(self._level, sel), sel, self.c_order)
@@ -238,8 +248,7 @@ class Volume(WorldQueries, VirtualLevels, LevelView):
                  index_order: str = "F", untiled: Any = None,
                  cache_bytes: int | None = None) -> None:
         cache_bytes = check_cache_bytes(cache_bytes)
-        if index_order not in ("F", "C"):
-            raise ValueError(f"index_order must be 'F' or 'C', got {index_order!r}")
+        check_index_order(index_order, name)
         self._header = header
         self.index_order = index_order
         self.name = name
@@ -275,9 +284,9 @@ class Volume(WorldQueries, VirtualLevels, LevelView):
                                               for lv in self._levels if lv.stored}
                                 if self._use_cache else None)
         super().__init__(self, self._levels[0])
-        self.levels: tuple[LevelView, ...] = (self, *(
+        self.levels: tuple[LevelView, ...] = Levels((self, *(
             LevelView(self, lv) for lv in self._levels[1:]
-        ))
+        )))
 
     @property
     def tiled(self) -> bool:
@@ -330,12 +339,12 @@ class Volume(WorldQueries, VirtualLevels, LevelView):
     def read_tile(self, coords: Sequence[int], level: int = 0, *, core: bool = False) -> np.ndarray:
         """The decoded stored tile at tile-grid ``coords`` of level ``level`` (docs/api.md#volumes):
         ``vol.read_tile(c, k)`` is ``vol.levels[k].read_tile(c)``; ``core=True`` gives only the
-        tile's core region. ``IndexError`` for a level that does not exist,
+        tile's core region. ``SelectionError`` (an ``IndexError``) for a level that does not exist,
         :class:`~jnrrd.errors.UnsupportedError` for an untiled volume."""
         if isinstance(level, bool) or not isinstance(level, (int, np.integer)):
             raise TypeError(f"read_tile: level must be an int, got {type(level).__name__}")
         if not 0 <= level < len(self.levels):
-            raise IndexError(f"level {level} does not exist ({len(self.levels)} levels)")
+            raise no_such_level(self.name, level, len(self.levels))
         return LevelView.read_tile(self.levels[int(level)], coords, core=core)
 
     def to_dask(self, level: int = 0) -> Any:

@@ -15,6 +15,7 @@ import io
 import os
 from typing import IO, Any
 
+from ..errors import HeaderError, where
 from ..policy import Policy
 from .detached_fields import DataFilePattern
 from .fields import CoreFields, core_fields
@@ -30,6 +31,7 @@ __all__ = [
     "CoreFields",
     "DataFilePattern",
     "Header",
+    "check_header_end",
     "core_fields",
     "parse_header",
     "parse_header_bytes",
@@ -59,6 +61,25 @@ def parse_header(
         source = name if isinstance(name, str | os.PathLike) else None
     entries, data_start = read_entries(stream, policy, source)
     return build_header(entries, policy, source), data_start
+
+
+def check_header_end(header: Header, data_start: int | None, source: Any = None) -> None:
+    """A header that ended at the end of the file (``data_start`` None, no blank line) is
+    legal only when no attached data is needed (docs/format.md#where-the-header-ends):
+    detached data files, external tiles, or internal tiles that are all sparse. Otherwise
+    the file was cut inside its header: ``HeaderError`` naming it."""
+    if data_start is not None or any(
+            k in header for k in ("data_file", "data_files", "data_file_pattern")):
+        return
+    p = (header.prefix_for(TILE_URI_PREFIX) or "tile") + ":"
+    if header.get(p + "enabled") is True:
+        offsets = header.get(p + "offset_table")
+        if header.get(p + "storage") == "external" or (
+                isinstance(offsets, list) and all(o is None for o in offsets)):
+            return
+    raise HeaderError(f"{where(source)}the header is truncated: the file ends after its "
+                      "last complete header line, the blank line that ends the header was "
+                      "not found, and the data the header describes is not there")
 
 
 def parse_header_bytes(

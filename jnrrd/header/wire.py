@@ -261,6 +261,10 @@ def read_entries(
         try:
             obj = _decode(raw.strip(), prefix)
         except _Invalid as exc:
+            if not complete:  # a JSON line cut by the end of the file: a truncated header
+                raise HeaderError(f"{prefix}the header is truncated: the file ends inside "
+                                  f"this line ({exc}), and the blank line that ends the "
+                                  "header was not found") from None
             return _ended(stream, seekable, entries, line_start, prefix, f"is not JSON ({exc})")
         if len(obj) != 1:
             found = "an empty object {}" if not obj else f"{len(obj)} keys {list(obj)[:5]}"

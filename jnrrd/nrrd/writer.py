@@ -20,7 +20,7 @@ import numpy as np
 
 from ..codecs.levels import check_level
 from ..dtypes import TYPES, canonical_type, type_name_for
-from ..errors import HeaderError, JnrrdWarning, UnsupportedError, where
+from ..errors import HeaderError, JnrrdWarning, UnsupportedError, check_index_order, where
 from ..header import CoreFields, core_fields
 from ..header.model import TILE_URI_PREFIX, find_prefix, split_key
 from ..storage import fresh_token, reported_as, target_store
@@ -70,8 +70,7 @@ def write_nrrd(path: Any, data: Any, header: Mapping[str, Any] | None = None, *,
     ``detached=True`` (always for ``.nhdr``) writes the data to a fresh file beside the
     header; a file object gets attached data.
     """
-    if index_order not in ("F", "C"):
-        raise ValueError(f"index_order must be 'F' or 'C', got {index_order!r}")
+    check_index_order(index_order, path)
     stream = None if isinstance(path, (str, os.PathLike)) else path
     if stream is not None and not hasattr(stream, "write"):
         raise TypeError(f"target must be a path or a binary file object, not "

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, cast
 
+from ..errors import NoSuchFileError
 from ..policy import Policy
 from .fileobj import stream_dir
 from .local import LocalStore
@@ -78,7 +79,10 @@ def open_source(source: Any, policy: Policy, storage_options: dict[str, Any] | N
     name = source if named(source) else None
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
-        f = builtins.open(path, "rb")
+        try:
+            f = builtins.open(path, "rb")
+        except FileNotFoundError as e:  # also a JnrrdError, as a missing remote object is
+            raise NoSuchFileError(e.errno, e.strerror, path) from None
         root = os.path.dirname(os.path.abspath(path))
         return Opened(f, LocalStore(root, policy, source=name), os.path.basename(path), path,
                       name, True)

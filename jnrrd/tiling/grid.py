@@ -22,11 +22,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..errors import SelectionError, UnsupportedError, where
+
 _new_tuple = tuple.__new__
 #: selections whose tile range along an axis is at most this long precompute its pieces
 _CACHED_AXIS_TILES = 1 << 16
 
-__all__ = ["AxisSel", "Piece", "TileGrid", "normalize_selection", "plain_key",
+__all__ = ["AxisSel", "Piece", "TileGrid", "normalize_selection", "out_of_bounds", "plain_key",
            "plain_selection", "selection_with_booleans"]
 
 
@@ -49,50 +51,60 @@ class AxisSel(NamedTuple):
         return self.start + (self.count - 1) * self.step
 
 
-def expand_key(key: object, ndim: int) -> tuple[Any, ...]:
+def expand_key(key: object, ndim: int, source: object = None) -> tuple[Any, ...]:
     """``key`` as one entry per axis: ``...`` expanded, missing trailing axes as full slices.
 
-    ``TypeError`` for ``np.newaxis``; ``IndexError`` for two ellipses or too many indices.
+    :class:`~jnrrd.errors.SelectionError` (also an ``IndexError``) for two ellipses or too
+    many indices, :class:`~jnrrd.errors.UnsupportedError` for ``np.newaxis``; ``source``
+    names the file in the message.
     """
     if not isinstance(key, tuple):
         key = (key,)
     n_ell = 0
     for k in key:  # one pass: every read comes here
         if k is None:
-            raise TypeError("np.newaxis is not supported when slicing a jnrrd volume")
+            raise UnsupportedError(f"{where(source)}np.newaxis is not supported when "
+                                   "slicing a jnrrd volume; index the array read instead")
         n_ell += k is Ellipsis
     if n_ell > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
+        raise SelectionError(f"{where(source)}an index can only have a single ellipsis "
+                             f"('...'), found {n_ell}")
+    used = len(key) - n_ell
+    if used > ndim:
+        raise SelectionError(f"{where(source)}too many indices: the volume has {ndim} axes, "
+                             f"but {used} were indexed")
     if n_ell:
         i = next(j for j, k in enumerate(key) if k is Ellipsis)
-        fill = ndim - (len(key) - 1)
-        if fill < 0:
-            raise IndexError(f"too many indices: array is {ndim}-dimensional")
-        key = key[:i] + (slice(None),) * fill + key[i + 1 :]
-    if len(key) > ndim:
-        raise IndexError(
-            f"too many indices: array is {ndim}-dimensional, but {len(key)} were indexed"
-        )
+        key = key[:i] + (slice(None),) * (ndim - used) + key[i + 1 :]
     return key + (slice(None),) * (ndim - len(key))
 
 
-def normalize_selection(key: object, shape: tuple[int, ...]) -> tuple[AxisSel, ...]:
+def out_of_bounds(source: object, axis: int, index: object, n: int) -> SelectionError:
+    """The error for ``index`` outside an axis of length ``n`` (NumPy's rule: -n..n-1)."""
+    return SelectionError(f"{where(source, f'axis {axis}')}index {index} is out of bounds "
+                          f"for size {n} (valid: -{n}..{n - 1})")
+
+
+def normalize_selection(key: object, shape: tuple[int, ...], source: object = None
+                        ) -> tuple[AxisSel, ...]:
     """Turn a basic NumPy index (ints, slices of any step, ``...``) into one AxisSel per axis.
 
-    Raises ``IndexError``/``TypeError`` like NumPy for out-of-range or unsupported keys: these
-    are caller errors, not file errors.
+    Out-of-range or unsupported keys raise :class:`~jnrrd.errors.SelectionError` (also an
+    ``IndexError``, as NumPy raises) naming ``source``, the axis and the valid range.
     """
-    return _axis_sels(expand_key(key, len(shape)), shape)
+    return _axis_sels(expand_key(key, len(shape), source), shape, source)
 
 
-def plain_selection(key: object, shape: tuple[int, ...]) -> tuple[AxisSel, ...]:
+def plain_selection(key: object, shape: tuple[int, ...], source: object = None
+                    ) -> tuple[AxisSel, ...]:
     """:func:`normalize_selection` of a key :func:`plain_key` accepts (ints and slices)."""
     if type(key) is not tuple or len(key) != len(shape):
-        key = expand_key(key, len(shape))
-    return _axis_sels(key, shape)  # type: ignore[arg-type]
+        key = expand_key(key, len(shape), source)
+    return _axis_sels(key, shape, source)  # type: ignore[arg-type]
 
 
-def _axis_sels(key: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[AxisSel, ...]:
+def _axis_sels(key: tuple[Any, ...], shape: tuple[int, ...], source: object = None
+               ) -> tuple[AxisSel, ...]:
     """One AxisSel per entry of an expanded key (see :func:`normalize_selection`)."""
     out = []
     for axis in range(len(shape)):  # (as long as the key: the callers expanded it)
@@ -101,7 +113,12 @@ def _axis_sels(key: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[AxisSel, .
             if k.start is None and k.stop is None and k.step is None:
                 out.append(_whole_axis(n))  # the most common entry
                 continue
-            start, stop, step = k.indices(n)
+            try:
+                start, stop, step = k.indices(n)
+            except (ValueError, TypeError) as e:  # a zero step; a bound that is no integer
+                raise SelectionError(f"{where(source, f'axis {axis}')}slice {_shown(k)}: "
+                                     f"{e} (expected integer bounds and a nonzero step)"
+                                     ) from None
             count = len(range(start, stop, step))
             if step > 0 or count == 0:
                 out.append(AxisSel(start if count else 0, abs(step), count))
@@ -109,9 +126,9 @@ def _axis_sels(key: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[AxisSel, .
                 last = start + (count - 1) * step
                 out.append(AxisSel(last, -step, count, reverse=True))
             continue
-        i = k if type(k) is int else _as_index(k)
+        i = k if type(k) is int else _as_index(k, source, axis)
         if not -n <= i < n:
-            raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
+            raise out_of_bounds(source, axis, i, n)
         out.append(_new_tuple(AxisSel, (i % n, 1, 1, False, True)))  # dropped (no __new__)
     return tuple(out)
 
@@ -122,16 +139,22 @@ def _whole_axis(n: int) -> AxisSel:
     return AxisSel(0, 1, n)
 
 
-def _as_index(k: object) -> int:
+def _shown(k: slice) -> str:
+    """A slice as the caller wrote it (``::0``)."""
+    return ":".join("" if v is None else repr(v) for v in (k.start, k.stop, k.step))
+
+
+def _as_index(k: object, source: object = None, axis: int = 0) -> int:
     """An integer index that is not a plain ``int`` (NumPy integers, ``__index__``)."""
     if is_bool_scalar(k):
-        raise IndexError("a boolean scalar index adds an axis; it is not the integer "
-                         f"{int(bool(k))}")  # selection_with_booleans handles them
+        raise SelectionError(f"{where(source, f'axis {axis}')}a boolean scalar index adds an "
+                             f"axis; it is not the integer {int(bool(k))}")
     try:
         return k.__index__()  # type: ignore[attr-defined]
     except AttributeError:
-        raise TypeError(
-            f"only integers, slices and '...' are valid indices, got {type(k).__name__}"
+        raise SelectionError(
+            f"{where(source, f'axis {axis}')}only integers, slices, '...', lists and integer "
+            f"or boolean arrays are valid indices, got {type(k).__name__} {k!r:.40}"
         ) from None
 
 
@@ -149,7 +172,7 @@ def is_bool_scalar(k: object) -> bool:
         isinstance(k, np.ndarray) and k.ndim == 0 and k.dtype == np.bool_)
 
 
-def selection_with_booleans(key: object, shape: tuple[int, ...]
+def selection_with_booleans(key: object, shape: tuple[int, ...], source: object = None
                             ) -> tuple[tuple[AxisSel, ...], tuple[object, ...] | None]:
     """:func:`normalize_selection` for keys that may hold boolean scalars (NumPy semantics:
     ``a[True]`` adds a leading axis of length 1, ``a[False]`` one of length 0).
@@ -160,8 +183,8 @@ def selection_with_booleans(key: object, shape: tuple[int, ...]
     """
     parts = key if isinstance(key, tuple) else (key,)
     if not any(is_bool_scalar(k) for k in parts):
-        return normalize_selection(key, shape), None
-    sel = normalize_selection(tuple(k for k in parts if not is_bool_scalar(k)), shape)
+        return normalize_selection(key, shape, source), None
+    sel = normalize_selection(tuple(k for k in parts if not is_bool_scalar(k)), shape, source)
     rest = tuple(bool(k) if is_bool_scalar(k) else k if k is Ellipsis
                  else slice(None) if isinstance(k, slice) else 0 for k in parts)
     return tuple(s._replace(drop=False) for s in sel), rest

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import HeaderError, JnrrdWarning, SecurityError
+from ..errors import HeaderError, JnrrdWarning, SecurityError, where
 
 __all__ = ["check_arguments", "check_final_header", "check_layout_request", "check_tile_names",
            "probe_header"]
@@ -57,7 +57,7 @@ def _flag(name: str, value: Any) -> None:
                         f"{value!r:.80}")
 
 
-def _tile_arg(tile: Any, ndim: int) -> None:
+def _tile_arg(tile: Any, ndim: int, target: Any) -> None:
     if tile is None:
         return
     if isinstance(tile, Mapping):
@@ -78,6 +78,10 @@ def _tile_arg(tile: Any, ndim: int) -> None:
     if isinstance(tile, (int, np.integer)):
         _int_arg("tile", tile, 1)
         return
+    if len(tile) != ndim:
+        raise HeaderError(f"{where(target, 'tile')}expected {ndim} entries (one per axis of the "
+                          f"{ndim}-D array; None leaves an axis untiled), got {len(tile)}: "
+                          f"{list(tile)!r:.80}")
     for k, v in enumerate(tile):
         if v is not None:  # None leaves that axis untiled
             _int_arg(f"tile[{k}]", v, 1)
@@ -101,11 +105,11 @@ def _overlap_arg(ov: Any) -> None:
 
 def check_arguments(header: Mapping[Any, Any] | None, ndim: int, *, encoding: Any,
                     tile: Any, compression: Any, codecs: Any, downsample: Any,
-                    detached: Any, options: Mapping[str, Any]) -> None:
+                    detached: Any, options: Mapping[str, Any], target: Any = None) -> None:
     """Every keyword of ``write`` with an enumerated or typed value, before anything is done.
 
     A wrongly typed argument is a ``TypeError``, an unknown value a ``HeaderError``;
-    both name the argument.
+    both name the argument (a ``tile`` of the wrong length also names ``target``).
     """
     from ..header.fields import ENCODINGS
     from ..pyramid.methods import METHODS
@@ -151,7 +155,7 @@ def check_arguments(header: Mapping[Any, Any] | None, ndim: int, *, encoding: An
     pattern = options.get("pattern")
     if pattern is not None and not isinstance(pattern, str):
         raise TypeError(f"write(): pattern must be a string, not {type(pattern).__name__}")
-    _tile_arg(tile, ndim)
+    _tile_arg(tile, ndim, target)
     _overlap_arg(options.get("overlap"))
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from .._config import config
 from ..dtypes import type_name_for
-from ..errors import HeaderError, UnsupportedError
+from ..errors import HeaderError, UnsupportedError, check_index_order
 from ..header import TILE_URI, TILE_URI_PREFIX, Header
 from ..storage import durability, is_remote, local_path, local_target, reported_as, write_guard
 from .checks import (
@@ -106,13 +106,12 @@ def _write(target: Any, data: Any, header: Mapping[str, Any] | None, *, index_or
     unknown = set(options) - set(_OPTIONS)
     if unknown:
         raise TypeError(f"write() got unexpected keyword argument(s): {sorted(unknown)}")
-    if index_order not in ("F", "C"):
-        raise ValueError(f"index_order must be 'F' or 'C', got {index_order!r}")
+    check_index_order(index_order, target)
     if not hasattr(data, "shape") or not hasattr(data, "dtype"):
         data = np.asarray(data)
     check_arguments(header, len(data.shape), encoding=encoding,
                     tile=tile, compression=compression, codecs=codecs, downsample=downsample,
-                    detached=detached, options=options)
+                    detached=detached, options=options, target=target)
     header = jnrrd_spelled(header, data, index_order, target)
     if file_format == "nrrd":
         write_nrrd_target(target, data, header, index_order=index_order, encoding=encoding,
@@ -171,7 +170,8 @@ def tiled_plan(target: str, data: Any, header: Mapping[str, Any] | None, *,
     if unknown:
         raise TypeError(f"unexpected keyword argument(s): {sorted(unknown)}")
     check_arguments(header, len(data.shape), encoding=None, tile=tile, compression=compression,
-                    codecs=codecs, downsample=downsample, detached=False, options=options)
+                    codecs=codecs, downsample=downsample, detached=False, options=options,
+                    target=target)
     header = jnrrd_spelled(header, data, index_order, target)
     src, out, type_name = _file_header(data, header, index_order)
     prefix = out.prefix_for(TILE_URI) or "tile"
