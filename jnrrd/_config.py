@@ -38,6 +38,10 @@ _DEFAULTS: Mapping[str, Any] = _EMPTY  # jnrrd.config.set(...): replaced whole, 
 
 
 def _unknown(name: str, where: str) -> TypeError:
+    if name in IO_FIELDS:  # a keyword of the call's I/O settings, given among its policy's
+        return TypeError(f"{where} got an unexpected keyword argument {name!r}: {name!r} is "
+                         f"an I/O setting: pass io=jnrrd.IOSettings({name}=...), or set it "
+                         f"with jnrrd.config({name}=...) (docs/api.md, \"Configuration\")")
     near = difflib.get_close_matches(name, sorted(_NAMES), n=1)
     hint = f" (did you mean {near[0]!r}?)" if near else ""
     return TypeError(f"{where} got an unexpected keyword argument {name!r}{hint}; the "

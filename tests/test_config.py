@@ -229,6 +229,13 @@ def test_unknown_keywords_name_themselves(path, call):
         call(path)
 
 
+@pytest.mark.parametrize("call", [jnrrd.read, jnrrd.open, jnrrd.read_header])
+def test_an_io_setting_given_as_a_keyword_says_where_it_goes(path, call):
+    with pytest.raises(TypeError, match=r"'remote_backend' is an I/O setting: pass "
+                       r"io=jnrrd.IOSettings\(remote_backend=...\)"):
+        call(path, remote_backend="fsspec")
+
+
 def test_unknown_write_keyword_is_named(tmp_path):
     with pytest.raises(TypeError, match="tiles_stats"):
         jnrrd.write(tmp_path / "a.jnrrd", np.zeros(4), tiles_stats=True)  # type: ignore
