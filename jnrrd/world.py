@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import UnsupportedError, where
+from .errors import ArgumentError, UnsupportedError, where
 
 __all__ = ["WorldQueries", "WorldRegion", "query", "world_bounds"]
 
@@ -103,14 +103,33 @@ def _level_spacing(lv: Any) -> float:
 def _choose_level(vol: Any, spacing: float | None) -> int:
     if spacing is None:
         return 0
-    s = float(spacing)
+    try:
+        s = float(spacing)
+        shown = str(s)  # plain numbers, not NumPy reprs
+    except ValueError:  # float("abc"); a wrong type stays the TypeError float() raises
+        s, shown = float("nan"), f"{spacing!r:.80}"
     if not np.isfinite(s) or s <= 0:
-        raise ValueError(f"spacing must be a positive number of world units, got {s}")
+        raise ArgumentError(f"{where(vol.name, 'spacing')}expected a positive number of world "
+                            f"units (or None: level 0), got {shown}")
     best = 0
     for k, lv in enumerate(vol.levels):
         if _level_spacing(lv) <= s * (1 + _EPS):
             best = k
     return best
+
+
+def _corner(vol: Any, name: str, value: Any, sd: int) -> np.ndarray:
+    """``value`` (the argument ``name``) as ``sd`` finite world coordinates; else an
+    :class:`ArgumentError` naming the file and the argument."""
+    try:
+        out = np.asarray(value, dtype=np.float64).ravel()
+        shown = f"{[float(v) for v in out[:10]]}"[:80]  # plain numbers, not NumPy reprs
+    except ValueError:  # strings, ragged lists
+        out, shown = None, f"{value!r:.80}"
+    if out is None or out.shape != (sd,) or not np.isfinite(out).all():
+        raise ArgumentError(f"{where(vol.name, name)}expected {sd} finite world coordinates "
+                            f"(one per space axis), got {shown}")
+    return out
 
 
 def _spatial_axes(lv: Any) -> list[int]:
@@ -133,12 +152,7 @@ def query(vol: Any, lower: Any, upper: Any, spacing: float | None = None,
     lv = vol.levels[level]
     aff = np.asarray(lv.affine, dtype=np.float64)
     sd, k = aff.shape[0] - 1, aff.shape[1] - 1
-    lo = np.asarray(lower, dtype=np.float64).ravel()
-    hi = np.asarray(upper, dtype=np.float64).ravel()
-    if lo.shape != (sd,) or hi.shape != (sd,) or not (np.isfinite(lo).all()
-                                                      and np.isfinite(hi).all()):
-        raise ValueError(f"lower and upper must be {sd} finite world coordinates, got "
-                         f"{[float(v) for v in lo]} and {[float(v) for v in hi]}")
+    lo, hi = _corner(vol, "lower", lower, sd), _corner(vol, "upper", upper, sd)
     signs = _flip(vol, space, sd)
     corners = np.array([[(hi if c else lo)[i] for i, c in enumerate(bits)]
                         for bits in itertools.product((0, 1), repeat=sd)]) * signs
