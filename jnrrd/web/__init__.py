@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import JnrrdWarning, where
+from ..errors import ArgumentError, JnrrdWarning, where
 from .protocol import REQUEST_LOG_SIZE, redact, without_query
 
 if TYPE_CHECKING:
@@ -64,12 +64,12 @@ def serve(source: Any, *, port: int = 0, host: str = "127.0.0.1",
     from .viewer import LAYOUTS
 
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        raise ValueError(f"port {port!r}: expected 0 to 65535 (0: a free port)")
+        raise ArgumentError(f"port {port!r}: expected 0 to 65535 (0: a free port)")
     if not isinstance(host, str) or not host.strip() or host != host.strip():
-        raise ValueError(f"host {host!r}: expected an address such as 127.0.0.1 (this "
-                         "machine only) or 0.0.0.0 (all its addresses)")
+        raise ArgumentError(f"host {host!r}: expected an address such as 127.0.0.1 (this "
+                            "machine only) or 0.0.0.0 (all its addresses)")
     if layout not in LAYOUTS:
-        raise ValueError(f"layout {layout!r}: expected one of {', '.join(LAYOUTS)}")
+        raise ArgumentError(f"layout {layout!r}: expected one of {', '.join(LAYOUTS)}")
     origins = check_cors((cors,) if isinstance(cors, str) else tuple(cors or ()))
     policy.setdefault("bfloat16", "float32")
     vol = jopen(source, storage_options=dict(storage_options) if storage_options else None,

@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import AddressError
+from ..errors import AddressError, ArgumentError
 
 __all__ = ["ALLOWED_METHODS", "MAX_HEADER_BYTES", "MAX_TARGET", "REQUEST_LOG_SIZE", "Refusal",
            "address_error", "check_cors", "check_request", "cors_headers", "etag_matches",
@@ -195,13 +195,13 @@ def http_date(timestamp: float) -> str:
 
 def check_cors(origins: Sequence[str], name: str = "cors") -> tuple[str, ...]:
     """The ``cors`` values checked: ``*`` or ``scheme://host[:port]`` origins
-    (``ValueError`` otherwise, naming the option as ``name``)."""
+    (:class:`~jnrrd.ArgumentError` otherwise, naming the option as ``name``)."""
     out = []
     for o in origins:
         o = o.strip().rstrip("/")
         if o != "*" and not _ORIGIN.fullmatch(o):
-            raise ValueError(f"{name} {o!r}: expected '*' or an origin such as "
-                             "https://neuroglancer-demo.appspot.com")
+            raise ArgumentError(f"{name} {o!r}: expected '*' or an origin such as "
+                                "https://neuroglancer-demo.appspot.com")
         out.append(o)
     return tuple(out)
 

@@ -41,7 +41,7 @@ import numpy as np
 
 from .._threads import ordered_map
 from ..codecs import CodecChain
-from ..errors import UnsupportedError, where
+from ..errors import ArgumentError, UnsupportedError, where
 from ..integrations.ngff import multiscales
 from ..integrations.zarr_refs import header_attribute, zarr_codecs, zarr_fill_value
 from ..tiling.kinds import axis_kinds, is_domain
@@ -104,7 +104,8 @@ class ZarrStore:
                  axis_names: Sequence[str] | None = None,
                  chunk_cache_bytes: int = CHUNK_CACHE_BYTES) -> None:
         if vol.index_order != "F":
-            raise ValueError("ZarrStore needs a volume opened with index_order='F'")
+            raise ArgumentError(f"{where(vol.name, 'index_order')}ZarrStore needs a volume "
+                                "opened with index_order='F'")
         self.vol = vol
         #: the volume's name in the metadata and pages
         self.name = name or "volume"

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import MissingDependencyError
+from ..errors import ArgumentError, MissingDependencyError, where
 
 __all__ = ["LAYOUTS", "TOKEN", "VIEWER_TYPES", "Viewer", "client_dir", "client_page",
            "contrast_window", "dimension_names", "launcher_script", "viewer_state"]
@@ -180,7 +180,7 @@ def viewer_state(store: Any, *, name: str, layout: str = "4panel"
     docstring) and the volume's extent along the displayed axes in canonical voxels (the
     launcher page fits it to the window and fills in the layer's ``source``)."""
     if layout not in LAYOUTS:
-        raise ValueError(f"layout {layout!r}: expected one of {', '.join(LAYOUTS)}")
+        raise ArgumentError(f"layout {layout!r}: expected one of {', '.join(LAYOUTS)}")
     group = json.loads(store.documents["zarr.json"])
     ms = group["attributes"]["ome"]["multiscales"][0]
     axes = ms["axes"][::-1]  # header order: x (fastest) first
@@ -209,8 +209,9 @@ def viewer_state(store: Any, *, name: str, layout: str = "4panel"
         if layout == "4panel":
             layout = "xy"
         elif layout not in ("xy", "3d", "xy-3d"):
-            raise ValueError(f"layout {layout!r}: the volume has {len(shown)} displayed axes; "
-                             "a 2-D image shows in xy, 3d or xy-3d")
+            raise ArgumentError(f"{where(store.vol.name)}layout {layout!r}: the volume has "
+                                f"{len(shown)} displayed axes; a 2-D image shows in xy, 3d "
+                                "or xy-3d")
     state = {
         "dimensions": dims,
         "position": position,

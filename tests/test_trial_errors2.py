@@ -1,0 +1,74 @@
+"""Bad arguments to the world queries, the web view, the OME-Zarr export, previews and the
+dask/xarray/napari integrations raise a jnrrd exception naming the file, the argument and what
+was expected (docs/api.md#errors-and-warnings). ``ArgumentError`` and ``SelectionError`` are
+``ValueError``/``IndexError`` too, so callers that caught the builtins keep working."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import jnrrd
+
+
+@pytest.fixture(scope="module")
+def cube(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("trial2") / "cube.jnrrd"
+    jnrrd.write(path, np.zeros((16, 12, 8), np.uint8), tile=8, levels=2)
+    return path
+
+
+def raised(call: Callable[[], Any], kind: type[BaseException], *needles: str) -> str:
+    """The message of what ``call`` raised, checked to be a ``kind`` and a jnrrd error and to
+    hold every one of ``needles``."""
+    with pytest.raises(jnrrd.JnrrdError) as info:
+        call()
+    assert isinstance(info.value, kind), type(info.value).__mro__
+    text = str(info.value)
+    for needle in needles:
+        assert needle in text, (needle, text)
+    return text
+
+
+@pytest.mark.parametrize(("args", "needles"), [
+    (([0, 0, 0], [1, 1, 1], 0.0), ("spacing", "positive", "0.0")),
+    (([0, 0, 0], [1, 1, 1], "abc"), ("spacing", "'abc'")),
+    (([0, 0], [1, 1, 1]), ("lower", "3 finite world coordinates", "[0.0, 0.0]")),
+    (([0, 0, 0], [1, np.nan, 1]), ("upper", "3 finite")),
+    ((["a", 0, 0], [1, 1, 1]), ("lower", "'a'")),
+])
+def test_world_query_arguments(cube: Path, args: tuple[Any, ...],
+                               needles: tuple[str, ...]) -> None:
+    with jnrrd.open(cube) as vol:
+        raised(lambda: vol.query(*args), jnrrd.ArgumentError, "cube.jnrrd", *needles)
+
+
+@pytest.mark.parametrize(("options", "needles"), [
+    ({"port": 70000}, ("port 70000", "0 to 65535")),
+    ({"port": "8080"}, ("port '8080'",)),
+    ({"host": " "}, ("host ' '", "127.0.0.1")),
+    ({"layout": "side"}, ("layout 'side'", "4panel")),
+    ({"cors": "ftp:/x"}, ("cors 'ftp:/x'", "origin")),
+])
+def test_serve_arguments(cube: Path, options: dict[str, Any], needles: tuple[str, ...]) -> None:
+    raised(lambda: jnrrd.serve(cube, **options), jnrrd.ArgumentError, *needles)
+
+
+def test_web_store_and_viewer_arguments(cube: Path, tmp_path: Path) -> None:
+    from jnrrd.web.store import ZarrStore
+    from jnrrd.web.viewer import viewer_state
+
+    with jnrrd.open(cube, index_order="C") as vol:
+        raised(lambda: ZarrStore(vol), jnrrd.ArgumentError, "cube.jnrrd", "index_order='F'")
+    flat = tmp_path / "flat.jnrrd"
+    jnrrd.write(flat, np.zeros((6, 4), np.uint8))
+    with jnrrd.open(flat) as vol:
+        store = ZarrStore(vol)
+        raised(lambda: viewer_state(store, name="flat", layout="yz"), jnrrd.ArgumentError,
+               "flat.jnrrd", "layout 'yz'", "xy, 3d or xy-3d")
+        raised(lambda: viewer_state(store, name="flat", layout="side"), jnrrd.ArgumentError,
+               "layout 'side'")
