@@ -72,3 +72,34 @@ def test_web_store_and_viewer_arguments(cube: Path, tmp_path: Path) -> None:
                "flat.jnrrd", "layout 'yz'", "xy, 3d or xy-3d")
         raised(lambda: viewer_state(store, name="flat", layout="side"), jnrrd.ArgumentError,
                "layout 'side'")
+
+
+@pytest.mark.parametrize(("options", "needles"), [
+    ({"chunks": [8, 8]}, ("chunks=[8, 8]", "3 sizes >= 1")),
+    ({"chunks": 8}, ("chunks=8", "3 sizes")),
+    ({"chunks": ["a", 8, 8]}, ("chunks=['a', 8, 8]",)),
+    ({"shards": 0}, ("shards=0", "chunks >= 1")),
+    ({"shards": [5, 8, 8]}, ("shards=[5, 8, 8]", "multiple of the chunk size [8, 8, 8]")),
+    ({"shards": 2.5}, ("shards=2.5", "an int")),
+])
+def test_omezarr_export_arguments(cube: Path, tmp_path: Path, options: dict[str, Any],
+                                  needles: tuple[str, ...]) -> None:
+    from jnrrd.integrations.omezarr import write_omezarr
+
+    target = tmp_path / "out.zarr"
+    with jnrrd.open(cube) as vol:
+        raised(lambda: write_omezarr(vol, target, **options), jnrrd.ArgumentError,
+               "cube.jnrrd", *needles)
+    assert not target.exists()
+
+
+def test_omezarr_export_and_multiscales_arguments(cube: Path, tmp_path: Path) -> None:
+    from jnrrd.integrations.ngff import multiscales
+    from jnrrd.integrations.omezarr import write_omezarr
+
+    with jnrrd.open(cube, index_order="C") as vol:
+        raised(lambda: write_omezarr(vol, tmp_path / "c.zarr"), jnrrd.ArgumentError,
+               "cube.jnrrd", "index_order='F'")
+    with jnrrd.open(cube) as vol:
+        raised(lambda: multiscales(vol, paths=["0"]), jnrrd.ArgumentError,
+               "cube.jnrrd", "1 paths for 2 levels")

@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ArgumentError, where
 from ..tiling.kinds import axis_kinds, is_domain
 
 __all__ = ["NGFF_VERSION", "UNITS", "affine_transform", "axes", "axis_names", "axis_types",
@@ -272,7 +273,8 @@ def multiscales(vol: Any, *, paths: Sequence[str] | None = None,
     levels = list(range(len(vol.levels))) if levels is None else list(levels)
     paths = [str(i) for i in range(len(levels))] if paths is None else list(paths)
     if len(paths) != len(levels):
-        raise ValueError(f"{len(paths)} paths for {len(levels)} levels")
+        raise ArgumentError(f"{where(vol.name)}paths: {len(paths)} paths for {len(levels)} "
+                            "levels: expected one path per level")
     datasets = []
     for k, path in zip(levels, paths, strict=True):
         if affine:

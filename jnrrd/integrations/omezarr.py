@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..clinical.labels import is_label_map, palette, segments
-from ..errors import JnrrdWarning, MissingDependencyError, UnsupportedError
+from ..errors import ArgumentError, JnrrdWarning, MissingDependencyError, UnsupportedError, where
 from ..header.foreign import is_zarr_path
 from ..optional import missing_message
 from ..storage import fresh_token, tmp_marker, write_guard
@@ -99,7 +99,8 @@ def write_omezarr(vol: Any, target: Any, *, storage_options: Mapping[str, Any] |
     """
     zarr = require_zarr()
     if vol.index_order != "F":
-        raise ValueError("write_omezarr needs a volume opened with index_order='F'")
+        raise ArgumentError(f"{where(vol.name, 'index_order')}write_omezarr needs a volume "
+                            "opened with index_order='F'")
     dtype = _zarr_dtype(vol)
     comp, level = _compressor(vol, compression, compression_level)
     order = export_order(vol)
@@ -120,7 +121,7 @@ def write_omezarr(vol: Any, target: Any, *, storage_options: Mapping[str, Any] |
             done = 0
             for k, lv in enumerate(vol.levels):
                 cshape = _level_chunks(vol, lv, k, chunks)
-                sshape = _shard_shape(shards, cshape, lv.shape)
+                sshape = _shard_shape(shards, cshape, lv.shape, vol.name)
                 codec = (zarr.codecs.ZstdCodec(level=level) if comp == "zstd"
                          else zarr.codecs.GzipCodec(level=level))
                 arr = group.create_array(
@@ -223,30 +224,40 @@ def _level_chunks(vol: Any, lv: Any, k: int, chunks: Sequence[int] | None
         kinds = vol.core.kinds or (None,) * lv.ndim
         side = 64 if lv.ndim >= 3 else (256 if lv.ndim == 2 else 65536)
         chunks = [side if _domain(kinds[a]) else n for a, n in enumerate(lv.shape)]
-    if len(chunks) != lv.ndim or any(c is not None and int(c) < 1 for c in chunks):
-        raise ValueError(f"chunks={list(chunks)}: expected {lv.ndim} sizes >= 1 (None: the "
-                         "whole axis)")
-    return tuple(n if c is None else min(int(c), n)
-                 for c, n in zip(chunks, lv.shape, strict=True))
+    try:
+        sizes = [None if c is None else int(c) for c in chunks]
+    except (TypeError, ValueError):  # not numbers
+        sizes = [0]
+    if len(sizes) != lv.ndim or any(c is not None and c < 1 for c in sizes):
+        raise ArgumentError(f"{where(vol.name)}chunks={chunks!r:.80}: expected {lv.ndim} "
+                            "sizes >= 1 (None: the whole axis)")
+    return tuple(n if c is None else min(c, n) for c, n in zip(sizes, lv.shape, strict=True))
 
 
 def _domain(kind: Any) -> bool:
     return kind in (None, "domain", "space", "time", "none", "???")
 
 
-def _shard_shape(shards: Any, chunks: tuple[int, ...], shape: tuple[int, ...]
-                 ) -> tuple[int, ...] | None:
+def _shard_shape(shards: Any, chunks: tuple[int, ...], shape: tuple[int, ...],
+                 source: Any = None) -> tuple[int, ...] | None:
+    """The shard shape (header order) of ``shards`` for a level of ``shape`` in chunks of
+    ``chunks``; an :class:`ArgumentError` naming ``source`` for a value that is none."""
     if shards is None:
         return None
     if isinstance(shards, (int, np.integer)) and not isinstance(shards, bool):
         if shards < 1:
-            raise ValueError(f"shards={shards}: expected a number of chunks >= 1")
+            raise ArgumentError(f"{where(source)}shards={shards}: expected a number of "
+                                "chunks >= 1")
         return tuple(c * min(int(shards), math.ceil(n / c))
                      for c, n in zip(chunks, shape, strict=True))
-    sh = tuple(int(s) for s in shards)
+    try:
+        sh = tuple(int(s) for s in shards)
+    except (TypeError, ValueError):  # not numbers
+        sh = ()
     if len(sh) != len(chunks) or any(s < c or s % c for s, c in zip(sh, chunks, strict=True)):
-        raise ValueError(f"shards={list(sh)}: each shard size must be a multiple of the chunk "
-                         f"size {list(chunks)}")
+        raise ArgumentError(f"{where(source)}shards={shards!r:.80}: expected an int (chunks "
+                            f"per shard) or {len(chunks)} sizes, each a multiple of the chunk "
+                            f"size {list(chunks)}")
     return sh
 
 
