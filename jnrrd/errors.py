@@ -188,3 +188,10 @@ def check_index_order(index_order: object, source: Any = None) -> str:
         raise ArgumentError(f"{where(source, 'index_order')}expected 'F' or 'C' (axis 0 "
                             f"first, as in the file, or reversed), got {index_order!r:.80}")
     return index_order  # type: ignore[return-value]
+
+
+def no_such_level(source: Any, level: Any, count: int) -> SelectionError:
+    """The :class:`SelectionError` for a pyramid level outside ``0..count-1`` of ``source``
+    (raised by ``vol.levels[k]``, ``read(level=)``, previews, the dask and xarray views)."""
+    return SelectionError(f"{where(source, 'levels')}level {level} does not exist: the "
+                          f"file has {count} level{'s' if count != 1 else ''} (0..{count - 1})")

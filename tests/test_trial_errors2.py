@@ -103,3 +103,25 @@ def test_omezarr_export_and_multiscales_arguments(cube: Path, tmp_path: Path) ->
     with jnrrd.open(cube) as vol:
         raised(lambda: multiscales(vol, paths=["0"]), jnrrd.ArgumentError,
                "cube.jnrrd", "1 paths for 2 levels")
+
+
+def test_levels_of_the_dask_xarray_and_preview_views(cube: Path) -> None:
+    import xarray as xr
+
+    with jnrrd.open(cube) as vol:
+        for call in (lambda: vol.to_dask(level=2), lambda: vol.to_dask(level=-1),
+                     lambda: vol.preview(level=2)):
+            raised(call, jnrrd.SelectionError, "cube.jnrrd", "level", "(0..1)")
+        raised(lambda: vol.preview(size=0), jnrrd.ArgumentError, "cube.jnrrd", "size", "got 0")
+    raised(lambda: xr.open_dataset(cube, engine="jnrrd", level=5), jnrrd.SelectionError,
+           "cube.jnrrd", "level 5 does not exist", "(0..1)")
+
+
+def test_png_pictures(tmp_path: Path) -> None:
+    from jnrrd.preview import encode_png, write_png
+
+    raised(lambda: encode_png(np.zeros((4, 4), np.uint8)), jnrrd.ArgumentError,
+           "encode_png: rgb", "H x W x 3 uint8", "(4, 4)")
+    raised(lambda: write_png(tmp_path / "p.png", np.zeros((0, 4, 3), np.uint8)),
+           jnrrd.ArgumentError, "p.png: write_png: rgb", "0 x 4")
+    assert not (tmp_path / "p.png").exists()

@@ -23,7 +23,7 @@ from typing import Any, SupportsIndex, overload
 import numpy as np
 
 from .._threads import run_each
-from ..errors import JnrrdError, SelectionError, where
+from ..errors import JnrrdError, SelectionError, no_such_level, where
 from ..tiling.grid import (
     AxisSel,
     expand_key,
@@ -62,12 +62,6 @@ class OIndex:
 
     def __repr__(self) -> str:
         return f"<oindex of {self._view!r}>"
-
-
-def no_such_level(source: Any, level: Any, count: int) -> SelectionError:
-    """The error for a pyramid level outside ``0..count-1``."""
-    return SelectionError(f"{where(source, 'levels')}level {level} does not exist: the file "
-                          f"has {count} level{'s' if count != 1 else ''} (0..{count - 1})")
 
 
 class Levels(tuple[Any, ...]):

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DataError, UnsupportedError, where
+from ..errors import DataError, UnsupportedError, no_such_level, where
 from ..storage import file_version, is_remote
 
 __all__ = ["FileRef", "InProcess", "adopt", "chunk_sizes", "clear_cache", "core_chunks",
@@ -235,7 +235,7 @@ def volume_to_dask(vol: Any, level: int = 0) -> Any:
     from dask.highlevelgraph import HighLevelGraph
 
     if not 0 <= level < len(vol.levels):
-        raise IndexError(f"level {level} does not exist ({len(vol.levels)} levels)")
+        raise no_such_level(vol.name, level, len(vol.levels))
     lv = vol.levels[level].level
     ref: FileRef | InProcess = FileRef.of(vol) or InProcess(vol)
     chunks = _read_chunks(lv, vol.dtype.itemsize, vol.tiled)

@@ -29,7 +29,7 @@ import xarray as xr
 from xarray.backends import BackendArray, BackendEntrypoint
 from xarray.core import indexing
 
-from ..errors import HeaderError, where
+from ..errors import HeaderError, no_such_level, where
 from ..storage import is_remote
 from .dask import FileRef, InProcess, adopt
 
@@ -114,7 +114,7 @@ class JnrrdBackendEntrypoint(BackendEntrypoint):
                     **options, **dict(policy or {}))
         try:
             if not 0 <= level < len(vol.levels):
-                raise IndexError(f"level {level} does not exist ({len(vol.levels)} levels)")
+                raise no_such_level(vol.name, level, len(vol.levels))
             lv = vol.levels[level]
             dims = _dims(vol, filename_or_obj)
             coords = _coords(vol, lv, dims, filename_or_obj)

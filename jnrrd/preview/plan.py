@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import JnrrdWarning, UnsupportedError
+from ..errors import ArgumentError, JnrrdWarning, UnsupportedError, no_such_level, where
 from ..tiling.kinds import axis_kinds, is_domain
 
 __all__ = ["MAX_SIZE", "Plan", "choose_level", "make_plan", "pixels_for", "shown_axes",
@@ -123,17 +123,19 @@ def _is_int(v: Any) -> bool:
 
 
 def make_plan(header: Mapping[str, Any], core: Any, shapes: Sequence[Sequence[int]],
-              stored: Sequence[bool], size: int, level: int | None = None) -> Plan:
+              stored: Sequence[bool], size: int, level: int | None = None,
+              source: Any = None) -> Plan:
     """The plan for a preview of ``size`` pixels (longest side of a view) from levels of
-    ``shapes`` (header order); ``level`` forces a level.
+    ``shapes`` (header order); ``level`` forces a level; ``source`` names the file in errors.
 
-    ``ValueError`` for a size outside 1..``MAX_SIZE``; ``IndexError`` for a level that does
-    not exist; :class:`~jnrrd.errors.UnsupportedError` for fewer than two domain axes."""
+    :class:`~jnrrd.errors.ArgumentError` for a size outside 1..``MAX_SIZE``;
+    :class:`~jnrrd.errors.SelectionError` (an ``IndexError``) for a level that does not exist;
+    :class:`~jnrrd.errors.UnsupportedError` for fewer than two domain axes."""
     if not _is_int(size) or not 1 <= size <= MAX_SIZE:
-        raise ValueError(f"preview: size must be an integer from 1 to {MAX_SIZE}, got {size!r}")
+        raise ArgumentError(f"{where(source)}preview: size must be an integer from 1 to "
+                            f"{MAX_SIZE}, got {size!r:.40}")
     if level is not None and (not _is_int(level) or not 0 <= level < len(shapes)):
-        raise IndexError(f"preview: level {level!r} does not exist ({len(shapes)} levels: "
-                         f"0 to {len(shapes) - 1})")
+        raise no_such_level(source, repr(level)[:40], len(shapes))
     size = int(size)
     level = None if level is None else int(level)
     shape0 = tuple(shapes[0])

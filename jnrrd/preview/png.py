@@ -9,6 +9,7 @@ import zlib
 
 import numpy as np
 
+from ..errors import ArgumentError
 from ..storage import atomic_file, local_target
 
 __all__ = ["encode_png", "write_png"]
@@ -24,18 +25,25 @@ def _chunk(kind: bytes, data: bytes) -> bytes:
             + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
 
 
+def _picture(rgb: np.ndarray, what: str) -> np.ndarray:
+    """``rgb`` as an array a PNG can hold, else an :class:`ArgumentError` starting ``what``."""
+    a = np.asarray(rgb)
+    if a.ndim != 3 or a.shape[2] != 3 or a.dtype != np.uint8:
+        raise ArgumentError(f"{what}: rgb: expected an H x W x 3 uint8 array, got shape "
+                            f"{a.shape} dtype {a.dtype}")
+    h, w = int(a.shape[0]), int(a.shape[1])
+    if not (0 < h <= _MAX_SIDE and 0 < w <= _MAX_SIDE):
+        raise ArgumentError(f"{what}: rgb: a PNG needs 1 to {_MAX_SIDE} rows and columns, "
+                            f"got {h} x {w}")
+    return a
+
+
 def encode_png(rgb: np.ndarray, *, level: int = 6) -> bytes:
     """The PNG bytes of an ``H x W x 3`` ``uint8`` array (row 0 at the top).
 
-    ``ValueError`` for another shape or dtype, or an empty picture."""
-    a = np.asarray(rgb)
-    if a.ndim != 3 or a.shape[2] != 3 or a.dtype != np.uint8:
-        raise ValueError(f"encode_png: expected an H x W x 3 uint8 array, got shape "
-                         f"{a.shape} dtype {a.dtype}")
+    :class:`~jnrrd.ArgumentError` for another shape or dtype, or an empty picture."""
+    a = _picture(rgb, "encode_png")
     h, w = int(a.shape[0]), int(a.shape[1])
-    if not (0 < h <= _MAX_SIDE and 0 < w <= _MAX_SIDE):
-        raise ValueError(f"encode_png: a PNG needs 1 to {_MAX_SIDE} rows and columns, got "
-                         f"{h} x {w}")
     # bit depth 8, colour type 2 (truecolour), deflate, filter method 0, no interlace
     ihdr = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
     # every scanline starts with its filter type byte: 0 (None)
@@ -52,6 +60,6 @@ def write_png(path: str | os.PathLike[str], rgb: np.ndarray) -> None:
     The bytes go to a temporary file beside ``path`` (named as every temporary file of this
     library, so ``jnrrd cleanup`` knows it) that replaces it when complete: a failed write
     never leaves a partial picture."""
-    data = encode_png(rgb)
+    data = encode_png(_picture(rgb, f"{os.fspath(path)}: write_png"))
     with local_target(path), atomic_file(os.fspath(path)) as f:  # errors name ``path``
         f.write(data)

@@ -32,7 +32,7 @@ def render_preview(vol: Any, size: int = 256, *, mip: bool = False, level: int |
     arguments are those of :meth:`jnrrd.Volume.preview`."""
     shapes = [lv.level.shape for lv in vol.levels]
     stored = [bool(lv.stored) for lv in vol.levels]
-    plan = make_plan(vol.header, vol.core, shapes, stored, size, level)
+    plan = make_plan(vol.header, vol.core, shapes, stored, size, level, vol.name)
     view = vol.levels[plan.level]
     reader = _Reader(view, vol.index_order == "C", plan)
     if mip and len(plan.shown) == 3:
