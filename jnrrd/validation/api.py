@@ -28,7 +28,15 @@ from collections.abc import Callable, Mapping
 from typing import IO, Any, TextIO, Unpack
 
 from .._config import settings_for
-from ..errors import FormatError, JnrrdError, ValidationError, VersionError, describe_source
+from ..errors import (
+    FormatError,
+    HeaderError,
+    JnrrdError,
+    ValidationError,
+    VersionError,
+    describe_source,
+)
+from ..header import check_header_end
 from ..header.model import CORE_FIELDS, TILE_FIELDS, TILE_URI_PREFIX, build_header, find_prefix
 from ..header.wire import MAX_NESTING, nesting_depth, read_entries
 from ..policy import IOSettings, Policy, PolicyOptions
@@ -160,6 +168,8 @@ def _check_file(f: IO[bytes], store: Store | None, pol: Policy, report: Report,
         except JnrrdError as exc:
             report.error(_field_of(str(exc), [e.key for e in entries]), str(exc))
             return
+    if _truncated(header, data_start, report):
+        return
     for w in [*caught, *more]:
         text = str(w.message)
         if dup and "field repeated" in text:
@@ -176,6 +186,18 @@ def _check_file(f: IO[bytes], store: Store | None, pol: Policy, report: Report,
         _deep_untiled(f, pol, report, progress, again)
     else:
         report.note("", "deep checks skipped: the header has errors")
+
+
+def _truncated(header: Any, data_start: int | None, report: Report) -> bool:
+    """Whether the file was cut inside its header, as reading it says
+    (docs/format.md#where-the-header-ends): then that is the one problem reported, not what
+    the cut header lacks (missing tile tables, tile ranges past the end)."""
+    try:
+        check_header_end(header, data_start)
+    except HeaderError as exc:
+        report.error("", str(exc), None, "a blank line ending the header")
+        return True
+    return False
 
 
 def _check_nrrd(f: IO[bytes], store: Store | None, pol: Policy, report: Report, deep: bool,
