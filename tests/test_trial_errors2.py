@@ -125,3 +125,18 @@ def test_png_pictures(tmp_path: Path) -> None:
     raised(lambda: write_png(tmp_path / "p.png", np.zeros((0, 4, 3), np.uint8)),
            jnrrd.ArgumentError, "p.png: write_png: rgb", "0 x 4")
     assert not (tmp_path / "p.png").exists()
+
+
+def test_napari_layer_data(cube: Path, tmp_path: Path) -> None:
+    from jnrrd.integrations.napari import layer_data
+
+    with jnrrd.open(cube) as vol:
+        raised(lambda: layer_data(vol), jnrrd.ArgumentError, "cube.jnrrd", "index_order='C'")
+    path = tmp_path / "vec.jnrrd"
+    jnrrd.write(path, np.zeros((6, 5, 4, 3), np.float32),
+                {"kinds": ["vector", "space", "space", "space"]}, index_order="C", tile=4)
+    with jnrrd.open(path, index_order="C") as vol:
+        data, kw, _ = layer_data(vol)
+        arr = data[0] if isinstance(data, list) else data
+        assert kw["channel_axis"] == 3 and arr[:, :, :, 2].shape == (6, 5, 4)
+        raised(lambda: arr[:, :, :, 3], IndexError, "vec.jnrrd", "axis 3", "index 3", "-3..2")

@@ -41,7 +41,7 @@ import numpy as np
 from ..api import open as open_volume
 from ..clinical.labels import is_label_map, label_flag
 from ..engine.volume import LevelView, Volume
-from ..errors import JnrrdWarning
+from ..errors import ArgumentError, JnrrdWarning, SelectionError, where
 from ..tiling.grid import expand_key
 
 __all__ = ["MAX_CHANNELS", "SUFFIXES", "LayerData", "LevelArray", "get_reader", "layer_data",
@@ -107,7 +107,8 @@ def layer_data(vol: Volume, *, source: str | None = None, name: str | None = Non
     """The napari LayerData tuple of a volume opened with ``index_order="C"`` (see the module
     docstring for what goes where). ``source`` names the file (layer name, labels hint)."""
     if vol.index_order != "C":
-        raise ValueError("open the volume with index_order='C' (napari's axis order)")
+        raise ArgumentError(f"{where(vol.name, 'index_order')}layer_data needs a volume "
+                            "opened with index_order='C' (napari's axis order)")
     n = vol.ndim
     kinds = _kinds(vol)[::-1]  # caller (C-order) axes
     layer_type = "labels" if _is_labels(vol, source) else "image"
@@ -420,7 +421,8 @@ class LevelArray:
             i = operator.index(key[s])
             n = self.shape[s]
             if not -n <= i < n:
-                raise IndexError(f"index {i} is out of bounds for axis {s} with size {n}")
+                raise SelectionError(f"{where(self._view.volume.name, f'axis {s}')}index {i} "
+                                     f"is out of bounds for size {n} (valid: {-n}..{n - 1})")
             return LevelArray(self._view, self._order, owner=self._owner,
                               fixed={**self._fixed, self._free[s]: i % n})
         vkey: list[Any] = [slice(None)] * self._view.ndim
