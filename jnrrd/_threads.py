@@ -35,9 +35,9 @@ from ._config import current
 from ._platform import available_cpus, register_at_fork
 
 __all__ = ["IO_THREADS", "REQUEST_THREADS", "OrderedQueue", "Running", "background",
-           "default_threads", "fork_join", "io_submit", "ordered_map", "private_pool",
-           "request_submit", "run_each", "run_parallel", "start_daemon", "thread_count",
-           "zstd_frame_map"]
+           "default_threads", "exiting", "fork_join", "in_request_thread", "io_submit",
+           "ordered_map", "private_pool", "request_submit", "run_each", "run_parallel",
+           "start_daemon", "thread_count", "zstd_frame_map"]
 
 #: threads of the I/O pool: requests in flight to a remote store without an event loop
 IO_THREADS = 16
@@ -113,6 +113,31 @@ def io_submit(fn: Callable[..., Any], *args: Any) -> Future[Any]:
     return _submit(pool, fn, *args)
 
 
+#: set when the interpreter begins to exit (before its pools' threads are joined)
+_EXITING = threading.Event()
+# (threading's hook for the pools' own exit handling, as concurrent.futures uses; it runs
+# before their threads are joined, and handlers registered later run first)
+_register_exit = getattr(threading, "_register_atexit", None)
+if _register_exit is not None:
+    _register_exit(_EXITING.set)
+_REQUEST_THREAD = threading.local()
+
+
+def exiting() -> bool:
+    """Whether the interpreter has begun to exit: the main thread ended (it returned, or a
+    Ctrl-C ended it) and the threads are being joined."""
+    return _EXITING.is_set()
+
+
+def in_request_thread() -> bool:
+    """Whether the calling thread is one of the request pool's (:func:`request_submit`)."""
+    return getattr(_REQUEST_THREAD, "yes", False)
+
+
+def _mark_request_thread() -> None:
+    _REQUEST_THREAD.yes = True
+
+
 def request_submit(fn: Callable[..., Any], *args: Any) -> Future[Any]:
     """Run ``fn(*args)`` on the request pool (blocking range requests; a thread is started
     only when none is idle). Like every pool here its threads are joined at interpreter
@@ -121,7 +146,8 @@ def request_submit(fn: Callable[..., Any], *args: Any) -> Future[Any]:
     with _POOL_LOCK:
         if _REQUESTS is None:
             _REQUESTS = ThreadPoolExecutor(max_workers=REQUEST_THREADS,
-                                           thread_name_prefix="jnrrd-request")
+                                           thread_name_prefix="jnrrd-request",
+                                           initializer=_mark_request_thread)
         pool = _REQUESTS
     return _submit(pool, fn, *args)
 

@@ -204,6 +204,71 @@ def test_an_obstore_read_in_an_atexit_handler_works(http_server) -> None:
         f"first {a[0, 0, 0]}\nat exit {a.sum(dtype=np.int64)}\n")
 
 
+# Ctrl-C in the middle of a long read: the exit waits for the requests on the wire, not for the
+# read's queued ones (the request pool's threads are joined at exit).
+_INTERRUPT_SCRIPT = """
+import _thread, sys, threading, time
+import jnrrd
+
+io = jnrrd.IOSettings(remote_backend="obstore", request_concurrency=4)
+vol = jnrrd.open(sys.argv[1], io=io, follow_redirects=True, cache_bytes=0)
+threading.Timer(0.3, _thread.interrupt_main).start()
+try:
+    vol[:]
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+
+
+def test_an_interrupted_obstore_read_exits_without_sending_its_queued_requests(
+        http_server) -> None:
+    a = np.random.default_rng(0).integers(0, 255, (128, 128, 64), np.uint8)
+    jnrrd.write(http_server.root / "v.jnrrd", a, tile=16, compression="zstd",
+                storage="external")  # 512 tile files: a request each
+    http_server.latency = 0.05
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(_INTERRUPT_SCRIPT),
+                           http_server.url_for("v.jnrrd")],
+                          capture_output=True, text=True, timeout=60, cwd=http_server.root)
+    assert (done.returncode, done.stdout) == (0, "interrupted\n"), done.stderr[-2000:]
+    assert http_server.requests < 100  # 4 at a time, 0.05 s each: not the 513 of the read
+
+
+# tracemalloc.stop() while obstore requests are in flight: a thread of obstore's runtime that
+# attached to the interpreter (its asynchronous calls answer that way) raced the stop and
+# crashed the process (python/cpython#128679, CPython before 3.12.9 and 3.13.2); no thread of
+# obstore's attaches now (docs/remote.md, "Backends").
+_TRACEMALLOC_SCRIPT = """
+import json, sys, threading, time, tracemalloc
+import jnrrd
+
+url, opts = sys.argv[1], json.loads(sys.argv[2])
+vol = jnrrd.open(url, storage_options=opts, io=jnrrd.IOSettings(remote_backend="obstore"),
+                 cache_bytes=0)
+for i in range(40):
+    tracemalloc.start()
+    reading = threading.Thread(target=lambda: vol[:])
+    reading.start()
+    time.sleep(0.002 * (i % 10))
+    tracemalloc.stop()
+    reading.join()
+print("done", flush=True)
+"""
+
+
+def test_tracemalloc_stops_while_obstore_requests_are_in_flight(s3, tmp_path) -> None:
+    import json
+
+    from remote_cases import put_to_s3
+
+    a = np.random.default_rng(0).integers(0, 255, (128, 128, 64), np.uint8)
+    jnrrd.write(tmp_path / "v.jnrrd", a, tile=16, compression="zstd")
+    put_to_s3(s3, tmp_path, "tm")
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(_TRACEMALLOC_SCRIPT),
+                           s3.url("tm/v.jnrrd"), json.dumps(s3.storage_options)],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (0, "done\n"), done.stderr[-2000:]
+
+
 # The fork runs in a fresh interpreter (forking the loaded test runner can fail with ENOMEM,
 # tests/test_hangs.py): a volume opened before the fork reads in the child (through the fsspec
 # backend when obstore read it: obstore's runtime does not survive a fork), and so does one

@@ -35,7 +35,7 @@ from collections import deque
 from concurrent.futures import Future
 from typing import Any, cast
 
-from .._threads import request_submit
+from .._threads import exiting, in_request_thread, request_submit
 from ..errors import DataError, ObjectNotFoundError, RemoteError, SecurityError
 from ..policy import Policy
 from .bodies import PIECE, Answer, Bytes, LongBody, Retry, ShortBody, Sink, read_exact_blocking
@@ -91,7 +91,12 @@ class ObstoreFetcher(Fetcher):
         return future
 
     def _drain(self) -> None:
-        """Run queued requests until none is left."""
+        """Run queued requests until none is left. Once the interpreter begins to exit (the
+        main thread returned, or a Ctrl-C ended it in the middle of a read), the request
+        pool sends no queued request: each fails with a ``RemoteError``, and the exit waits
+        only for the requests already on the wire. (A read in an ``atexit`` handler runs
+        its requests in its own thread, :func:`jnrrd._threads.request_submit`.)"""
+        pooled = in_request_thread()
         while True:
             with self._lock:
                 if not self._queue:
@@ -99,6 +104,11 @@ class ObstoreFetcher(Fetcher):
                     return
                 future, args = self._queue.popleft()
             if not future.set_running_or_notify_cancel():
+                continue
+            if pooled and exiting():
+                path, start, stop, url = args[:4]
+                future.set_exception(RemoteError(f"{url}: {span(start, stop)}: not sent: "
+                                                 "the program is exiting"))
                 continue
             try:
                 answer = self._attempts_blocking(*args)
