@@ -45,7 +45,7 @@ from .bodies import Answer, LongBody, Retry, ShortBody, read_exact
 from .remote_http import describe, http_get, span
 from .validators import Validator
 
-__all__ = ["Answer", "Fetcher", "Parts", "Piece", "plan_requests"]
+__all__ = ["Answer", "Fetcher", "Parts", "Piece", "backoff", "gave_up", "plan_requests"]
 
 #: the smallest piece a long run of ranges is cut into for parallel requests
 MIN_PIECE = 1 << 20
@@ -209,9 +209,8 @@ class Fetcher:
                 else:
                     return _checked(answer, start, stop, url, exact)
                 if attempt < retries:
-                    await asyncio.sleep(0.05 * 4**attempt)
-        raise RemoteError(f"{url}: {span(start, stop)}: {reason}"
-                          + (f" (after {retries + 1} tries)" if retries else ""))
+                    await asyncio.sleep(backoff(attempt))
+        raise gave_up(url, start, stop, reason, retries)
 
     async def _once(self, path: str, start: int, stop: int, url: str,
                     expect: Validator | None, sink: Parts | None, head: bool) -> Answer:
@@ -296,6 +295,17 @@ class Fetcher:
                 continue
             return _checked(Answer(bytes(data)), start, stop, url, exact)
         raise AssertionError("unreachable")
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait after failed try ``attempt`` (0, 1, ...) before the next."""
+    return 0.05 * 4**attempt
+
+
+def gave_up(url: str, start: int, stop: int, reason: str, retries: int) -> RemoteError:
+    """The error of a request whose every try failed, the last for ``reason``."""
+    return RemoteError(f"{url}: {span(start, stop)}: {reason}"
+                       + (f" (after {retries + 1} tries)" if retries else ""))
 
 
 def _checked(answer: Answer, start: int, stop: int, url: str, exact: bool) -> Answer:

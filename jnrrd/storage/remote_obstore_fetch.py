@@ -39,7 +39,7 @@ from .._threads import exiting, in_request_thread, request_submit
 from ..errors import DataError, ObjectNotFoundError, RemoteError, SecurityError
 from ..policy import Policy
 from .bodies import PIECE, Answer, Bytes, LongBody, Retry, ShortBody, Sink, read_exact_blocking
-from .remote_fetch import Fetcher, Parts, _checked
+from .remote_fetch import Fetcher, Parts, _checked, backoff, gave_up
 from .remote_http import NO_RANGES, describe, span
 from .remote_obstore import ObstoreFS
 from .validators import Validator
@@ -129,9 +129,8 @@ class ObstoreFetcher(Fetcher):
             else:
                 return _checked(answer, start, stop, url, exact)
             if attempt < retries:
-                time.sleep(0.05 * 4**attempt)
-        raise RemoteError(f"{url}: {span(start, stop)}: {reason}"
-                          + (f" (after {retries + 1} tries)" if retries else ""))
+                time.sleep(backoff(attempt))
+        raise gave_up(url, start, stop, reason, retries)
 
     def _once_blocking(self, path: str, start: int, stop: int, url: str,
                        expect: Validator | None, sink: Sink | None) -> Answer:
