@@ -25,6 +25,10 @@ and ``zarr-c`` (zarr v3, the same chunks and codec, written by zarr-python; tens
   ``mmap_mode="r"`` (blosc2's own threads: its default);
 - ``numpy mmap``: an uncompressed ``.npy`` read through ``np.load(mmap_mode="r")`` and copied
   (nnU-Net v1's unpacked data): the ceiling with no decoding (it stores 1/0.707 the bytes).
+- ``zstandard alone``: the decoder's floor, no jnrrd: for every patch, each tile it touches is
+  read from ``int.jnrrd`` (``os.pread``) and decoded by python-zstandard (jnrrd's decoder) up to
+  the last plane the patch needs, as jnrrd decodes it, on as many threads as jnrrd uses; the
+  pieces are dropped (no patch is assembled). jnrrd cannot be faster than this row.
 
 S3 (``tests/s3_server.py`` in a child process, ``_servers.py``): ``jnrrd.open(url)`` (its
 default 256 MiB cache) and ``cache_bytes=0``, tensorstore's ``s3`` kvstore with and without a
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -180,6 +185,59 @@ def _npy(path: Path, regions: list) -> Callable[[], list]:
     return run
 
 
+def _tile_jobs(path: Path, regions: list) -> list[list[tuple[int, int, int]]]:
+    """Per patch, (offset, size, bytes needed) of each level-0 tile it touches: tiles in the
+    file's order (first axis fastest), decoded up to the patch's last plane along the last."""
+    import jnrrd
+
+    h = jnrrd.read_header(path)
+    tile, sizes = h["tile:sizes"], h["sizes"]
+    counts = [-(-n // t) for n, t in zip(sizes, tile, strict=True)]
+    offsets, nbytes = h["tile:offset_table"], h["tile:size_table"]
+    plane = math.prod(tile[:-1]) * np.dtype(h["type"]).itemsize
+    jobs = []
+    for r in regions:
+        spans = [range(s.start // t, (s.stop - 1) // t + 1) for s, t in zip(r, tile, strict=True)]
+        one = []
+        for tz in spans[2]:
+            need = plane * min(tile[2], r[2].stop - tz * tile[2])
+            for ty in spans[1]:
+                for tx in spans[0]:
+                    i = tx + counts[0] * (ty + counts[1] * tz)
+                    one.append((offsets[i], nbytes[i], need))
+        jobs.append(one)
+    return jobs
+
+
+def _zstd_alone(path: Path, regions: list) -> Callable[[], list]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    import zstandard
+
+    from jnrrd._platform import available_cpus
+
+    jobs = _tile_jobs(path, regions)
+    threads = available_cpus()  # jnrrd's default: IOSettings(threads=None)
+
+    def decode(fd: int, job: tuple[int, int, int]) -> bytearray:
+        offset, size, need = job
+        out = bytearray(need)
+        view, got = memoryview(out), 0
+        reader = zstandard.ZstdDecompressor().stream_reader(os.pread(fd, size, offset))
+        while got < need and (k := reader.readinto(view[got:])):
+            got += k
+        return out
+
+    def run() -> list:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        try:
+            with ThreadPoolExecutor(threads) as pool:
+                return [len(list(pool.map(functools.partial(decode, fd), one))) for one in jobs]
+        finally:
+            os.close(fd)
+    return run
+
+
 # --- the cases -------------------------------------------------------------------------------
 
 _WHOLE: dict[int, WholeArrays] = {}
@@ -203,9 +261,10 @@ def local_case(bench, edge: int, count: int = COUNT) -> Case:
                 data.ensure(key)
             runner.append(make(where[key]()))
 
+        check = (None if system == "zstandard alone"
+                 else remote._checker(data, "patches", regions, key != "jnrrd"))
         return Contender(system, setup=setup, run=lambda: runner[0](),
-                         paths=lambda: [where[key]()],
-                         check=remote._checker(data, "patches", regions, key != "jnrrd"))
+                         paths=lambda: [where[key]()], check=check)
 
     contenders = [
         one("jnrrd", "jnrrd", lambda p: _jnrrd(p, regions, 0)),
@@ -215,6 +274,7 @@ def local_case(bench, edge: int, count: int = COUNT) -> Case:
         one("zarr-python", "zarr", lambda p: _zarr(p, regions)),
         one("blosc2 (nnU-Net)", "blosc2", lambda p: _blosc2(p, regions)),
         one("numpy mmap", "npy", lambda p: _npy(p, regions)),
+        one("zstandard alone", "jnrrd", lambda p: _zstd_alone(p, regions)),
     ]
     return Case(f"patches/{edge}/local", contenders, _nbytes(regions, bench.arr.itemsize),
                 TARGETS["local"])
