@@ -45,6 +45,7 @@ import functools
 import math
 import os
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -209,6 +210,21 @@ def _tile_jobs(path: Path, regions: list) -> list[list[tuple[int, int, int]]]:
     return jobs
 
 
+def _stored_bytes(f: Any) -> Callable[[int, int], bytes]:
+    """``read(offset, size)`` of the open binary file ``f`` from any thread: ``os.pread``
+    where there is one (POSIX), else a seek and a read under a lock (Windows)."""
+    if hasattr(os, "pread"):
+        fd, pread = f.fileno(), os.pread
+        return lambda offset, size: pread(fd, size, offset)
+    lock = threading.Lock()
+
+    def read(offset: int, size: int) -> bytes:
+        with lock:
+            f.seek(offset)
+            return f.read(size)
+    return read
+
+
 def _zstd_alone(path: Path, regions: list) -> Callable[[], list]:
     from concurrent.futures import ThreadPoolExecutor
 
@@ -219,22 +235,19 @@ def _zstd_alone(path: Path, regions: list) -> Callable[[], list]:
     jobs = _tile_jobs(path, regions)
     threads = available_cpus()  # jnrrd's default: IOSettings(threads=None)
 
-    def decode(fd: int, job: tuple[int, int, int]) -> bytearray:
+    def decode(read: Callable[[int, int], bytes], job: tuple[int, int, int]) -> bytearray:
         offset, size, need = job
         out = bytearray(need)
         view, got = memoryview(out), 0
-        reader = zstandard.ZstdDecompressor().stream_reader(os.pread(fd, size, offset))
+        reader = zstandard.ZstdDecompressor().stream_reader(read(offset, size))
         while got < need and (k := reader.readinto(view[got:])):
             got += k
         return out
 
     def run() -> list:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
-        try:
-            with ThreadPoolExecutor(threads) as pool:
-                return [len(list(pool.map(functools.partial(decode, fd), one))) for one in jobs]
-        finally:
-            os.close(fd)
+        with open(path, "rb") as f, ThreadPoolExecutor(threads) as pool:
+            one_job = functools.partial(decode, _stored_bytes(f))
+            return [len(list(pool.map(one_job, one))) for one in jobs]
     return run
 
 

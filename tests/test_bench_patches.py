@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -26,8 +25,8 @@ def test_tile_jobs_are_each_patch_tiles_up_to_its_last_plane(tmp_path: Path) -> 
                (slice(8, 16), slice(4, 8), slice(20, 24))]  # one whole tile
     jobs = patches._tile_jobs(path, regions)
     assert [len(j) for j in jobs] == [4, 1]
-    fd = os.open(path, os.O_RDONLY)
-    try:
+    with open(path, "rb") as f:
+        read = patches._stored_bytes(f)
         for region, one in zip(regions, jobs, strict=True):
             xs, ys, zs = (range(s.start // t, (s.stop - 1) // t + 1)
                           for s, t in zip(region, (8, 4, 4), strict=True))
@@ -36,9 +35,18 @@ def test_tile_jobs_are_each_patch_tiles_up_to_its_last_plane(tmp_path: Path) -> 
                 tile = arr[tz * 4:tz * 4 + 4, ty * 4:ty * 4 + 4, tx * 8:tx * 8 + 8]
                 planes = min(4, region[2].stop - tz * 4)
                 assert need == planes * 8 * 4 * 2
-                whole = zstandard.ZstdDecompressor().decompress(os.pread(fd, size, offset))
+                whole = zstandard.ZstdDecompressor().decompress(read(offset, size))
                 assert whole == np.ascontiguousarray(tile).tobytes()
-    finally:
-        os.close(fd)
     run = patches._zstd_alone(path, regions)
     assert run() == [4, 1]
+
+
+def test_stored_bytes_without_pread_seeks_under_a_lock(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "b.bin"
+    path.write_bytes(bytes(range(256)))
+    with open(path, "rb") as f:
+        with_pread = patches._stored_bytes(f)
+        monkeypatch.delattr(patches.os, "pread", raising=False)
+        without = patches._stored_bytes(f)
+        assert with_pread(10, 5) == without(10, 5) == bytes(range(10, 15))
+        assert without(250, 10) == bytes(range(250, 256))
