@@ -26,9 +26,10 @@ and ``zarr-c`` (zarr v3, the same chunks and codec, written by zarr-python; tens
 - ``numpy mmap``: an uncompressed ``.npy`` read through ``np.load(mmap_mode="r")`` and copied
   (nnU-Net v1's unpacked data): the ceiling with no decoding (it stores 1/0.707 the bytes).
 - ``zstandard alone``: the decoder's floor, no jnrrd: for every patch, each tile it touches is
-  read from ``int.jnrrd`` (``os.pread``) and decoded by python-zstandard (jnrrd's decoder) up to
-  the last plane the patch needs, as jnrrd decodes it, on as many threads as jnrrd uses; the
-  pieces are dropped (no patch is assembled). jnrrd cannot be faster than this row.
+  read from ``int.jnrrd`` (``os.pread``; on Windows a seek and a read) and decoded by
+  python-zstandard (jnrrd's decoder) up to the last plane the patch needs, as jnrrd decodes
+  it, on as many threads as jnrrd uses; the pieces are dropped (no patch is assembled). jnrrd
+  cannot be faster than this row.
 
 S3 (``tests/s3_server.py`` in a child process, ``_servers.py``): ``jnrrd.open(url)`` (its
 default 256 MiB cache) and ``cache_bytes=0``, tensorstore's ``s3`` kvstore with and without a
@@ -226,6 +227,7 @@ def _stored_bytes(f: Any) -> Callable[[int, int], bytes]:
 
 
 def _zstd_alone(path: Path, regions: list) -> Callable[[], list]:
+    """The ``zstandard alone`` row (module docstring): per patch, the count of tiles decoded."""
     from concurrent.futures import ThreadPoolExecutor
 
     import zstandard
