@@ -236,12 +236,15 @@ def _zstd_alone(path: Path, regions: list) -> Callable[[], list]:
 
     jobs = _tile_jobs(path, regions)
     threads = available_cpus()  # jnrrd's default: IOSettings(threads=None)
+    local = threading.local()  # one decompressor per thread, as jnrrd keeps
 
     def decode(read: Callable[[int, int], bytes], job: tuple[int, int, int]) -> bytearray:
         offset, size, need = job
         out = bytearray(need)
         view, got = memoryview(out), 0
-        reader = zstandard.ZstdDecompressor().stream_reader(read(offset, size))
+        if not hasattr(local, "dctx"):
+            local.dctx = zstandard.ZstdDecompressor()
+        reader = local.dctx.stream_reader(read(offset, size))
         while got < need and (k := reader.readinto(view[got:])):
             got += k
         return out
@@ -266,7 +269,8 @@ def local_case(bench, edge: int, count: int = COUNT) -> Case:
     whole = _WHOLE[id(bench)]
     regions = patches(bench.size, edge, count)
 
-    def one(system: str, key: str, make: Callable[[Path], Callable[[], list]]) -> Contender:
+    def one(system: str, key: str, make: Callable[[Path], Callable[[], list]],
+            checked: bool = True) -> Contender:
         runner: list[Callable[[], list]] = []
         where = {"jnrrd": lambda: data.root / "int.jnrrd", "zarr": lambda: data.root / "zarr-c",
                  "blosc2": lambda: whole.ensure("blosc2"), "npy": lambda: whole.ensure("npy")}
@@ -276,8 +280,7 @@ def local_case(bench, edge: int, count: int = COUNT) -> Case:
                 data.ensure(key)
             runner.append(make(where[key]()))
 
-        check = (None if system == "zstandard alone"
-                 else remote._checker(data, "patches", regions, key != "jnrrd"))
+        check = remote._checker(data, "patches", regions, key != "jnrrd") if checked else None
         return Contender(system, setup=setup, run=lambda: runner[0](),
                          paths=lambda: [where[key]()], check=check)
 
@@ -289,7 +292,7 @@ def local_case(bench, edge: int, count: int = COUNT) -> Case:
         one("zarr-python", "zarr", lambda p: _zarr(p, regions)),
         one("blosc2 (nnU-Net)", "blosc2", lambda p: _blosc2(p, regions)),
         one("numpy mmap", "npy", lambda p: _npy(p, regions)),
-        one("zstandard alone", "jnrrd", lambda p: _zstd_alone(p, regions)),
+        one("zstandard alone", "jnrrd", lambda p: _zstd_alone(p, regions), checked=False),
     ]
     return Case(f"patches/{edge}/local", contenders, _nbytes(regions, bench.arr.itemsize),
                 TARGETS["local"])
